@@ -1,0 +1,166 @@
+"""The pipeline: capture -> passes -> plan -> split -> runtime. See docs/DESIGN.md."""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+from .capture.inputs import FlatSignature, fakeify, flat_signature, leaf_names, make_flat_fn
+from .capture.trace import trace_joint
+from .ir import Plan, Role, verify
+from .options import CompileOptions
+from .passes.pipeline import run_joint_passes, run_split_passes
+from .plan.default import plan_default
+from .plan.mincut import plan_mincut
+from .runtime.compilers import compile_graph
+from .runtime.function import CompiledEntry, EntryLayout
+from .split import SplitGraphs, split
+
+PARTITIONERS: dict[str, Callable] = {"default": plan_default, "mincut": plan_mincut}
+
+
+def build_plan(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode,
+               options: CompileOptions, *, with_backward: bool, names=None, debug: bool = False):
+    """Trace, optimize and partition; return (Plan, JointGraph, SplitGraphs). Runs nothing real."""
+    timings: dict[str, float] = {}
+    start = time.perf_counter()
+    joint = trace_joint(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, names=names)
+    timings["trace"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    joint.gm = run_joint_passes(joint.gm)
+    if debug:
+        verify(joint.gm.graph)
+    if options.partitioner == "budget":
+        from .errors import UnsupportedError
+
+        raise UnsupportedError('partitioner="budget" is not available in this version of jointgraph',
+                               hint='use partitioner="mincut" (the default) or "default"')
+    choices = PARTITIONERS[options.partitioner](joint.gm.graph) if joint.has_backward else []
+    graphs = split(joint.gm, choices, has_backward=joint.has_backward)
+    graphs = run_split_passes(graphs)
+    timings["partition"] = time.perf_counter() - start
+    if debug:
+        verify(graphs.forward.graph)
+        if graphs.backward is not None:
+            verify(graphs.backward.graph)
+    plan = Plan(forward=graphs.forward, backward=graphs.backward, saved=graphs.saved, timings=timings,
+                options=options)
+    _simulate_into(plan)
+    return plan, joint, graphs
+
+
+def _simulate_into(plan: Plan) -> None:
+    from .plan.simulate import simulate
+
+    result = simulate(plan.forward, plan.backward)
+    plan.peak_bytes = result.peak_bytes
+    plan.timeline = result.timeline
+
+
+def build_entry(flat_fn: Callable, out_box: list, signature: FlatSignature, tensors: list,
+                options: CompileOptions, *, dynamic: bool, with_backward: bool) -> CompiledEntry:
+    """Compile one entry for graph inputs like ``tensors``."""
+    fake_mode = FakeTensorMode(shape_env=ShapeEnv() if dynamic else None)
+    fakes = fakeify(tensors, fake_mode, dynamic=dynamic)
+    plan, joint, graphs = build_plan(flat_fn, fakes, signature.roles, fake_mode, options,
+                                     with_backward=with_backward, names=list(signature.names))
+    entry = compile_entry(plan, joint, graphs, options, signature, out_box[0], fakes)
+    entry.fake_mode = fake_mode
+    entry.fakes = fakes
+    return entry
+
+
+def compile_entry(plan: Plan, joint, graphs: SplitGraphs, options: CompileOptions, signature,
+                  out_spec, fakes: list) -> CompiledEntry:
+    start = time.perf_counter()
+    forward = compile_graph(graphs.forward, fakes, options.fw_compiler, boxed=False)
+    backward = None
+    if graphs.backward is not None:
+        bw_examples = [n.meta.get("val") for n in graphs.backward.graph.nodes if n.op == "placeholder"]
+        backward = compile_graph(graphs.backward, bw_examples, options.bw_compiler, boxed=True)
+    plan.timings["compile"] = time.perf_counter() - start
+    layout = make_layout(joint, graphs, signature, out_spec)
+    return CompiledEntry(forward, backward, layout, plan)
+
+
+def make_layout(joint, graphs: SplitGraphs, signature, out_spec) -> EntryLayout:
+    """Precompute the index lists of the call path (Note [Runtime call path])."""
+    outputs = joint.outputs
+    tensor_outs = [i for i, o in enumerate(outputs) if o.kind == "tensor"]
+    tangent_positions = tuple(k for k, i in enumerate(tensor_outs) if outputs[i].requires_grad)
+    mutated = tuple(i for i, info in enumerate(joint.inputs) if info.mutates_data)
+    non_diff = tuple(k for k, i in enumerate(tensor_outs) if not outputs[i].requires_grad)
+    non_diff += tuple(len(tensor_outs) + k for k in range(len(mutated)))
+    plan_entries = []
+    position = {i: k for k, i in enumerate(tensor_outs)}
+    for i, info in enumerate(outputs):
+        if info.kind == "tensor":
+            plan_entries.append(("tensor", position[i]))
+        elif info.kind == "constant":
+            plan_entries.append(("constant", info.constant))
+        elif info.kind == "input":
+            plan_entries.append(("input", info.input_index))
+        else:
+            plan_entries.append(("input_view", (info.input_index, info.view_meta)))
+    saved_inputs = []
+    if graphs.backward is not None:
+        fw_out = [n for n in graphs.forward.graph.nodes if n.op == "output"][0]
+        roles = fw_out.meta["roles"]
+        saved_nodes = [v for v, r in zip(fw_out.args[0], roles, strict=True) if r is Role.SAVED_TENSOR]
+        for s, node in enumerate(saved_nodes):
+            if node.op == "placeholder":
+                saved_inputs.append((s, node.meta["input_index"]))
+    return EntryLayout(
+        num_user_tensors=len(tensor_outs),
+        mutated_inputs=mutated,
+        num_saved_tensors=graphs.num_saved_tensors,
+        num_saved_sizes=graphs.num_saved_sizes,
+        tangent_positions=tangent_positions,
+        non_differentiable=non_diff,
+        grad_inputs=tuple(info.requires_grad for info in joint.inputs),
+        saved_input_positions=tuple(saved_inputs),
+        output_plan=tuple(plan_entries),
+        out_spec=out_spec,
+        signature=signature,
+    )
+
+
+def plan(fn_or_module: Any, *example_args: Any, **options: Any) -> Plan:
+    """Trace and partition ``fn_or_module`` on ``example_args``; run nothing. Returns a Plan."""
+    from .options import make_options
+
+    opts = make_options(**options)
+    fn, leaves, spec, leaf_roles = _bind(fn_or_module, example_args, {})
+    signature = flat_signature(leaves, leaf_roles, leaf_names(pytree.tree_unflatten(leaves, spec)))
+    tensors = [leaves[p] for p in signature.tensor_leaf_positions]
+    flat_fn, _ = make_flat_fn(fn, spec, signature)
+    fake_mode = FakeTensorMode(shape_env=ShapeEnv() if opts.dynamic else None)
+    fakes = fakeify(tensors, fake_mode, dynamic=bool(opts.dynamic))
+    with_backward = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+    result, _, _ = build_plan(flat_fn, fakes, signature.roles, fake_mode, opts, with_backward=with_backward,
+                              names=list(signature.names))
+    return result
+
+
+def _bind(fn_or_module: Any, args: tuple, kwargs: dict):
+    """Return (callable over (params, buffers, args, kwargs) or (args, kwargs), leaves, spec, roles)."""
+    if isinstance(fn_or_module, torch.nn.Module):
+        from .module import module_call_leaves
+
+        return module_call_leaves(fn_or_module, args, kwargs)
+    leaves, spec = pytree.tree_flatten((args, kwargs))
+    return fn_or_module, leaves, spec, None
+
+
+def warn_once(holder: set, key: str, message: str) -> None:
+    if key not in holder:
+        holder.add(key)
+        warnings.warn(message, stacklevel=3)

@@ -1,0 +1,171 @@
+"""Flatten a call into graph inputs, dedupe repeated tensors, fake-ify, and compute guard keys.
+
+Note [Guards]
+-------------
+A compiled entry is valid for calls whose flat arguments match it on: the pytree
+structure, every non-tensor value (specialized into the graph), and for every
+tensor its shape, strides, dtype, device, layout and ``requires_grad``, plus
+which tensor arguments are the same object (duplicates are traced once), and
+whether grad mode is on. A symbolic ("dynamic") entry drops shapes and strides
+from the key and checks the ShapeEnv's guard expression instead. PyTorch's own
+``aot_function`` ignores scalars and ``requires_grad``; reusing a graph across
+those silently computes the wrong thing, so we key on them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+
+from ..errors import UnsupportedError
+from ..ir import Role
+
+_TENSOR = torch.Tensor
+_PLAIN_TENSOR_TYPES = (torch.Tensor, torch.nn.Parameter, *((torch.nn.Buffer,) if hasattr(torch.nn, "Buffer") else ()))
+
+
+def _constant_key(value: Any) -> Any:
+    try:
+        hash(value)
+    except TypeError:
+        return ("id", id(value))
+    return (type(value), value)
+
+
+def static_key(leaves: list, grad_enabled: bool) -> tuple:
+    """Guard key of a call for a static entry (see Note [Guards])."""
+    seen: dict[int, int] = {}
+    key: list = [grad_enabled]
+    for i, leaf in enumerate(leaves):
+        if isinstance(leaf, _TENSOR):
+            first = seen.setdefault(id(leaf), i)
+            key.append((leaf.shape, leaf.stride(), leaf.dtype, leaf.device, leaf.requires_grad, first))
+        else:
+            key.append(_constant_key(leaf))
+    return tuple(key)
+
+
+def dynamic_key(leaves: list, grad_enabled: bool) -> tuple:
+    """Guard key of a call for a symbolic entry: no sizes (see Note [Guards])."""
+    seen: dict[int, int] = {}
+    key: list = [grad_enabled, "dynamic"]
+    for i, leaf in enumerate(leaves):
+        if isinstance(leaf, _TENSOR):
+            first = seen.setdefault(id(leaf), i)
+            key.append((leaf.dim(), leaf.dtype, leaf.device, leaf.requires_grad, first, leaf.is_contiguous()))
+        else:
+            key.append(_constant_key(leaf))
+    return tuple(key)
+
+
+@dataclasses.dataclass(frozen=True)
+class FlatSignature:
+    """How the user's flat leaves map to graph inputs.
+
+    ``tensor_leaf_positions[k]`` is the leaf index of graph input ``k`` (first
+    occurrence of each distinct tensor); ``constants`` holds the non-tensor leaves
+    specialized into the graph, by leaf index.
+    """
+
+    num_leaves: int
+    tensor_leaf_positions: tuple[int, ...]
+    duplicate_of: dict[int, int]          # leaf index -> graph input index, for repeated tensors
+    constants: dict[int, Any]
+    roles: tuple[Role, ...]
+    names: tuple[str, ...] = ()
+
+
+def leaf_names(args_tree: Any) -> list[str]:
+    """Readable names of the flat leaves: the innermost dict key, else the argument position."""
+    names = []
+    for i, (path, _) in enumerate(pytree.tree_flatten_with_path(args_tree)[0]):
+        key = next((k.key for k in reversed(path) if isinstance(k, pytree.MappingKey)), None)
+        if isinstance(key, str) and key:
+            names.append("".join(c if c.isalnum() else "_" for c in key))
+        else:
+            names.append(f"arg{i}")
+    return names
+
+
+def flat_signature(leaves: list, leaf_roles: list[Role] | None = None,
+                   names: list[str] | None = None) -> FlatSignature:
+    """Describe the graph inputs of a call; repeated tensors become one input."""
+    positions: list[int] = []
+    first_input: dict[int, int] = {}
+    duplicate_of: dict[int, int] = {}
+    constants: dict[int, Any] = {}
+    roles: list[Role] = []
+    for i, leaf in enumerate(leaves):
+        if isinstance(leaf, _TENSOR):
+            _check_supported_tensor(leaf, i)
+            if id(leaf) in first_input:
+                duplicate_of[i] = first_input[id(leaf)]
+                continue
+            first_input[id(leaf)] = len(positions)
+            positions.append(i)
+            roles.append(leaf_roles[i] if leaf_roles else Role.PRIMAL)
+        else:
+            constants[i] = leaf
+    input_names = tuple(names[p] for p in positions) if names else tuple(f"arg{p}" for p in positions)
+    return FlatSignature(len(leaves), tuple(positions), duplicate_of, constants, tuple(roles), input_names)
+
+
+def _check_supported_tensor(t: torch.Tensor, index: int) -> None:
+    if t.layout != torch.strided:
+        raise UnsupportedError(
+            f"argument {index} has layout {t.layout}; jointgraph compiles strided (dense) tensors only",
+            hint="convert it with .to_dense(), or pass on_unsupported=\"eager\"")
+    if type(t) not in _PLAIN_TENSOR_TYPES:
+        raise UnsupportedError(
+            f"argument {index} is a tensor subclass ({type(t).__name__}); jointgraph compiles plain tensors",
+            hint="pass the plain tensor, or on_unsupported=\"eager\"")
+
+
+def make_flat_fn(fn, spec: pytree.TreeSpec, signature: FlatSignature):
+    """Return ``flat_fn(*graph_inputs)`` that rebuilds the user's call and flattens its result.
+
+    ``out_spec_box`` receives the pytree spec of the result at trace time.
+    """
+    positions = signature.tensor_leaf_positions
+    duplicates = signature.duplicate_of
+    constants = signature.constants
+    num_leaves = signature.num_leaves
+    out_spec_box: list = []
+
+    def flat_fn(*inputs):
+        leaves: list = [None] * num_leaves
+        for k, pos in enumerate(positions):
+            leaves[pos] = inputs[k]
+        for pos, k in duplicates.items():
+            leaves[pos] = inputs[k]
+        for pos, value in constants.items():
+            leaves[pos] = value
+        args, kwargs = pytree.tree_unflatten(leaves, spec)
+        result = fn(*args, **kwargs)
+        flat, out_spec = pytree.tree_flatten(result)
+        out_spec_box[:] = [out_spec]
+        return flat
+
+    return flat_fn, out_spec_box
+
+
+def fakeify(tensors: list, fake_mode, *, dynamic: bool) -> list:
+    """Fake copies of the graph inputs: leaves with the caller's ``requires_grad``."""
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, StatelessSymbolicContext
+
+    fakes = []
+    for t in tensors:
+        if not isinstance(t, _TENSOR):
+            fakes.append(t)
+            continue
+        context = None
+        if dynamic and t.dim() > 0:
+            context = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC] * t.dim())
+        fake = fake_mode.from_tensor(t.detach(), symbolic_context=context)
+        if t.requires_grad:
+            fake.requires_grad_(True)
+        fakes.append(fake)
+    return fakes

@@ -1,0 +1,206 @@
+"""Trace forward and backward together into one functional ATen graph.
+
+The user's flat function runs on fake tensors wrapped for functionalization
+(``FunctionalTensorMode``) while ``make_fx`` records the ATen ops that reach
+the bottom of the dispatcher. Autograd runs above functionalization, so
+``torch.autograd.grad`` inside the traced function records the backward too.
+
+Note [Input mutations]
+----------------------
+Functionalization turns ``x.add_(1)`` on an input into a fresh value. A first,
+untraced pass (``collect_metadata``) records, per input, whether its data was
+mutated; the traced graph then returns the input's new value as an extra output
+with role ``MUTATED_INPUT``. The runtime copies it into the caller's tensor
+after the forward (an epilogue with a precomputed index list), so the graph
+itself stays functional and the planner sees every value. Mutations of an input
+that requires grad, metadata mutations (``t_()``, ``unsqueeze_()``) and
+mutations of inputs that share storage are refused with ``UnsupportedError``
+until the mutation-semantics work lands; nothing is applied half-way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable
+
+import torch
+import torch.fx
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    UnsupportedOperatorException,
+)
+from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.multiprocessing.reductions import StorageWeakRef
+
+from ..errors import UnsupportedError, source_from_traceback
+from ..ir import InputInfo, JointGraph, OutputInfo, Role
+
+try:  # the name moved between releases
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode as _DataDependentGuard
+except ImportError:  # pragma: no cover
+    _DataDependentGuard = RuntimeError
+
+_DATA_DEPENDENT = (DataDependentOutputException, DynamicOutputShapeException, _DataDependentGuard)
+
+
+@dataclasses.dataclass
+class TraceMetadata:
+    """What the untraced metadata pass learned about inputs and outputs."""
+
+    inputs: list[InputInfo]
+    outputs: list[OutputInfo]
+    tangent_examples: list[torch.Tensor]   # fake tensors, one per differentiable output
+
+
+def _to_fun(x):
+    return FunctionalTensor.to_functional(x) if isinstance(x, torch.Tensor) else x
+
+
+def _from_fun(x):
+    if isinstance(x, FunctionalTensor):
+        torch._sync(x)
+        return torch._from_functional_tensor(x.elem)
+    return x
+
+
+def _grad_context(with_backward: bool):
+    return torch.enable_grad() if with_backward else torch.no_grad()
+
+
+@contextlib.contextmanager
+def _translate_errors():
+    """Turn tracer failures the user cannot see into UnsupportedError with their source line."""
+    try:
+        yield
+    except UnsupportedError:
+        raise
+    except _DATA_DEPENDENT as exc:
+        op = getattr(exc, "func", None)
+        what = f"data-dependent operation {op}" if op is not None else "data-dependent Python control flow or value"
+        raise UnsupportedError(
+            f"{what} cannot be compiled ahead of time: its result depends on tensor values ({type(exc).__name__})",
+            source=source_from_traceback(exc),
+            hint='compute it outside the compiled function, or pass on_unsupported="eager"') from exc
+    except UnsupportedOperatorException as exc:
+        raise UnsupportedError(f"operator {exc.func} has no fake-tensor implementation",
+                               source=source_from_traceback(exc)) from exc
+
+
+def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode,
+                     *, with_backward: bool) -> TraceMetadata:
+    """Run ``flat_fn`` once on functional fakes; record mutations, aliasing and grad-requiring outputs."""
+    with _translate_errors(), fake_mode:
+        with FunctionalTensorMode(_allow_token_discovery=True):
+            f_args = [_to_fun(a) for a in fake_args]
+            with _grad_context(with_backward):
+                flat_outs = flat_fn(*f_args)
+            inputs = [_input_info(f, a, role) for f, a, role in zip(f_args, fake_args, roles, strict=True)]
+            input_storages = {StorageWeakRef(f.untyped_storage()): i for i, f in enumerate(f_args)
+                              if isinstance(f, torch.Tensor)}
+            outputs, tangents = [], []
+            for out in flat_outs:
+                info = _output_info(out, f_args, input_storages, with_backward)
+                outputs.append(info)
+                if info.kind == "tensor" and info.requires_grad:
+                    plain = _from_fun(out)
+                    tangents.append((plain.shape, plain.dtype, plain.device))
+        # Tangents are plain fakes: made outside FunctionalTensorMode.
+        tangents = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype, device in tangents]
+    return TraceMetadata(inputs, outputs, tangents)
+
+
+def _input_info(f_arg, fake_arg, role: Role) -> InputInfo:
+    if not isinstance(f_arg, torch.Tensor):
+        return InputInfo(role=role, requires_grad=False)
+    torch._sync(f_arg)
+    mutated = torch._functionalize_has_data_mutation(f_arg.elem)
+    if torch._functionalize_has_metadata_mutation(f_arg.elem):
+        raise UnsupportedError(
+            "metadata mutation of an input (t_(), transpose_(), unsqueeze_(), as_strided_(), resize_() "
+            "or set_()) is not supported yet", hint='pass on_unsupported="eager", or mutate a clone')
+    hidden = mutated and torch._functionalize_are_all_mutations_hidden_from_autograd(f_arg.elem)
+    if mutated and fake_arg.requires_grad:
+        raise UnsupportedError(
+            "in-place mutation of an input that requires grad is not supported yet",
+            hint='pass on_unsupported="eager", or mutate a clone of the input')
+    return InputInfo(role=role, requires_grad=bool(fake_arg.requires_grad), mutates_data=bool(mutated),
+                     mutation_hidden_from_autograd=bool(hidden))
+
+
+def _output_info(out, f_args: list, input_storages: dict, with_backward: bool) -> OutputInfo:
+    if not isinstance(out, torch.Tensor):
+        return OutputInfo(kind="constant", constant=out)
+    for i, f in enumerate(f_args):
+        if out is f:
+            return OutputInfo(kind="input", requires_grad=f.requires_grad, input_index=i)
+    base = input_storages.get(StorageWeakRef(out.untyped_storage()))
+    if base is not None:
+        plain = _from_fun(out)
+        return OutputInfo(kind="input_view", requires_grad=out.requires_grad, input_index=base,
+                          view_meta=(tuple(plain.shape), tuple(plain.stride()), plain.storage_offset()))
+    requires_grad = with_backward and out.requires_grad and (out.is_floating_point() or out.is_complex())
+    return OutputInfo(kind="tensor", requires_grad=requires_grad)
+
+
+def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode,
+                *, with_backward: bool, names: list[str] | None = None) -> JointGraph:
+    """Trace ``flat_fn`` (forward, and its backward when ``with_backward``) into a JointGraph.
+
+    Expects: ``fake_args`` are fake tensors of ``fake_mode`` (leaves with the
+    caller's ``requires_grad``) or symbolic ints; ``flat_fn`` returns a flat list.
+    Guarantees: a functional ATen graph whose placeholders are the inputs then one
+    tangent per differentiable output, and whose outputs are the user tensors, the
+    new values of mutated inputs, then one gradient (or None) per input; roles on
+    every placeholder and on the output node.
+    """
+    meta = collect_metadata(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward)
+    tensor_out_idx = [i for i, o in enumerate(meta.outputs) if o.kind == "tensor"]
+    diff_out_idx = [i for i in tensor_out_idx if meta.outputs[i].requires_grad]
+    mutated_idx = [i for i, info in enumerate(meta.inputs) if info.mutates_data]
+    grad_idx = [i for i, info in enumerate(meta.inputs) if info.requires_grad]
+    has_backward = with_backward and bool(diff_out_idx) and bool(grad_idx)
+    num_inputs = len(fake_args)
+
+    def joint(*args):
+        f_inputs = [_to_fun(a) for a in args[:num_inputs]]
+        with _grad_context(with_backward):
+            outs = flat_fn(*f_inputs)
+        results = [_from_fun(outs[i]) for i in tensor_out_idx]
+        grads: list = []
+        if has_backward:
+            f_tangents = [_to_fun(t) for t in args[num_inputs:]]
+            diff_outs = [outs[i] for i in diff_out_idx]
+            wrt = [f_inputs[i] for i in grad_idx]
+            got = torch.autograd.grad(diff_outs, wrt, grad_outputs=f_tangents, allow_unused=True)
+            by_input = dict(zip(grad_idx, got, strict=True))
+            grads = [_from_fun(by_input.get(i)) for i in range(num_inputs)]
+        mutated = [_from_fun(f_inputs[i]) for i in mutated_idx]
+        return [*results, *mutated, *grads]
+
+    example = list(fake_args) + (list(meta.tangent_examples) if has_backward else [])
+    from torch._dispatch.python import enable_python_dispatcher
+
+    with _translate_errors(), fake_mode, enable_python_dispatcher(), \
+            FunctionalTensorMode(_allow_token_discovery=True):
+        gm = make_fx(joint, record_stack_traces=True)(*example)
+    gm.graph.eliminate_dead_code()
+
+    phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for i, node in enumerate(phs):
+        node.meta["role"] = roles[i] if i < num_inputs else Role.TANGENT
+        node.meta["input_index"] = i
+        wanted = names[i] if names and i < num_inputs else (
+            f"tangent_{i - num_inputs}" if i >= num_inputs else f"{roles[i].value}_{i}")
+        node._rename(wanted)
+        node.target = node.name
+    out = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    out_roles = ([Role.USER_OUTPUT] * len(tensor_out_idx) + [Role.MUTATED_INPUT] * len(mutated_idx)
+                 + ([Role.GRADIENT] * num_inputs if has_backward else []))
+    out.args = (tuple(out.args[0]),)
+    out.meta["roles"] = out_roles
+    gm.recompile()
+    return JointGraph(gm=gm, inputs=meta.inputs, outputs=meta.outputs, out_spec=None,
+                      has_backward=has_backward, fake_mode=fake_mode)

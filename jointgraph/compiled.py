@@ -1,0 +1,113 @@
+"""CompiledFunction: the callable aot_function returns; a guard-keyed cache of entries."""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+
+from .api import build_entry
+from .capture.inputs import dynamic_key, flat_signature, leaf_names, make_flat_fn, static_key
+from .errors import UnsupportedError
+from .options import CompileOptions
+
+
+class _EagerEntry:
+    """Runs the original function (on_unsupported="eager")."""
+
+    def __init__(self, fn: Callable, spec):
+        self.fn = fn
+        self.spec = spec
+
+    def __call__(self, leaves: list) -> Any:
+        args, kwargs = pytree.tree_unflatten(leaves, self.spec)
+        return self.fn(*args, **kwargs)
+
+
+class CompiledFunction:
+    """A function compiled per guard key (Note [Guards] in capture/inputs.py)."""
+
+    def __init__(self, fn: Callable, options: CompileOptions, leaf_roles_fn: Callable | None = None):
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.options = options
+        self._static: dict[tuple, list] = {}
+        self._dynamic: dict[tuple, list] = {}
+        self._num_entries = 0
+        self._warned: set[str] = set()
+        self._leaf_roles_fn = leaf_roles_fn
+
+    @property
+    def entries(self) -> list:
+        return [e for es in (*self._static.values(), *self._dynamic.values()) for e in es]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        leaves, spec = pytree.tree_flatten((args, kwargs))
+        return self.call_flat(leaves, spec)
+
+    def call_flat(self, leaves: list, spec, leaf_roles=None) -> Any:
+        grad_enabled = torch.is_grad_enabled()
+        key = static_key(leaves, grad_enabled)
+        for entry in self._static.get(key, ()):
+            if entry.spec == spec:
+                return entry(leaves)
+        if self._dynamic:
+            dkey = dynamic_key(leaves, grad_enabled)
+            for entry in self._dynamic.get(dkey, ()):
+                if entry.spec == spec and entry.guard(leaves):
+                    return entry(leaves)
+        entry = self._compile(leaves, spec, key, grad_enabled, leaf_roles)
+        return entry(leaves)
+
+    def _compile(self, leaves: list, spec, key: tuple, grad_enabled: bool, leaf_roles) -> Any:
+        dynamic = self._wants_dynamic(leaves, key)
+        signature = flat_signature(leaves, leaf_roles, leaf_names(pytree.tree_unflatten(leaves, spec)))
+        tensors = [leaves[p] for p in signature.tensor_leaf_positions]
+        flat_fn, out_box = make_flat_fn(self.fn, spec, signature)
+        with_backward = grad_enabled and any(t.requires_grad for t in tensors)
+        try:
+            entry = build_entry(flat_fn, out_box, signature, tensors, self.options,
+                                dynamic=dynamic, with_backward=with_backward)
+        except UnsupportedError as exc:
+            if self.options.on_unsupported != "eager":
+                raise
+            warnings.warn(f"jointgraph: running {getattr(self.fn, '__name__', self.fn)} eagerly: {exc}",
+                          stacklevel=4)
+            entry = _EagerEntry(self.fn, spec)
+            dynamic = False
+        entry.spec = spec
+        self._num_entries += 1
+        if dynamic and not isinstance(entry, _EagerEntry):
+            entry.guard = _shape_guard(entry, signature)
+            self._dynamic.setdefault(dynamic_key(leaves, grad_enabled), []).append(entry)
+        else:
+            self._static.setdefault(key, []).append(entry)
+        return entry
+
+    def _wants_dynamic(self, leaves: list, key: tuple) -> bool:
+        if self.options.dynamic is not None:
+            return self.options.dynamic
+        # dynamic=None: static first; symbolic once a shape changes past the recompile limit.
+        if self._num_entries >= self.options.recompile_limit:
+            if "limit" not in self._warned:
+                self._warned.add("limit")
+                warnings.warn(f"jointgraph: {getattr(self.fn, '__name__', 'function')} has been compiled "
+                              f"{self._num_entries} times (recompile_limit={self.options.recompile_limit}); "
+                              "compiling with symbolic sizes from now on", stacklevel=5)
+            return True
+        return False
+
+
+def _shape_guard(entry, signature) -> Callable[[list], bool]:
+    """The ShapeEnv's guards on the symbolic sizes, as a callable over leaves."""
+    shape_env = entry.fake_mode.shape_env
+    fakes = entry.fakes
+    positions = signature.tensor_leaf_positions
+    code = shape_env.produce_guards_expression(fakes) if fakes else None
+    if not code:
+        return lambda leaves: True
+    return lambda leaves: shape_env.evaluate_guards_expression(code, [leaves[p] for p in positions])

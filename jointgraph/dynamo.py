@@ -1,0 +1,76 @@
+"""The torch.compile backend: ``backend="jointgraph"`` or ``jointgraph.backend(**options)``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.fx
+
+from .ir import Role
+from .options import CompileOptions, make_options
+
+
+def backend(**options: Any) -> Callable:
+    """A torch.compile backend with the given options (see docs/API.md)."""
+    opts = make_options(**options)
+
+    def jointgraph(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+        return compile_dynamo_graph(gm, example_inputs, opts)
+
+    return jointgraph
+
+
+def jointgraph_backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+    """The backend registered under the name "jointgraph" (default options)."""
+    return compile_dynamo_graph(gm, example_inputs, CompileOptions())
+
+
+def compile_dynamo_graph(gm: torch.fx.GraphModule, example_inputs: list, options: CompileOptions) -> Callable:
+    """Compile a graph Dynamo captured. Dynamo guards the call, so the result is one entry."""
+    from torch._guards import detect_fake_mode
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from .api import build_plan, compile_entry
+    from .capture.inputs import flat_signature, make_flat_fn
+
+    fake_mode = detect_fake_mode(example_inputs) or FakeTensorMode()
+    fakes = []
+    with fake_mode:
+        for x in example_inputs:
+            if isinstance(x, torch.Tensor):
+                fake = x if _is_fake(x) else fake_mode.from_tensor(x)
+                fake = fake.detach().requires_grad_(x.requires_grad)
+                fakes.append(fake)
+            else:
+                fakes.append(x)
+    leaves = list(example_inputs)
+    spec = torch.utils._pytree.tree_flatten(((leaves,), {}))[1]
+    roles = [Role.PRIMAL if isinstance(x, torch.Tensor) else Role.SIZE for x in example_inputs]
+    signature = flat_signature(leaves, roles)
+    signature = type(signature)(signature.num_leaves, tuple(range(len(leaves))), {}, {},
+                                tuple(roles))
+
+    def call_graph(inputs):
+        return gm(*inputs)
+
+    flat_fn, out_box = make_flat_fn(call_graph, spec, signature)
+    with_backward = torch.is_grad_enabled() and any(
+        isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs)
+    plan, joint, graphs = build_plan(flat_fn, fakes, signature.roles, fake_mode, options,
+                                     with_backward=with_backward)
+    entry = compile_entry(plan, joint, graphs, options, signature, out_box[0], fakes)
+    run = entry.run_inputs
+
+    def compiled(*args):
+        return run(list(args))
+
+    compiled.plan = plan  # for inspection
+    return compiled
+
+
+def _is_fake(x: torch.Tensor) -> bool:
+    from torch._subclasses.fake_tensor import is_fake
+
+    return is_fake(x)

@@ -1,0 +1,7 @@
+"""The IR: roles, dataclasses and invariant checks shared by every stage."""
+
+from .graph import InputInfo, JointGraph, OutputInfo, Plan, SavedValue
+from .roles import Decision, Role
+from .verify import verify
+
+__all__ = ["Decision", "InputInfo", "JointGraph", "OutputInfo", "Plan", "Role", "SavedValue", "verify"]

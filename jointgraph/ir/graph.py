@@ -1,0 +1,116 @@
+"""The IR's dataclasses: JointGraph (what capture produces) and Plan (what the planner returns)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+import torch.fx
+
+from .roles import Decision, Role
+
+
+@dataclasses.dataclass(frozen=True)
+class InputInfo:
+    """One flat graph input, as analysed at trace time. See Note [Input mutations]."""
+
+    role: Role
+    requires_grad: bool
+    mutates_data: bool = False
+    mutation_hidden_from_autograd: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputInfo:
+    """One flat user output. ``kind`` is "tensor", "constant", "input" (an input returned as is)
+    or "input_view" (a view of an input, regenerated on the caller's tensor)."""
+
+    kind: str
+    requires_grad: bool = False
+    input_index: int | None = None
+    constant: Any = None
+    view_meta: tuple | None = None  # (size, stride, storage_offset) for "input_view"
+
+
+@dataclasses.dataclass
+class JointGraph:
+    """A functional ATen graph of forward (+ backward) with typed roles.
+
+    Placeholders: inputs (roles PRIMAL / PARAMETER / BUFFER / SIZE), then TANGENTs.
+    Outputs: USER_OUTPUT tensors, MUTATED_INPUT values, then GRADIENTs (None where
+    an input needs none).
+    """
+
+    gm: torch.fx.GraphModule
+    inputs: list[InputInfo]
+    outputs: list[OutputInfo]
+    out_spec: Any                   # pytree spec of the user's result
+    has_backward: bool
+    fake_mode: Any = None
+
+    @property
+    def graph(self) -> torch.fx.Graph:
+        return self.gm.graph
+
+
+@dataclasses.dataclass(frozen=True)
+class SavedValue:
+    """A forward value the backward needs, and how it gets there."""
+
+    name: str
+    shape: tuple
+    dtype: torch.dtype | None
+    nbytes: int
+    decision: Decision
+    reason: str
+
+
+@dataclasses.dataclass
+class Plan:
+    """A partitioned training step: graphs, what is saved and why, and simulated memory."""
+
+    forward: torch.fx.GraphModule
+    backward: torch.fx.GraphModule | None
+    saved: list[SavedValue]
+    peak_bytes: int | None = None
+    timeline: list[tuple[str, str, int]] = dataclasses.field(default_factory=list)
+    timings: dict[str, float] = dataclasses.field(default_factory=dict)
+    options: Any = None
+
+    @property
+    def saved_bytes(self) -> int:
+        return sum(s.nbytes for s in self.saved)
+
+    def explain(self) -> str:
+        """The saved values as a plain-text table (what JAX calls print_saved_residuals)."""
+        rows = [f"{'name':<28} {'shape':<22} {'dtype':<10} {'bytes':>12}  decision   reason"]
+        for s in self.saved:
+            dtype = str(s.dtype).replace("torch.", "") if s.dtype is not None else "int"
+            rows.append(f"{s.name:<28} {str(tuple(s.shape)):<22} {dtype:<10} {s.nbytes:>12,}  "
+                        f"{s.decision.value:<9}  {s.reason}")
+        rows.append(f"saved bytes: {self.saved_bytes:,}")
+        if self.peak_bytes is not None:
+            rows.append(f"simulated peak: {self.peak_bytes:,} bytes")
+        return "\n".join(rows)
+
+    def to_html(self, path: str) -> str:
+        from ..report.html import write_plan_html
+
+        return write_plan_html(self, path)
+
+
+def placeholders(graph: torch.fx.Graph) -> list[torch.fx.Node]:
+    return [n for n in graph.nodes if n.op == "placeholder"]
+
+
+def output_node(graph: torch.fx.Graph) -> torch.fx.Node:
+    return next(n for n in reversed(graph.nodes) if n.op == "output")
+
+
+def output_values(graph: torch.fx.Graph) -> list:
+    return list(output_node(graph).args[0])
+
+
+def output_roles(graph: torch.fx.Graph) -> list[Role]:
+    return list(output_node(graph).meta["roles"])

@@ -1,0 +1,1 @@
+"""Graph passes: each a pure graph -> graph function. The ordered list is in pipeline.py."""

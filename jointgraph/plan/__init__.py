@@ -1,0 +1,1 @@
+"""Planning: choose a Decision for each forward value the backward needs."""

@@ -1,0 +1,52 @@
+"""The "default" partitioner: the forward computes what eager's forward computes.
+
+Forward nodes are the ancestors of the forward outputs (user outputs and new
+values of mutated inputs); everything else that the gradients need runs in the
+backward. A forward value used by a backward node is saved. Symbolic-size nodes
+that do not depend on tangents move to the forward, so that a backward needing
+only a tensor's sizes receives the sizes, not the tensor.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.fx
+
+from ..ir import Decision, Role
+from ..ir.graph import output_node
+from .graph_utils import SavedChoice, ancestors, is_random, is_symbolic_scalar, tangent_dependent
+
+
+def plan_default(graph: torch.fx.Graph) -> list[SavedChoice]:
+    """Return the values to save, each with the reason it crosses to the backward."""
+    out = output_node(graph)
+    roles = out.meta["roles"]
+    outputs = list(out.args[0])
+    fw_roots = [v for v, r in zip(outputs, roles, strict=True)
+                if r in (Role.USER_OUTPUT, Role.MUTATED_INPUT) and isinstance(v, torch.fx.Node)]
+    from_tangents = tangent_dependent(graph)
+    forward = ancestors(fw_roots)
+    forward |= {n for n in graph.nodes if n.op == "placeholder" and n.meta["role"] is not Role.TANGENT}
+    # Sizes and forward randomness are computed in the forward (see module docstring).
+    extra = [n for n in graph.nodes
+             if n.op == "call_function" and n not in from_tangents and (is_symbolic_scalar(n) or is_random(n))]
+    forward |= ancestors(extra)
+    # A multi-output node is never saved: its (free) getitem users run in the forward instead.
+    forward |= {u for n in list(forward) if isinstance(n.meta.get("val"), (tuple, list)) for u in n.users
+                if u.op == "call_function" and u not in from_tangents}
+    choices = []
+    for node in graph.nodes:
+        if node not in forward:
+            continue
+        users = [u for u in node.users if u not in forward and u.op != "output"]
+        if users:
+            first = users[0]
+            choices.append(SavedChoice(node, Decision.SAVE,
+                                       f"computed in the forward; used by {first.name} ({_op_name(first)}) "
+                                       "in the backward"))
+    return choices
+
+
+def _op_name(node: torch.fx.Node) -> str:
+    target = node.target
+    return getattr(target, "__name__", str(target)) if node.op == "call_function" else node.op

@@ -1,0 +1,53 @@
+"""Small graph queries shared by the partitioners."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+import torch.fx
+
+from ..ir import Decision, Role
+
+
+@dataclasses.dataclass(frozen=True)
+class SavedChoice:
+    """A joint-graph node whose value the backward receives, and why."""
+
+    node: torch.fx.Node
+    decision: Decision
+    reason: str
+
+
+def ancestors(roots) -> set[torch.fx.Node]:
+    """All nodes reachable backwards from ``roots``, the roots included."""
+    seen: set[torch.fx.Node] = set()
+    stack = [r for r in roots if isinstance(r, torch.fx.Node)]
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        stack.extend(node.all_input_nodes)
+    return seen
+
+
+def tangent_dependent(graph: torch.fx.Graph) -> set[torch.fx.Node]:
+    """Nodes whose value depends on a tangent (they can only run in the backward)."""
+    dependent: set[torch.fx.Node] = set()
+    for node in graph.nodes:
+        if node.op == "placeholder":
+            if node.meta.get("role") is Role.TANGENT:
+                dependent.add(node)
+        elif node.op == "call_function" and any(a in dependent for a in node.all_input_nodes):
+            dependent.add(node)
+    return dependent
+
+
+def is_symbolic_scalar(node: torch.fx.Node) -> bool:
+    return isinstance(node.meta.get("val"), (torch.SymInt, torch.SymFloat, torch.SymBool, int, float, bool))
+
+
+def is_random(node: torch.fx.Node) -> bool:
+    target = node.target
+    return isinstance(target, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded in target.tags

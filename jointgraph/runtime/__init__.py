@@ -1,0 +1,1 @@
+"""Runtime: run compiled forward/backward graphs behind an autograd.Function."""

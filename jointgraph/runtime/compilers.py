@@ -1,0 +1,46 @@
+"""Turn a forward or backward GraphModule into a callable (fw_compiler / bw_compiler)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.fx
+
+
+def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, compiler, *, boxed: bool) -> Callable:
+    """Return ``run(args)`` when ``boxed`` (the list is cleared as values are consumed),
+    else ``run(*args)``.
+
+    "eager" runs the FX graph itself; with ``boxed`` its generated code takes one list
+    and clears it, so the backward frees each saved tensor after its last use.
+    """
+    if compiler == "eager":
+        if boxed:
+            return _boxed_graph(gm)
+        return gm.forward
+    if compiler == "inductor":
+        from torch._inductor import compile as inductor_compile
+
+        fn = inductor_compile(gm, example_inputs)
+    else:
+        fn = compiler(gm, example_inputs)
+    if boxed:
+        return lambda args: fn(*_take(args))
+    return fn
+
+
+def _take(args: list) -> list:
+    taken = list(args)
+    args.clear()
+    return taken
+
+
+def _boxed_graph(gm: torch.fx.GraphModule) -> Callable:
+    codegen_cls = getattr(torch.fx.graph, "_BoxedCodeGen", None)
+    if codegen_cls is None:  # older torch: no boxed codegen, values live until the call returns
+        forward = gm.forward
+        return lambda args: forward(*_take(args))
+    gm.graph.set_codegen(codegen_cls())
+    gm.recompile()
+    return gm.forward

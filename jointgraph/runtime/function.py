@@ -1,0 +1,156 @@
+"""One compiled entry: the autograd.Function around forward/backward, and the call path.
+
+Note [Runtime call path]
+------------------------
+Everything the call path needs is an index list computed at compile time:
+which outputs are user tensors, which inputs were mutated (epilogue ``copy_``),
+which outputs need gradients (tangent positions), which inputs receive them.
+Saved tensors are stashed on ``ctx`` (not ``save_for_backward``) so the backward
+can hand them to the graph in one list that the graph clears as it consumes
+them: each saved tensor is freed after its last use. When the autograd engine
+keeps the graph (``retain_graph=True``) the stash is kept; otherwise it is
+dropped, and a second backward raises as eager does. Saved tensors that the
+user can reach (inputs) record their version and are checked in the backward,
+as eager's saved-variable check does. Double backward raises (the backward is
+``once_differentiable``): a wrong second-order gradient is never returned.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+from torch.autograd.function import once_differentiable
+
+from ..errors import UnsupportedError
+
+_keep_graph = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", lambda: True)
+
+
+@dataclasses.dataclass
+class EntryLayout:
+    """Index lists the call path uses (see Note [Runtime call path])."""
+
+    num_user_tensors: int
+    mutated_inputs: tuple[int, ...]
+    num_saved_tensors: int
+    num_saved_sizes: int
+    tangent_positions: tuple[int, ...]          # among user tensor outputs
+    non_differentiable: tuple[int, ...]         # among Function outputs
+    grad_inputs: tuple[bool, ...]               # per graph input: receives a gradient
+    saved_input_positions: tuple[tuple[int, int], ...]  # (saved index, graph input index)
+    output_plan: tuple[tuple[str, Any], ...]    # per flat user output: ("tensor", k) | ("input", i) | ...
+    out_spec: Any
+    signature: Any                              # FlatSignature: leaves -> graph inputs
+
+
+class CompiledEntry:
+    """A compiled forward (+ backward) and its precomputed call path."""
+
+    def __init__(self, forward: Callable, backward: Callable | None, layout: EntryLayout, plan=None):
+        self.forward = forward
+        self.backward = backward
+        self.layout = layout
+        self.plan = plan
+        self.function = _make_function(forward, backward, layout) if backward is not None else None
+        self._mutation_check = bool(layout.mutated_inputs)
+
+    def run_inputs(self, inputs: list) -> list:
+        """Run on graph inputs; return the flat user outputs."""
+        layout = self.layout
+        if self._mutation_check:
+            _check_no_aliasing(inputs, layout.mutated_inputs)
+        if self.function is not None:
+            outs = self.function.apply(*inputs)
+        else:
+            outs = self.forward(*inputs)
+        n = layout.num_user_tensors
+        if layout.mutated_inputs:
+            with torch.no_grad():
+                for k, i in enumerate(layout.mutated_inputs):
+                    inputs[i].copy_(outs[n + k])
+        flat = []
+        for kind, value in layout.output_plan:
+            if kind == "tensor":
+                flat.append(outs[value])
+            elif kind == "constant":
+                flat.append(value)
+            elif kind == "input":
+                flat.append(inputs[value])
+            else:  # "input_view": a view of the caller's tensor, as eager returns
+                index, (size, stride, offset) = value
+                flat.append(inputs[index].as_strided(size, stride, offset))
+        return flat
+
+    def __call__(self, leaves: list) -> Any:
+        signature = self.layout.signature
+        inputs = [leaves[p] for p in signature.tensor_leaf_positions]
+        flat = self.run_inputs(inputs)
+        return pytree.tree_unflatten(flat, self.layout.out_spec)
+
+
+def _check_no_aliasing(inputs: list, mutated: tuple[int, ...]) -> None:
+    storages = {}
+    for i, t in enumerate(inputs):
+        if isinstance(t, torch.Tensor):
+            key = t.untyped_storage().data_ptr()
+            if key in storages and (i in mutated or storages[key] in mutated) and key != 0:
+                raise UnsupportedError(
+                    f"inputs {storages[key]} and {i} share storage and one of them is mutated in place; "
+                    "aliased mutated inputs are not supported yet",
+                    hint='pass distinct tensors (e.g. .clone()), or on_unsupported="eager"')
+            storages.setdefault(key, i)
+
+
+def _make_function(forward: Callable, backward: Callable, layout: EntryLayout) -> type:
+    n_user = layout.num_user_tensors
+    n_fw_outs = n_user + len(layout.mutated_inputs)
+    n_saved = layout.num_saved_tensors
+    tangent_positions = layout.tangent_positions
+    non_diff = layout.non_differentiable
+    grad_mask = layout.grad_inputs
+    saved_inputs = layout.saved_input_positions
+
+    class CompiledStep(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *inputs):
+            outs = forward(*inputs)
+            ctx.stash = list(outs[n_fw_outs:n_fw_outs + n_saved])
+            ctx.sizes = list(outs[n_fw_outs + n_saved:])
+            if saved_inputs:
+                ctx.versions = [(s, inputs[i], inputs[i]._version) for s, i in saved_inputs]
+            if non_diff:
+                ctx.mark_non_differentiable(*[outs[i] for i in non_diff])
+            return tuple(outs[:n_fw_outs])
+
+        @staticmethod
+        @once_differentiable
+        def backward(ctx, *grads):
+            stash = ctx.stash
+            if stash is None:
+                raise RuntimeError(
+                    "Trying to backward through the graph a second time (or directly access saved tensors "
+                    "after they have already been freed). Specify retain_graph=True if you need to backward "
+                    "through the graph a second time.")
+            if saved_inputs:
+                for s, tensor, version in ctx.versions:
+                    if tensor._version != version:
+                        raise RuntimeError(
+                            "one of the variables needed for gradient computation has been modified by an "
+                            f"inplace operation: saved input {s} is at version {tensor._version}; expected "
+                            f"version {version} instead.")
+            if not _keep_graph():
+                ctx.stash = None
+            args = [*ctx.sizes, *stash]
+            del stash
+            for i in tangent_positions:
+                g = grads[i]
+                args.append(g if g.is_contiguous() else g.contiguous())
+            del grads
+            result = backward(args)
+            return tuple(g if need else None for g, need in zip(result, grad_mask, strict=True))
+
+    return CompiledStep

@@ -1,0 +1,120 @@
+"""Split a JointGraph into forward and backward GraphModules, given the values to save."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+import torch.fx
+
+from .errors import UnsupportedError
+from .ir import Decision, Role, SavedValue
+from .ir.graph import output_node
+from .plan.graph_utils import SavedChoice, ancestors, is_symbolic_scalar
+
+
+@dataclasses.dataclass
+class SplitGraphs:
+    """Forward and backward graphs of one training step.
+
+    Forward outputs: user tensors, mutated-input values, saved tensors, saved sizes.
+    Backward inputs: saved sizes, saved tensors, tangents (boxed: one list).
+    Backward outputs: one gradient (or None) per forward input.
+    """
+
+    forward: torch.fx.GraphModule
+    backward: torch.fx.GraphModule | None
+    saved: list[SavedValue]
+    num_saved_tensors: int
+    num_saved_sizes: int
+
+
+def split(joint_gm: torch.fx.GraphModule, choices: list[SavedChoice], *, has_backward: bool) -> SplitGraphs:
+    """Forward = ancestors of the forward outputs and of the saved values; backward = what the
+    gradients need given the saved values and tangents. A forward node the backward needs
+    but that is not saved is recomputed in the backward (the caller decided so).
+    """
+    graph = joint_gm.graph
+    out = output_node(graph)
+    roles = out.meta["roles"]
+    values = list(out.args[0])
+    fw_values = [v for v, r in zip(values, roles, strict=True) if r is not Role.GRADIENT]
+    fw_roles = [r for r in roles if r is not Role.GRADIENT]
+    grad_values = [v for v, r in zip(values, roles, strict=True) if r is Role.GRADIENT]
+
+    saved_sizes = [c for c in choices if is_symbolic_scalar(c.node)]
+    saved_tensors = [c for c in choices if not is_symbolic_scalar(c.node)]
+    input_phs = [n for n in graph.nodes if n.op == "placeholder" and n.meta["role"] is not Role.TANGENT]
+    tangent_phs = [n for n in graph.nodes if n.op == "placeholder" and n.meta["role"] is Role.TANGENT]
+
+    fw_needed = ancestors([*fw_values, *(c.node for c in choices)])
+    fw_outputs = [*fw_values, *(c.node for c in saved_tensors), *(c.node for c in saved_sizes)]
+    fw_out_roles = [*fw_roles, *[Role.SAVED_TENSOR] * len(saved_tensors), *[Role.SAVED_SIZE] * len(saved_sizes)]
+    forward = _extract(graph, input_phs, fw_needed, fw_outputs, fw_out_roles, stop=set())
+
+    backward = None
+    if has_backward:
+        bw_inputs = [*(c.node for c in saved_sizes), *(c.node for c in saved_tensors), *tangent_phs]
+        stop = set(bw_inputs)
+        bw_needed = _backward_closure(grad_values, stop)
+        backward = _extract(graph, bw_inputs, bw_needed, grad_values, [Role.GRADIENT] * len(grad_values),
+                            stop=stop, input_roles=[Role.SAVED_SIZE] * len(saved_sizes)
+                            + [Role.SAVED_TENSOR] * len(saved_tensors) + [Role.TANGENT] * len(tangent_phs))
+    saved = [_saved_value(c) for c in [*saved_tensors, *saved_sizes]]
+    return SplitGraphs(forward, backward, saved, len(saved_tensors), len(saved_sizes))
+
+
+def _backward_closure(roots, stop: set) -> set:
+    seen: set = set()
+    stack = [r for r in roots if isinstance(r, torch.fx.Node)]
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if node in stop:
+            continue
+        if node.op == "placeholder":
+            raise AssertionError(f"backward needs input {node.name} but it was not saved")
+        stack.extend(node.all_input_nodes)
+    return seen
+
+
+def _extract(graph: torch.fx.Graph, inputs: list, needed: set, outputs: list, out_roles: list,
+             *, stop: set, input_roles: list | None = None) -> torch.fx.GraphModule:
+    new = torch.fx.Graph()
+    env: dict[torch.fx.Node, torch.fx.Node] = {}
+    for i, node in enumerate(inputs):
+        ph = new.placeholder(node.name)
+        ph.meta.update(node.meta)
+        ph.meta["role"] = input_roles[i] if input_roles else node.meta["role"]
+        env[node] = ph
+    for node in graph.nodes:
+        if node in env or node not in needed or node.op in ("placeholder", "output"):
+            continue
+        env[node] = new.node_copy(node, lambda n: env[n])
+    result = new.output(tuple(env[v] if isinstance(v, torch.fx.Node) else v for v in outputs))
+    result.meta["roles"] = list(out_roles)
+    return torch.fx.GraphModule(torch.nn.Module(), new)
+
+
+def _saved_value(choice: SavedChoice) -> SavedValue:
+    val = choice.node.meta.get("val")
+    if isinstance(val, torch.Tensor):
+        shape = tuple(_hint(s) for s in val.shape)
+        nbytes = val.dtype.itemsize
+        for s in shape:
+            nbytes *= s
+        return SavedValue(choice.node.name, shape, val.dtype, nbytes, choice.decision, choice.reason)
+    if val is None:
+        raise UnsupportedError(f"backward needs {choice.node.name}, which has no value metadata")
+    return SavedValue(choice.node.name, (), None, 8, choice.decision, choice.reason)
+
+
+def _hint(size) -> int:
+    if isinstance(size, torch.SymInt):
+        return int(size.node.hint) if size.node.has_hint() else int(size.node.shape_env.size_hint(size.node.expr))
+    return int(size)
+
+
+__all__ = ["Decision", "SplitGraphs", "split"]
