@@ -50,14 +50,14 @@ def split(joint_gm: torch.fx.GraphModule, choices: list[SavedChoice], *, has_bac
     fw_needed = ancestors([*fw_values, *(c.node for c in choices)])
     fw_outputs = [*fw_values, *(c.node for c in saved_tensors), *(c.node for c in saved_sizes)]
     fw_out_roles = [*fw_roles, *[Role.SAVED_TENSOR] * len(saved_tensors), *[Role.SAVED_SIZE] * len(saved_sizes)]
-    forward = _extract(graph, input_phs, fw_needed, fw_outputs, fw_out_roles, stop=set())
+    forward = _extract(joint_gm, input_phs, fw_needed, fw_outputs, fw_out_roles, stop=set())
 
     backward = None
     if has_backward:
         bw_inputs = [*(c.node for c in saved_sizes), *(c.node for c in saved_tensors), *tangent_phs]
         stop = set(bw_inputs)
         bw_needed = _backward_closure(grad_values, stop)
-        backward = _extract(graph, bw_inputs, bw_needed, grad_values, [Role.GRADIENT] * len(grad_values),
+        backward = _extract(joint_gm, bw_inputs, bw_needed, grad_values, [Role.GRADIENT] * len(grad_values),
                             stop=stop, input_roles=[Role.SAVED_SIZE] * len(saved_sizes)
                             + [Role.SAVED_TENSOR] * len(saved_tensors) + [Role.TANGENT] * len(tangent_phs))
     saved = [_saved_value(c) for c in [*saved_tensors, *saved_sizes]]
@@ -80,8 +80,9 @@ def _backward_closure(roots, stop: set) -> set:
     return seen
 
 
-def _extract(graph: torch.fx.Graph, inputs: list, needed: set, outputs: list, out_roles: list,
+def _extract(root: torch.fx.GraphModule, inputs: list, needed: set, outputs: list, out_roles: list,
              *, stop: set, input_roles: list | None = None) -> torch.fx.GraphModule:
+    graph = root.graph
     new = torch.fx.Graph()
     env: dict[torch.fx.Node, torch.fx.Node] = {}
     for i, node in enumerate(inputs):
@@ -95,7 +96,7 @@ def _extract(graph: torch.fx.Graph, inputs: list, needed: set, outputs: list, ou
         env[node] = new.node_copy(node, lambda n: env[n])
     result = new.output(tuple(env[v] if isinstance(v, torch.fx.Node) else v for v in outputs))
     result.meta["roles"] = list(out_roles)
-    return torch.fx.GraphModule(torch.nn.Module(), new)
+    return torch.fx.GraphModule(root, new)  # copies the tensor constants the new graph reads
 
 
 def _saved_value(choice: SavedChoice) -> SavedValue:

@@ -260,3 +260,19 @@ def test_dynamic_shapes_after_recompile_limit():
             torch.testing.assert_close(w.grad, x.t() @ ((x @ w) > 0).float())
     assert sum("symbolic" in str(w.message) for w in caught) == 1
     assert len(fn.entries) == 3   # two static, one symbolic
+
+
+def test_ambient_saved_tensor_hooks_run_per_saved_tensor():
+    packed = []
+
+    def pack(t):
+        packed.append(t.shape)
+        return t * 1
+
+    fn = jointgraph.aot_function(lambda x, w: torch.tanh(x @ w).sum())
+    x, w = torch.randn(4, 8), _leaf(8, 3)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = fn(x, w)
+    assert packed, "pack hook must run for the compiled step's saved tensors"
+    out.backward()
+    torch.testing.assert_close(w.grad, x.t() @ (1 - torch.tanh(x @ w) ** 2))

@@ -164,8 +164,10 @@ def fakeify(tensors: list, fake_mode, *, dynamic: bool) -> list:
         context = None
         if dynamic and t.dim() > 0:
             context = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC] * t.dim())
-        fake = fake_mode.from_tensor(t.detach(), symbolic_context=context)
-        if t.requires_grad:
-            fake.requires_grad_(True)
+        # Only non-leaf inputs are detached: a leaf keeps its identity and autograd metadata.
+        if t.is_leaf:
+            fake = fake_mode.from_tensor(t, symbolic_context=context)
+        else:
+            fake = fake_mode.from_tensor(t.detach(), symbolic_context=context).requires_grad_(True)
         fakes.append(fake)
     return fakes

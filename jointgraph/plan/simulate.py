@@ -1,13 +1,204 @@
-"""Provisional: replaced by the peak-memory simulator."""
+"""Peak-memory simulator of one training step (forward graph, then backward graph).
+
+Note [Memory simulation model]
+------------------------------
+Bytes are counted per *storage*, as the caching allocator sees them:
+
+- A view op (its schema's first return carries alias info, e.g. ``aten.view``,
+  ``aten.t``, ``aten.expand``, ``aten.split``) and ``aten._unsafe_view`` allocate
+  nothing: their output shares its input's storage. A multi-output node owns one
+  storage per tensor element; ``getitem`` aliases the element.
+- A fresh storage is live from the node that creates it until the last use of
+  every node aliasing it (FX codegen drops each value after its last use; the
+  backward is boxed, so saved tensors are freed as they are consumed).
+- Graph inputs (parameters, primals, buffers) are held by the caller: live all
+  step, never freed. Saved tensors that are (views of) inputs cost nothing extra.
+- Forward outputs stay live to the end of the forward. Saved tensors carry their
+  storage into the backward. User outputs and mutated-input values are dropped
+  when the backward starts (simplification: the user's loss is small), and the
+  tangents are allocated in their place.
+- Gradients (backward outputs) start absent (``zero_grad(set_to_none=True)``)
+  and stay live to the end of the step.
+- A timeline entry is the live bytes right after the node ran: its output is
+  allocated and inputs whose last use it was are not freed yet, which is the
+  high-water mark of that node. ``peak_bytes`` is the maximum over the timeline.
+- Workspace memory inside an op is not counted.
+"""
+
+from __future__ import annotations
 
 import dataclasses
+import operator
+
+import torch
+import torch.fx
+
+from ..ir import Role
+from ..ir.graph import output_node
 
 
 @dataclasses.dataclass
 class SimulationResult:
-    peak_bytes: int | None
-    timeline: list
+    """Simulated peak and the live bytes after each node: (phase, node name, bytes)."""
+
+    peak_bytes: int
+    timeline: list[tuple[str, str, int]]
 
 
-def simulate(forward, backward) -> SimulationResult:
-    return SimulationResult(None, [])
+class _Storage:
+    """One allocation. ``pinned`` storages are never freed within the current phase."""
+
+    __slots__ = ("nbytes", "pinned")
+
+    def __init__(self, nbytes: int, pinned: bool = False):
+        self.nbytes = nbytes
+        self.pinned = pinned
+
+
+def simulate(forward: torch.fx.GraphModule, backward: torch.fx.GraphModule | None) -> SimulationResult:
+    """Simulate one training step; see Note [Memory simulation model]."""
+    timeline: list[tuple[str, str, int]] = []
+    fw_graph = forward.graph
+    storage_of: dict = {}
+    live = 0
+    for node in fw_graph.nodes:
+        if node.op == "placeholder":
+            for key, nbytes in _tensor_parts(node):
+                storage_of[key] = _Storage(nbytes, pinned=True)
+                live += nbytes
+    input_storages = {id(s) for s in storage_of.values()}
+    fw_out = output_node(fw_graph)
+    fw_values = list(fw_out.args[0])
+    fw_roles = list(fw_out.meta["roles"])
+    live, kept = _run_graph(fw_graph, "forward", storage_of, live, timeline,
+                            keep=[v for v in fw_values if isinstance(v, torch.fx.Node)])
+    if backward is None:
+        return SimulationResult(_peak(timeline, live), timeline)
+
+    saved_nodes = [v for v, r in zip(fw_values, fw_roles, strict=True) if r is Role.SAVED_TENSOR]
+    saved_storages = {id(storage_of[v]) for v in saved_nodes if v in storage_of}
+    for storage in kept:  # user outputs / mutated inputs: dropped when the backward starts
+        if id(storage) not in saved_storages and id(storage) not in input_storages:
+            live -= storage.nbytes
+    bw_graph = backward.graph
+    bw_storage: dict = {}
+    bw_saved = iter(saved_nodes)
+    for node in bw_graph.nodes:
+        if node.op != "placeholder":
+            continue
+        role = node.meta.get("role")
+        if role is Role.SAVED_TENSOR:
+            source = next(bw_saved)
+            if source in storage_of:
+                bw_storage[node] = storage_of[source]
+        else:  # tangents (and saved sizes, which have no storage)
+            for key, nbytes in _tensor_parts(node):
+                bw_storage[key] = _Storage(nbytes)
+                live += nbytes
+    for storage in bw_storage.values():
+        storage.pinned = id(storage) in input_storages
+    bw_values = [v for v in output_node(bw_graph).args[0] if isinstance(v, torch.fx.Node)]
+    live, _ = _run_graph(bw_graph, "backward", bw_storage, live, timeline, keep=bw_values)
+    return SimulationResult(_peak(timeline, live), timeline)
+
+
+def _peak(timeline: list, live: int) -> int:
+    return max([live, *(entry[2] for entry in timeline)])
+
+
+def _run_graph(graph: torch.fx.Graph, phase: str, storage_of: dict, live: int, timeline: list,
+               *, keep: list) -> tuple[int, list]:
+    """Walk ``graph`` in order, allocating and freeing storages; storages of ``keep`` stay live.
+    Returns the live bytes at the end and the kept storages."""
+    nodes = list(graph.nodes)
+    index = {node: i for i, node in enumerate(nodes)}
+    created = {node: _assign_storage(node, storage_of) for node in nodes if node.op == "call_function"}
+    # Each storage dies at the last use of any node aliasing it.
+    death: dict[int, tuple[int, _Storage]] = {}
+    for node in nodes:
+        if node.op == "output":
+            continue
+        last = max((index[u] for u in node.users if u.op != "output"), default=index[node])
+        for key in _keys(node):
+            storage = storage_of.get(key)
+            if storage is not None and last >= death.get(id(storage), (-1, None))[0]:
+                death[id(storage)] = (last, storage)
+    kept = {id(storage_of[k]): storage_of[k] for v in keep for k in _keys(v) if k in storage_of}
+    frees: list[list[_Storage]] = [[] for _ in nodes]
+    for sid, (last, storage) in death.items():
+        if not storage.pinned and sid not in kept:
+            frees[last].append(storage)
+    for i, node in enumerate(nodes):
+        if node.op == "call_function":
+            live += sum(storage.nbytes for storage in created[node])
+            timeline.append((phase, node.name, live))
+        for storage in frees[i]:
+            live -= storage.nbytes
+    return live, list(kept.values())
+
+
+def _assign_storage(node: torch.fx.Node, storage_of: dict) -> list[_Storage]:
+    """Map ``node``'s storage keys to storages; return the storages it allocates."""
+    source = _alias_source(node)
+    if source is not None:
+        if source in storage_of:
+            storage_of[node] = storage_of[source]
+        return []
+    created = []
+    for key, nbytes in _tensor_parts(node):
+        storage_of[key] = _Storage(nbytes)
+        created.append(storage_of[key])
+    return created
+
+
+def _alias_source(node: torch.fx.Node):
+    """The storage key ``node``'s output aliases, or None if it allocates."""
+    target = node.target
+    if target is operator.getitem:
+        return (node.args[0], node.args[1])
+    if target is torch.ops.aten._unsafe_view.default or _is_view(target):
+        base = node.args[0]
+        return base if isinstance(base, torch.fx.Node) else None
+    return None
+
+
+def _is_view(target) -> bool:
+    if not isinstance(target, torch._ops.OpOverload):
+        return False
+    returns = target._schema.returns
+    return bool(returns) and returns[0].alias_info is not None and not returns[0].alias_info.is_write
+
+
+def _keys(node: torch.fx.Node) -> list:
+    """Storage keys of ``node``: the node itself, or ``(node, i)`` per element of a multi-output node."""
+    val = node.meta.get("val")
+    if isinstance(val, (tuple, list)):
+        return [(node, i) for i in range(len(val))]
+    return [node]
+
+
+def _tensor_parts(node: torch.fx.Node) -> list[tuple[object, int]]:
+    val = node.meta.get("val")
+    if isinstance(val, torch.Tensor):
+        return [(node, storage_nbytes(val))]
+    if isinstance(val, (tuple, list)):
+        return [((node, i), storage_nbytes(v)) for i, v in enumerate(val) if isinstance(v, torch.Tensor)]
+    return []
+
+
+def storage_nbytes(val: torch.Tensor) -> int:
+    """Bytes of ``val``'s storage (size hints for symbolic sizes)."""
+    try:
+        return _hint(val.untyped_storage().nbytes())
+    except (NotImplementedError, RuntimeError, AttributeError):
+        numel = 1
+        for size in val.shape:
+            numel *= _hint(size)
+        return numel * val.dtype.itemsize
+
+
+def _hint(value) -> int:
+    if isinstance(value, torch.SymInt):
+        node = value.node
+        return int(node.hint) if node.has_hint() else int(node.shape_env.size_hint(node.expr))
+    return int(value)

@@ -9,7 +9,9 @@ Saved tensors are stashed on ``ctx`` (not ``save_for_backward``) so the backward
 can hand them to the graph in one list that the graph clears as it consumes
 them: each saved tensor is freed after its last use. When the autograd engine
 keeps the graph (``retain_graph=True``) the stash is kept; otherwise it is
-dropped, and a second backward raises as eager does. Saved tensors that the
+dropped, and a second backward raises as eager does. When ambient
+``saved_tensors_hooks`` are active, saved values go through ``save_for_backward``
+so the user's pack/unpack run once per saved tensor, as in eager. Saved tensors that the
 user can reach (inputs) record their version and are checked in the backward,
 as eager's saved-variable check does. Double backward raises (the backward is
 ``once_differentiable``): a wrong second-order gradient is never returned.
@@ -28,6 +30,8 @@ from torch.autograd.function import once_differentiable
 from ..errors import UnsupportedError
 
 _keep_graph = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", lambda: True)
+_top_hooks = torch._C._autograd._top_saved_tensors_default_hooks
+_HOOKED = object()  # ctx.stash marker: saved values went through save_for_backward
 
 
 @dataclasses.dataclass
@@ -118,7 +122,13 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout) -
         @staticmethod
         def forward(ctx, *inputs):
             outs = forward(*inputs)
-            ctx.stash = list(outs[n_fw_outs:n_fw_outs + n_saved])
+            saved = outs[n_fw_outs:n_fw_outs + n_saved]
+            if _top_hooks(False) is not None:
+                # Ambient saved_tensors_hooks: let autograd pack/unpack each saved value, as eager does.
+                ctx.save_for_backward(*saved)
+                ctx.stash = _HOOKED
+            else:
+                ctx.stash = list(saved)
             ctx.sizes = list(outs[n_fw_outs + n_saved:])
             if saved_inputs:
                 ctx.versions = [(s, inputs[i], inputs[i]._version) for s, i in saved_inputs]
@@ -130,7 +140,9 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout) -
         @once_differentiable
         def backward(ctx, *grads):
             stash = ctx.stash
-            if stash is None:
+            if stash is _HOOKED:
+                stash = list(ctx.saved_tensors)
+            elif stash is None:
                 raise RuntimeError(
                     "Trying to backward through the graph a second time (or directly access saved tensors "
                     "after they have already been freed). Specify retain_graph=True if you need to backward "
@@ -142,7 +154,7 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout) -
                             "one of the variables needed for gradient computation has been modified by an "
                             f"inplace operation: saved input {s} is at version {tensor._version}; expected "
                             f"version {version} instead.")
-            if not _keep_graph():
+            if not _keep_graph() and ctx.stash is not _HOOKED:
                 ctx.stash = None
             args = [*ctx.sizes, *stash]
             del stash
