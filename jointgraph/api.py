@@ -27,11 +27,13 @@ PARTITIONERS: dict[str, Callable] = {"default": plan_default, "mincut": plan_min
 
 
 def build_plan(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode,
-               options: CompileOptions, *, with_backward: bool, names=None, debug: bool = False):
+               options: CompileOptions, *, with_backward: bool, names=None, non_leaf=frozenset(),
+               debug: bool = False):
     """Trace, optimize and partition; return (Plan, JointGraph, SplitGraphs). Runs nothing real."""
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    joint = trace_joint(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, names=names)
+    joint = trace_joint(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, names=names,
+                        non_leaf=non_leaf)
     timings["trace"] = time.perf_counter() - start
 
     start = time.perf_counter()
@@ -71,11 +73,18 @@ def build_entry(flat_fn: Callable, out_box: list, signature: FlatSignature, tens
     fake_mode = FakeTensorMode(shape_env=ShapeEnv() if dynamic else None)
     fakes = fakeify(tensors, fake_mode, dynamic=dynamic)
     plan, joint, graphs = build_plan(flat_fn, fakes, signature.roles, fake_mode, options,
-                                     with_backward=with_backward, names=list(signature.names))
+                                     with_backward=with_backward, names=list(signature.names),
+                                     non_leaf=non_leaf_inputs(tensors))
     entry = compile_entry(plan, joint, graphs, options, signature, out_box[0], fakes)
     entry.fake_mode = fake_mode
     entry.fakes = fakes
     return entry
+
+
+def non_leaf_inputs(tensors: list) -> frozenset[int]:
+    """Graph inputs that require grad and are not leaves (they may be mutated in place)."""
+    return frozenset(i for i, t in enumerate(tensors)
+                     if isinstance(t, torch.Tensor) and t.requires_grad and not t.is_leaf)
 
 
 def compile_entry(plan: Plan, joint, graphs: SplitGraphs, options: CompileOptions, signature,
@@ -95,10 +104,14 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec) -> EntryLayout:
     """Precompute the index lists of the call path (Note [Runtime call path])."""
     outputs = joint.outputs
     tensor_outs = [i for i, o in enumerate(outputs) if o.kind == "tensor"]
-    tangent_positions = tuple(k for k, i in enumerate(tensor_outs) if outputs[i].requires_grad)
     mutated = tuple(i for i, info in enumerate(joint.inputs) if info.mutates_data)
+    # Note [Input mutations]: a mutated input that requires grad has a differentiable new value.
+    mutated_grad = tuple(joint.has_backward and joint.inputs[i].requires_grad for i in mutated)
+    n_user = len(tensor_outs)
+    tangent_positions = tuple(k for k, i in enumerate(tensor_outs) if outputs[i].requires_grad)
+    tangent_positions += tuple(n_user + k for k, needs in enumerate(mutated_grad) if needs)
     non_diff = tuple(k for k, i in enumerate(tensor_outs) if not outputs[i].requires_grad)
-    non_diff += tuple(len(tensor_outs) + k for k in range(len(mutated)))
+    non_diff += tuple(n_user + k for k, needs in enumerate(mutated_grad) if not needs)
     plan_entries = []
     position = {i: k for k, i in enumerate(tensor_outs)}
     for i, info in enumerate(outputs):
@@ -110,17 +123,21 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec) -> EntryLayout:
             plan_entries.append(("input", info.input_index))
         else:
             plan_entries.append(("input_view", (info.input_index, info.view_meta)))
-    saved_inputs = []
+    saved_inputs, saved_copies = [], []
     if graphs.backward is not None:
         fw_out = [n for n in graphs.forward.graph.nodes if n.op == "output"][0]
         roles = fw_out.meta["roles"]
         saved_nodes = [v for v, r in zip(fw_out.args[0], roles, strict=True) if r is Role.SAVED_TENSOR]
         for s, node in enumerate(saved_nodes):
-            if node.op == "placeholder":
+            if node.op == "placeholder" and node.meta["input_index"] in mutated:
+                saved_copies.append(s)   # the epilogue overwrites it: keep the old value
+            elif node.op == "placeholder":
                 saved_inputs.append((s, node.meta["input_index"]))
     return EntryLayout(
         num_user_tensors=len(tensor_outs),
         mutated_inputs=mutated,
+        mutated_with_grad=tuple(i for i, needs in zip(mutated, mutated_grad, strict=True) if needs),
+        saved_copies=tuple(saved_copies),
         num_saved_tensors=graphs.num_saved_tensors,
         num_saved_sizes=graphs.num_saved_sizes,
         tangent_positions=tangent_positions,

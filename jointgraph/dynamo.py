@@ -32,7 +32,7 @@ def compile_dynamo_graph(gm: torch.fx.GraphModule, example_inputs: list, options
     from torch._guards import detect_fake_mode
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from .api import build_plan, compile_entry
+    from .api import build_plan, compile_entry, non_leaf_inputs
     from .capture.inputs import flat_signature, make_flat_fn
 
     fake_mode = detect_fake_mode(example_inputs) or FakeTensorMode()
@@ -41,7 +41,8 @@ def compile_dynamo_graph(gm: torch.fx.GraphModule, example_inputs: list, options
         for x in example_inputs:
             if isinstance(x, torch.Tensor):
                 fake = x if _is_fake(x) else fake_mode.from_tensor(x)
-                fake = fake.detach().requires_grad_(x.requires_grad)
+                if not fake.is_leaf:  # only non-leaf inputs are detached
+                    fake = fake.detach().requires_grad_(x.requires_grad)
                 fakes.append(fake)
             else:
                 fakes.append(x)
@@ -59,7 +60,7 @@ def compile_dynamo_graph(gm: torch.fx.GraphModule, example_inputs: list, options
     with_backward = torch.is_grad_enabled() and any(
         isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs)
     plan, joint, graphs = build_plan(flat_fn, fakes, signature.roles, fake_mode, options,
-                                     with_backward=with_backward)
+                                     with_backward=with_backward, non_leaf=non_leaf_inputs(example_inputs))
     entry = compile_entry(plan, joint, graphs, options, signature, out_box[0], fakes)
     run = entry.run_inputs
 

@@ -12,10 +12,17 @@ untraced pass (``collect_metadata``) records, per input, whether its data was
 mutated; the traced graph then returns the input's new value as an extra output
 with role ``MUTATED_INPUT``. The runtime copies it into the caller's tensor
 after the forward (an epilogue with a precomputed index list), so the graph
-itself stays functional and the planner sees every value. Mutations of an input
-that requires grad, metadata mutations (``t_()``, ``unsqueeze_()``) and
-mutations of inputs that share storage are refused with ``UnsupportedError``
-until the mutation-semantics work lands; nothing is applied half-way.
+itself stays functional and the planner sees every value.
+
+An input that requires grad and is not a leaf may be mutated, as in eager: the
+traced function mutates a clone, the clone's new value is a differentiable
+output with its own tangent, and the epilogue's ``copy_`` runs with grad mode on
+so the caller's tensor takes the mutation's autograd history. A mutated leaf
+that requires grad raises eager's own error (at trace time, and at run time for
+an entry compiled for a non-leaf). If a mutated input is also saved for the
+backward, the forward saves a copy of its old value. Metadata mutations
+(``t_()``, ``unsqueeze_()``) and mutations of inputs that share storage are
+refused with ``UnsupportedError``; nothing is applied half-way.
 """
 
 from __future__ import annotations
@@ -90,14 +97,20 @@ def _translate_errors():
 
 
 def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode,
-                     *, with_backward: bool) -> TraceMetadata:
-    """Run ``flat_fn`` once on functional fakes; record mutations, aliasing and grad-requiring outputs."""
+                     *, with_backward: bool, non_leaf: frozenset[int] = frozenset()) -> TraceMetadata:
+    """Run ``flat_fn`` once on functional fakes; record mutations, aliasing and grad-requiring outputs.
+
+    Inputs in ``non_leaf`` (the caller's tensor requires grad and is not a leaf) are
+    cloned first, so an in-place op on them is legal, as it is in eager.
+    """
     with _translate_errors(), fake_mode:
         with FunctionalTensorMode(_allow_token_discovery=True):
             f_args = [_to_fun(a) for a in fake_args]
             with _grad_context(with_backward):
-                flat_outs = flat_fn(*f_args)
-            inputs = [_input_info(f, a, role) for f, a, role in zip(f_args, fake_args, roles, strict=True)]
+                call_args = [a.clone() if i in non_leaf and with_backward else a for i, a in enumerate(f_args)]
+                flat_outs = flat_fn(*call_args)
+            inputs = [_input_info(f, a, role) for f, a, role in zip(call_args, fake_args, roles, strict=True)]
+            f_args = call_args
             input_storages = {StorageWeakRef(f.untyped_storage()): i for i, f in enumerate(f_args)
                               if isinstance(f, torch.Tensor)}
             outputs, tangents = [], []
@@ -122,10 +135,6 @@ def _input_info(f_arg, fake_arg, role: Role) -> InputInfo:
             "metadata mutation of an input (t_(), transpose_(), unsqueeze_(), as_strided_(), resize_() "
             "or set_()) is not supported yet", hint='pass on_unsupported="eager", or mutate a clone')
     hidden = mutated and torch._functionalize_are_all_mutations_hidden_from_autograd(f_arg.elem)
-    if mutated and fake_arg.requires_grad:
-        raise UnsupportedError(
-            "in-place mutation of an input that requires grad is not supported yet",
-            hint='pass on_unsupported="eager", or mutate a clone of the input')
     return InputInfo(role=role, requires_grad=bool(fake_arg.requires_grad), mutates_data=bool(mutated),
                      mutation_hidden_from_autograd=bool(hidden))
 
@@ -146,7 +155,8 @@ def _output_info(out, f_args: list, input_storages: dict, with_backward: bool) -
 
 
 def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode,
-                *, with_backward: bool, names: list[str] | None = None) -> JointGraph:
+                *, with_backward: bool, names: list[str] | None = None,
+                non_leaf: frozenset[int] = frozenset()) -> JointGraph:
     """Trace ``flat_fn`` (forward, and its backward when ``with_backward``) into a JointGraph.
 
     Expects: ``fake_args`` are fake tensors of ``fake_mode`` (leaves with the
@@ -156,31 +166,41 @@ def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fak
     new values of mutated inputs, then one gradient (or None) per input; roles on
     every placeholder and on the output node.
     """
-    meta = collect_metadata(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward)
+    meta = collect_metadata(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, non_leaf=non_leaf)
     tensor_out_idx = [i for i, o in enumerate(meta.outputs) if o.kind == "tensor"]
     diff_out_idx = [i for i in tensor_out_idx if meta.outputs[i].requires_grad]
     mutated_idx = [i for i, info in enumerate(meta.inputs) if info.mutates_data]
     grad_idx = [i for i, info in enumerate(meta.inputs) if info.requires_grad]
-    has_backward = with_backward and bool(diff_out_idx) and bool(grad_idx)
+    # See Note [Input mutations]: a mutated input that requires grad is mutated on a clone
+    # whose new value is a differentiable output with its own tangent.
+    clone_idx = [i for i in mutated_idx if meta.inputs[i].requires_grad] if with_backward else []
+    has_backward = with_backward and bool(diff_out_idx or clone_idx) and bool(grad_idx)
     num_inputs = len(fake_args)
 
     def joint(*args):
         f_inputs = [_to_fun(a) for a in args[:num_inputs]]
         with _grad_context(with_backward):
-            outs = flat_fn(*f_inputs)
+            call_inputs = list(f_inputs)
+            for i in clone_idx:
+                call_inputs[i] = f_inputs[i].clone()
+            outs = flat_fn(*call_inputs)
         results = [_from_fun(outs[i]) for i in tensor_out_idx]
         grads: list = []
         if has_backward:
             f_tangents = [_to_fun(t) for t in args[num_inputs:]]
-            diff_outs = [outs[i] for i in diff_out_idx]
+            diff_outs = [outs[i] for i in diff_out_idx] + [call_inputs[i] for i in clone_idx]
             wrt = [f_inputs[i] for i in grad_idx]
             got = torch.autograd.grad(diff_outs, wrt, grad_outputs=f_tangents, allow_unused=True)
             by_input = dict(zip(grad_idx, got, strict=True))
             grads = [_from_fun(by_input.get(i)) for i in range(num_inputs)]
-        mutated = [_from_fun(f_inputs[i]) for i in mutated_idx]
+        mutated = [_from_fun(call_inputs[i]) for i in mutated_idx]
         return [*results, *mutated, *grads]
 
-    example = list(fake_args) + (list(meta.tangent_examples) if has_backward else [])
+    tangents = list(meta.tangent_examples)
+    with fake_mode:
+        tangents += [torch.empty(fake_args[i].shape, dtype=fake_args[i].dtype, device=fake_args[i].device)
+                     for i in clone_idx]
+    example = list(fake_args) + (tangents if has_backward else [])
     from torch._dispatch.python import enable_python_dispatcher
 
     with _translate_errors(), fake_mode, enable_python_dispatcher(), \

@@ -40,6 +40,8 @@ class EntryLayout:
 
     num_user_tensors: int
     mutated_inputs: tuple[int, ...]
+    mutated_with_grad: tuple[int, ...]          # mutated inputs whose mutation autograd records
+    saved_copies: tuple[int, ...]               # saved inputs that are also mutated: saved as copies
     num_saved_tensors: int
     num_saved_sizes: int
     tangent_positions: tuple[int, ...]          # among user tensor outputs
@@ -67,15 +69,14 @@ class CompiledEntry:
         layout = self.layout
         if self._mutation_check:
             _check_no_aliasing(inputs, layout.mutated_inputs)
+            _check_leaf_mutation(inputs, layout.mutated_with_grad)
         if self.function is not None:
             outs = self.function.apply(*inputs)
         else:
             outs = self.forward(*inputs)
         n = layout.num_user_tensors
         if layout.mutated_inputs:
-            with torch.no_grad():
-                for k, i in enumerate(layout.mutated_inputs):
-                    inputs[i].copy_(outs[n + k])
+            _apply_mutations(inputs, outs, n, layout.mutated_inputs, layout.mutated_with_grad)
         flat = []
         for kind, value in layout.output_plan:
             if kind == "tensor":
@@ -94,6 +95,22 @@ class CompiledEntry:
         inputs = [leaves[p] for p in signature.tensor_leaf_positions]
         flat = self.run_inputs(inputs)
         return pytree.tree_unflatten(flat, self.layout.out_spec)
+
+
+def _apply_mutations(inputs: list, outs, n: int, mutated: tuple, with_grad: tuple) -> None:
+    """The epilogue of Note [Input mutations]: copy new values into the caller's tensors."""
+    for k, i in enumerate(mutated):
+        if i in with_grad:
+            inputs[i].copy_(outs[n + k])   # autograd records it, as it recorded eager's in-place op
+        else:
+            with torch.no_grad():
+                inputs[i].copy_(outs[n + k])
+
+
+def _check_leaf_mutation(inputs: list, with_grad: tuple) -> None:
+    for i in with_grad:
+        if inputs[i].is_leaf:
+            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
 
 
 def _check_no_aliasing(inputs: list, mutated: tuple[int, ...]) -> None:
@@ -117,12 +134,17 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout) -
     non_diff = layout.non_differentiable
     grad_mask = layout.grad_inputs
     saved_inputs = layout.saved_input_positions
+    saved_copies = layout.saved_copies
 
     class CompiledStep(torch.autograd.Function):
         @staticmethod
         def forward(ctx, *inputs):
             outs = forward(*inputs)
             saved = outs[n_fw_outs:n_fw_outs + n_saved]
+            if saved_copies:
+                saved = list(saved)
+                for s in saved_copies:
+                    saved[s] = saved[s].clone()
             if _top_hooks(False) is not None:
                 # Ambient saved_tensors_hooks: let autograd pack/unpack each saved value, as eager does.
                 ctx.save_for_backward(*saved)

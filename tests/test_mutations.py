@@ -1,0 +1,117 @@
+"""Input mutation semantics (Note [Input mutations]) with eager PyTorch as the oracle."""
+
+import pytest
+import torch
+
+import jointgraph
+
+
+def _pair(*shape):
+    base = torch.randn(*shape)
+    return base.clone().requires_grad_(True), base.clone().requires_grad_(True)
+
+
+def test_mutation_of_non_leaf_input_requiring_grad_flows_gradients_like_eager():
+    def fn(y, w):
+        y.mul_(w)
+        return (y.sin() * w).sum()
+
+    compiled = jointgraph.aot_function(fn)
+    (a_e, a_c), (w_e, w_c) = _pair(5), _pair(5)
+    y_e, y_c = a_e * 2, a_c * 2
+    out_e, out_c = fn(y_e, w_e), compiled(y_c, w_c)
+    torch.testing.assert_close(out_c, out_e)
+    torch.testing.assert_close(y_c, y_e)            # the caller's tensor holds the new value
+    (y_e.sum() + out_e).backward()                    # gradient through the mutated input too
+    (y_c.sum() + out_c).backward()
+    torch.testing.assert_close(a_c.grad, a_e.grad)
+    torch.testing.assert_close(w_c.grad, w_e.grad)
+
+
+def test_mutation_of_leaf_requiring_grad_raises_eagers_error():
+    def fn(x):
+        x.add_(1)
+        return x.sum()
+
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        fn(torch.randn(3, requires_grad=True))
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        jointgraph.aot_function(fn)(torch.randn(3, requires_grad=True))
+
+
+def test_entry_compiled_for_non_leaf_raises_for_leaf():
+    compiled = jointgraph.aot_function(lambda x: x.mul_(2).sum())
+    base = torch.randn(3, requires_grad=True)
+    compiled(base * 1).backward()
+    with pytest.raises(RuntimeError, match="leaf Variable"):
+        compiled(torch.randn(3, requires_grad=True))
+
+
+@pytest.mark.parametrize("partitioner", ["default", "mincut"])
+def test_mutated_input_that_backward_needs_keeps_its_old_value(partitioner):
+    def fn(x, buf):
+        y = buf.sin()              # min-cut may save buf and recompute sin in the backward
+        buf.add_(10)
+        return (x * y).sum()
+
+    x = torch.randn(4, requires_grad=True)
+    buf = torch.randn(4)
+    expected_grad = buf.sin()
+    jointgraph.aot_function(fn, partitioner=partitioner)(x, buf).backward()
+    torch.testing.assert_close(x.grad, expected_grad)
+    torch.testing.assert_close(buf, expected_grad.asin() + 10)
+
+
+def test_saved_input_mutated_before_backward_raises_like_eager():
+    def fn(x, buf):
+        out = (x * buf).sum()      # autograd saves buf, then it is modified: eager raises
+        buf.add_(10)
+        return out
+
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        fn(torch.randn(4, requires_grad=True), torch.randn(4)).backward()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        jointgraph.aot_function(fn)(torch.randn(4, requires_grad=True), torch.randn(4)).backward()
+
+
+def test_mutation_through_a_view_and_under_no_grad():
+    def fn(x, stats):
+        stats.view(-1)[:3].fill_(1.0)
+        with torch.no_grad():
+            stats[1].add_(x.detach().sum(0))
+        return (x * 2).sum()
+
+    x = torch.randn(2, 4, requires_grad=True)
+    s_e, s_c = torch.zeros(3, 4), torch.zeros(3, 4)
+    fn(x, s_e)
+    jointgraph.aot_function(fn)(x, s_c).backward()
+    torch.testing.assert_close(s_c, s_e)
+    torch.testing.assert_close(x.grad, torch.full((2, 4), 2.0))
+
+
+def test_aliased_mutated_inputs_are_refused_not_wrong():
+    def fn(a, b):
+        a.add_(1)
+        return a + b
+
+    base = torch.zeros(4)
+    compiled = jointgraph.aot_function(fn)
+    compiled(torch.zeros(4), torch.zeros(4))
+    with pytest.raises(jointgraph.UnsupportedError, match="share storage"):
+        compiled(base, base.view(4))
+
+
+def test_graph_break_subgraph_mutating_an_activation_through_torch_compile():
+    torch._dynamo.reset()
+
+    def fn(x, w):
+        h = x @ w + 1
+        print("graph break")  # noqa: T201
+        h.mul_(2)             # the second graph mutates its input, a non-leaf activation
+        return h.sin().sum()
+
+    x = torch.randn(3, 4)
+    w_e, w_c = _pair(4, 5)
+    fn(x, w_e).backward()
+    torch.compile(fn, backend="jointgraph")(x, w_c).backward()
+    torch.testing.assert_close(w_c.grad, w_e.grad)
