@@ -136,6 +136,8 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec) -> EntryLayout:
     return EntryLayout(
         num_user_tensors=len(tensor_outs),
         mutated_inputs=mutated,
+        metadata_mutations=tuple((i, *info.new_metadata) for i, info in enumerate(joint.inputs)
+                                 if info.new_metadata is not None),
         mutated_with_grad=tuple(i for i, needs in zip(mutated, mutated_grad, strict=True) if needs),
         saved_copies=tuple(saved_copies),
         num_saved_tensors=graphs.num_saved_tensors,

@@ -115,3 +115,30 @@ def test_graph_break_subgraph_mutating_an_activation_through_torch_compile():
     fn(x, w_e).backward()
     torch.compile(fn, backend="jointgraph")(x, w_c).backward()
     torch.testing.assert_close(w_c.grad, w_e.grad)
+
+
+@pytest.mark.parametrize("mutate", [lambda t: t.t_(), lambda t: t.unsqueeze_(0),
+                                    lambda t: t.transpose_(0, 1).mul_(2), lambda t: t.as_strided_((3,), (2,))])
+def test_metadata_mutations_are_replayed_on_the_callers_tensor(mutate):
+    def fn(x, t):
+        mutate(t)
+        return (x * t.sum()).sum()
+
+    x = torch.randn(3, requires_grad=True)
+    t_e, t_c = torch.randn(2, 3), None
+    t_c = t_e.clone()
+    out_e = fn(x, t_e)
+    out_c = jointgraph.aot_function(fn)(x, t_c)
+    torch.testing.assert_close(out_c, out_e)
+    assert t_c.shape == t_e.shape and t_c.stride() == t_e.stride()
+    assert t_c.storage_offset() == t_e.storage_offset()
+    torch.testing.assert_close(t_c, t_e)
+
+
+def test_resize_of_an_input_is_refused():
+    def fn(x, t):
+        t.resize_(10)
+        return x * 2
+
+    with pytest.raises(jointgraph.UnsupportedError, match="resize_"):
+        jointgraph.aot_function(fn)(torch.randn(3, requires_grad=True), torch.randn(3))

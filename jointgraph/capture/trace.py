@@ -7,7 +7,10 @@ the bottom of the dispatcher. Autograd runs above functionalization, so
 
 Note [Input mutations]
 ----------------------
-Functionalization turns ``x.add_(1)`` on an input into a fresh value. A first,
+Functionalization turns ``x.add_(1)`` on an input into a fresh value. A metadata
+mutation (``t_()``, ``unsqueeze_()``, ``as_strided_()``) is recorded as the
+input's final (size, stride, storage offset) and replayed with ``as_strided_`` on
+the caller's tensor before any data copy. A first,
 untraced pass (``collect_metadata``) records, per input, whether its data was
 mutated; the traced graph then returns the input's new value as an extra output
 with role ``MUTATED_INPUT``. The runtime copies it into the caller's tensor
@@ -20,15 +23,17 @@ output with its own tangent, and the epilogue's ``copy_`` runs with grad mode on
 so the caller's tensor takes the mutation's autograd history. A mutated leaf
 that requires grad raises eager's own error (at trace time, and at run time for
 an entry compiled for a non-leaf). If a mutated input is also saved for the
-backward, the forward saves a copy of its old value. Metadata mutations
-(``t_()``, ``unsqueeze_()``) and mutations of inputs that share storage are
-refused with ``UnsupportedError``; nothing is applied half-way.
+backward, the forward saves a copy of its old value. Metadata mutations of
+inputs that require grad, ``resize_`` / ``set_`` of inputs and mutations of
+inputs that share storage are refused with ``UnsupportedError``; nothing is
+applied half-way.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import operator
 from collections.abc import Callable
 
 import torch
@@ -130,13 +135,29 @@ def _input_info(f_arg, fake_arg, role: Role) -> InputInfo:
         return InputInfo(role=role, requires_grad=False)
     torch._sync(f_arg)
     mutated = torch._functionalize_has_data_mutation(f_arg.elem)
+    new_metadata = None
     if torch._functionalize_has_metadata_mutation(f_arg.elem):
-        raise UnsupportedError(
-            "metadata mutation of an input (t_(), transpose_(), unsqueeze_(), as_strided_(), resize_() "
-            "or set_()) is not supported yet", hint='pass on_unsupported="eager", or mutate a clone')
+        new_metadata = _replayable_metadata(f_arg, fake_arg)
     hidden = mutated and torch._functionalize_are_all_mutations_hidden_from_autograd(f_arg.elem)
     return InputInfo(role=role, requires_grad=bool(fake_arg.requires_grad), mutates_data=bool(mutated),
-                     mutation_hidden_from_autograd=bool(hidden))
+                     mutation_hidden_from_autograd=bool(hidden), new_metadata=new_metadata)
+
+
+def _replayable_metadata(f_arg, fake_arg) -> tuple:
+    """(size, stride, storage_offset) an input ends with after ``t_()`` / ``unsqueeze_()`` / ..."""
+    plain = _from_fun(f_arg)
+    meta = (tuple(plain.shape), tuple(plain.stride()), plain.storage_offset())
+    if fake_arg.requires_grad:
+        raise UnsupportedError("metadata mutation (t_(), transpose_(), unsqueeze_(), as_strided_()) of an input "
+                               "that requires grad is not supported",
+                               hint='mutate a view instead (x = x.t()), or pass on_unsupported="eager"')
+    if plain.untyped_storage().nbytes() != fake_arg.untyped_storage().nbytes():
+        raise UnsupportedError("resize_() or set_() of an input is not supported",
+                               hint='return the new tensor instead, or pass on_unsupported="eager"')
+    if not all(isinstance(v, int) for v in (*meta[0], *meta[1], meta[2])):
+        raise UnsupportedError("metadata mutation of an input with symbolic sizes is not supported",
+                               hint='pass dynamic=False, or on_unsupported="eager"')
+    return meta
 
 
 def _output_info(out, f_args: list, input_storages: dict, with_backward: bool) -> OutputInfo:
@@ -206,6 +227,7 @@ def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fak
     with _translate_errors(), fake_mode, enable_python_dispatcher(), \
             FunctionalTensorMode(_allow_token_discovery=True):
         gm = make_fx(joint, record_stack_traces=True)(*example)
+    _remove_effect_tokens(gm, num_placeholders=len(example))
     gm.graph.eliminate_dead_code()
 
     phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -224,3 +246,40 @@ def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fak
     gm.recompile()
     return JointGraph(gm=gm, inputs=meta.inputs, outputs=meta.outputs, out_spec=None,
                       has_backward=has_backward, fake_mode=fake_mode)
+
+
+def _remove_effect_tokens(gm: torch.fx.GraphModule, *, num_placeholders: int) -> None:
+    """Turn ``with_effects(token, op, *args)`` back into ``op(*args)`` and drop the token inputs.
+
+    Functionalization threads an effect token through ops with side effects (such as
+    ``aten._linalg_check_errors``) and ``make_fx`` lifts the token to an extra input.
+    The graph runs its nodes in order, so the token is not needed to order them.
+    """
+    graph = gm.graph
+    with_effects = getattr(torch.ops.higher_order, "with_effects", None)
+    for node in list(graph.nodes):
+        if node.op != "call_function" or node.target is not with_effects:
+            continue
+        token, op, *args = node.args
+        with graph.inserting_before(node):
+            call = graph.call_function(op, tuple(args), dict(node.kwargs))
+        call.meta.update(node.meta)
+        call.meta["val"] = None
+        for user in list(node.users):
+            index = user.args[1]
+            if index == 0:
+                user.replace_all_uses_with(token)
+            elif len(op._schema.returns) == 1:
+                user.replace_all_uses_with(call)
+            else:
+                with graph.inserting_before(user):
+                    item = graph.call_function(operator.getitem, (call, index - 1))
+                item.meta.update(user.meta)
+                user.replace_all_uses_with(item)
+            graph.erase_node(user)
+        graph.erase_node(node)
+    for i, ph in enumerate([n for n in graph.nodes if n.op == "placeholder"]):
+        if i >= num_placeholders:
+            if ph.users:
+                raise UnsupportedError("an operation with side effects returns its effect token from the graph")
+            graph.erase_node(ph)

@@ -19,6 +19,7 @@ class InputInfo:
     requires_grad: bool
     mutates_data: bool = False
     mutation_hidden_from_autograd: bool = False
+    new_metadata: tuple | None = None   # (size, stride, storage_offset) after a metadata mutation
 
 
 @dataclasses.dataclass(frozen=True)

@@ -40,6 +40,7 @@ class EntryLayout:
 
     num_user_tensors: int
     mutated_inputs: tuple[int, ...]
+    metadata_mutations: tuple[tuple, ...]       # (input index, size, stride, storage_offset)
     mutated_with_grad: tuple[int, ...]          # mutated inputs whose mutation autograd records
     saved_copies: tuple[int, ...]               # saved inputs that are also mutated: saved as copies
     num_saved_tensors: int
@@ -75,6 +76,10 @@ class CompiledEntry:
         else:
             outs = self.forward(*inputs)
         n = layout.num_user_tensors
+        if layout.metadata_mutations:
+            with torch.no_grad():
+                for i, size, stride, offset in layout.metadata_mutations:
+                    inputs[i].as_strided_(size, stride, offset)
         if layout.mutated_inputs:
             _apply_mutations(inputs, outs, n, layout.mutated_inputs, layout.mutated_with_grad)
         flat = []
