@@ -142,3 +142,22 @@ def test_resize_of_an_input_is_refused():
 
     with pytest.raises(jointgraph.UnsupportedError, match="resize_"):
         jointgraph.aot_function(fn)(torch.randn(3, requires_grad=True), torch.randn(3))
+
+
+def test_hook_on_an_intermediate_is_refused_not_run_once_at_trace_time():
+    calls = []
+
+    def fn(x):
+        y = x * 2
+        y.register_hook(lambda g: calls.append(1))
+        return y.sum()
+
+    with pytest.raises(jointgraph.UnsupportedError, match="register_hook") as info:
+        jointgraph.aot_function(fn)(torch.randn(3, requires_grad=True))
+    assert "test_mutations.py" in str(info.value)
+    assert calls == []
+    x = torch.randn(3, requires_grad=True)
+    with pytest.warns(UserWarning, match="eagerly"):
+        out = jointgraph.aot_function(fn, on_unsupported="eager")(x)
+    out.backward()
+    assert calls == [1]

@@ -82,6 +82,29 @@ def _grad_context(with_backward: bool):
     return torch.enable_grad() if with_backward else torch.no_grad()
 
 
+class _RefuseTraceTimeHooks(torch.overrides.TorchFunctionMode):
+    """Refuse autograd hooks registered inside the traced function.
+
+    A hook on an intermediate would run once, on fake tensors, while the backward is
+    traced, and never again at run time (PyTorch's own aot_function does exactly
+    that). Until hooks are carried into the graph, they are refused.
+    """
+
+    _REFUSED = {torch.Tensor.register_hook: "Tensor.register_hook", torch.Tensor.retain_grad: "Tensor.retain_grad",
+                torch.Tensor.register_post_accumulate_grad_hook: "Tensor.register_post_accumulate_grad_hook"}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = self._REFUSED.get(func)
+        if name is not None:
+            from ..errors import user_source_line
+
+            raise UnsupportedError(f"{name} on a tensor inside the compiled function is not supported: the hook "
+                                   "would run at trace time only", source=user_source_line(),
+                                   hint="register the hook outside the compiled function (on its inputs or "
+                                        'outputs), or pass on_unsupported="eager"')
+        return func(*args, **(kwargs or {}))
+
+
 @contextlib.contextmanager
 def _translate_errors():
     """Turn tracer failures the user cannot see into UnsupportedError with their source line."""
@@ -111,7 +134,7 @@ def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...]
     with _translate_errors(), fake_mode:
         with FunctionalTensorMode(_allow_token_discovery=True):
             f_args = [_to_fun(a) for a in fake_args]
-            with _grad_context(with_backward):
+            with _grad_context(with_backward), _RefuseTraceTimeHooks():
                 call_args = [a.clone() if i in non_leaf and with_backward else a for i, a in enumerate(f_args)]
                 flat_outs = flat_fn(*call_args)
             inputs = [_input_info(f, a, role) for f, a, role in zip(call_args, fake_args, roles, strict=True)]
@@ -170,7 +193,7 @@ def _output_info(out, f_args: list, input_storages: dict, with_backward: bool) -
     if base is not None:
         plain = _from_fun(out)
         return OutputInfo(kind="input_view", requires_grad=out.requires_grad, input_index=base,
-                          view_meta=(tuple(plain.shape), tuple(plain.stride()), plain.storage_offset()))
+                          view_meta=(tuple(plain.shape), tuple(plain.stride()), plain.storage_offset(), plain.dtype))
     requires_grad = with_backward and out.requires_grad and (out.is_floating_point() or out.is_complex())
     return OutputInfo(kind="tensor", requires_grad=requires_grad)
 
