@@ -136,6 +136,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec) -> EntryLayout:
     return EntryLayout(
         num_user_tensors=len(tensor_outs),
         mutated_inputs=mutated,
+        backward_mutations=tuple(i for i, info in enumerate(joint.inputs) if info.mutated_in_backward),
         metadata_mutations=tuple((i, *info.new_metadata) for i, info in enumerate(joint.inputs)
                                  if info.new_metadata is not None),
         mutated_with_grad=tuple(i for i, needs in zip(mutated, mutated_grad, strict=True) if needs),

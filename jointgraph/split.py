@@ -38,9 +38,11 @@ def split(joint_gm: torch.fx.GraphModule, choices: list[SavedChoice], *, has_bac
     out = output_node(graph)
     roles = out.meta["roles"]
     values = list(out.args[0])
-    fw_values = [v for v, r in zip(values, roles, strict=True) if r is not Role.GRADIENT]
-    fw_roles = [r for r in roles if r is not Role.GRADIENT]
-    grad_values = [v for v, r in zip(values, roles, strict=True) if r is Role.GRADIENT]
+    backward_roles = (Role.GRADIENT, Role.BACKWARD_MUTATION)
+    fw_values = [v for v, r in zip(values, roles, strict=True) if r not in backward_roles]
+    fw_roles = [r for r in roles if r not in backward_roles]
+    grad_values = [v for v, r in zip(values, roles, strict=True) if r in backward_roles]
+    grad_roles = [r for r in roles if r in backward_roles]
 
     saved_sizes = [c for c in choices if is_symbolic_scalar(c.node)]
     saved_tensors = [c for c in choices if not is_symbolic_scalar(c.node)]
@@ -57,7 +59,7 @@ def split(joint_gm: torch.fx.GraphModule, choices: list[SavedChoice], *, has_bac
         bw_inputs = [*(c.node for c in saved_sizes), *(c.node for c in saved_tensors), *tangent_phs]
         stop = set(bw_inputs)
         bw_needed = _backward_closure(grad_values, stop)
-        backward = _extract(joint_gm, bw_inputs, bw_needed, grad_values, [Role.GRADIENT] * len(grad_values),
+        backward = _extract(joint_gm, bw_inputs, bw_needed, grad_values, grad_roles,
                             stop=stop, input_roles=[Role.SAVED_SIZE] * len(saved_sizes)
                             + [Role.SAVED_TENSOR] * len(saved_tensors) + [Role.TANGENT] * len(tangent_phs))
     saved = [_saved_value(c) for c in [*saved_tensors, *saved_sizes]]

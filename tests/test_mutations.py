@@ -161,3 +161,33 @@ def test_hook_on_an_intermediate_is_refused_not_run_once_at_trace_time():
         out = jointgraph.aot_function(fn, on_unsupported="eager")(x)
     out.backward()
     assert calls == [1]
+
+
+class _CountingScale(torch.autograd.Function):
+    """Multiplies by 3; its backward adds the gradient's sum into a buffer (FSDP-style bookkeeping)."""
+
+    @staticmethod
+    def forward(ctx, x, buf):
+        ctx.buf = buf
+        return x * 3
+
+    @staticmethod
+    def backward(ctx, grad):
+        ctx.buf.add_(grad.sum())
+        return grad * 3, None
+
+
+def test_backward_mutation_of_a_forward_input_is_applied():
+    def fn(x, buf):
+        return _CountingScale.apply(x, buf).sin().sum()
+
+    x = torch.randn(5, requires_grad=True)
+    buf_e, buf_c = torch.zeros(()), torch.zeros(())
+    fn(x, buf_e).backward()
+    grad_e = x.grad.clone()
+    x.grad = None
+    out = jointgraph.aot_function(fn)(x, buf_c)
+    assert buf_c.item() == 0.0          # nothing happens until the backward runs
+    out.backward()
+    torch.testing.assert_close(buf_c, buf_e)
+    torch.testing.assert_close(x.grad, grad_e)

@@ -27,6 +27,17 @@ backward, the forward saves a copy of its old value. Metadata mutations of
 inputs that require grad, ``resize_`` / ``set_`` of inputs and mutations of
 inputs that share storage are refused with ``UnsupportedError``; nothing is
 applied half-way.
+
+Note [Backward mutations]
+-------------------------
+A backward may mutate a forward input's data (a custom autograd.Function whose
+backward updates a buffer; FSDP's gradient bookkeeping). While the backward is
+traced, each input's functionalization mutation counter is compared before and
+after ``autograd.grad``; an input it moved gets its new value returned by the
+backward graph (role ``BACKWARD_MUTATION``) and the runtime's backward copies it
+into the caller's tensor. Metadata mutations in the backward, and backward
+mutations of inputs that the forward also mutates or that require grad, are
+refused at compile time.
 """
 
 from __future__ import annotations
@@ -55,6 +66,7 @@ try:  # the name moved between releases
 except ImportError:  # pragma: no cover
     _DataDependentGuard = RuntimeError
 
+_FAKE_DATA_ACCESS = "data is not allocated yet"   # c10's message when a kernel reads a fake tensor's data
 _DATA_DEPENDENT = (DataDependentOutputException, DynamicOutputShapeException, _DataDependentGuard)
 
 
@@ -105,6 +117,38 @@ class _RefuseTraceTimeHooks(torch.overrides.TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
+class _RngStateGuard:
+    """Stands in for ``torch.random.default_generator`` while tracing: reading the state is
+    allowed, setting it (``torch.manual_seed``, ``torch.set_rng_state``) is refused, since it
+    would run once at trace time and the compiled graph would draw from the caller's state."""
+
+    def __init__(self, real):
+        self._real = real
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def _refuse(self, *args, **kwargs):
+        from ..errors import user_source_line
+
+        raise UnsupportedError("setting the random number generator state (torch.manual_seed, torch.set_rng_state) "
+                               "inside the compiled function is not supported: it would happen at trace time only",
+                               source=user_source_line(),
+                               hint='seed outside the compiled function, or pass on_unsupported="eager"')
+
+    manual_seed = set_state = seed = _refuse
+
+
+@contextlib.contextmanager
+def _refuse_rng_state_changes():
+    real = torch.random.default_generator
+    torch.random.default_generator = _RngStateGuard(real)
+    try:
+        yield
+    finally:
+        torch.random.default_generator = real
+
+
 @contextlib.contextmanager
 def _translate_errors():
     """Turn tracer failures the user cannot see into UnsupportedError with their source line."""
@@ -122,6 +166,14 @@ def _translate_errors():
     except UnsupportedOperatorException as exc:
         raise UnsupportedError(f"operator {exc.func} has no fake-tensor implementation",
                                source=source_from_traceback(exc)) from exc
+    except RuntimeError as exc:
+        if _FAKE_DATA_ACCESS not in str(exc):
+            raise
+        # A kernel read the data of a fake tensor: its result depends on tensor values.
+        raise UnsupportedError(
+            "an operation reads tensor values while tracing (for example indices passed as a tensor), "
+            "so it cannot be compiled ahead of time", source=source_from_traceback(exc),
+            hint='pass such arguments as Python values, or pass on_unsupported="eager"') from exc
 
 
 def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode,
@@ -131,7 +183,7 @@ def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...]
     Inputs in ``non_leaf`` (the caller's tensor requires grad and is not a leaf) are
     cloned first, so an in-place op on them is legal, as it is in eager.
     """
-    with _translate_errors(), fake_mode:
+    with _translate_errors(), _refuse_rng_state_changes(), fake_mode:
         with FunctionalTensorMode(_allow_token_discovery=True):
             f_args = [_to_fun(a) for a in fake_args]
             with _grad_context(with_backward), _RefuseTraceTimeHooks():
@@ -151,6 +203,31 @@ def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...]
         # Tangents are plain fakes: made outside FunctionalTensorMode.
         tangents = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype, device in tangents]
     return TraceMetadata(inputs, outputs, tangents)
+
+
+def _mutation_counters(f_inputs: list) -> list:
+    counters = []
+    for f in f_inputs:
+        if isinstance(f, FunctionalTensor):
+            torch._sync(f)
+            counters.append(torch._functionalize_mutation_counter(f.elem))
+        else:
+            counters.append(None)
+    return counters
+
+
+def _backward_mutations(f_inputs: list, before: list, infos: list[InputInfo]) -> list[int]:
+    """Inputs whose data the traced backward mutated (Note [Backward mutations])."""
+    found = []
+    for i, (count, now) in enumerate(zip(before, _mutation_counters(f_inputs), strict=True)):
+        if count is None or count == now:
+            continue
+        if infos[i].mutates_data or infos[i].requires_grad or infos[i].new_metadata is not None:
+            raise UnsupportedError(
+                f"input {i} is mutated in the backward and is also mutated in the forward or requires grad",
+                hint='mutate a separate buffer in the backward, or pass on_unsupported="eager"')
+        found.append(i)
+    return found
 
 
 def _input_info(f_arg, fake_arg, role: Role) -> InputInfo:
@@ -234,12 +311,16 @@ def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fak
             f_tangents = [_to_fun(t) for t in args[num_inputs:]]
             diff_outs = [outs[i] for i in diff_out_idx] + [call_inputs[i] for i in clone_idx]
             wrt = [f_inputs[i] for i in grad_idx]
+            before = _mutation_counters(f_inputs)
             got = torch.autograd.grad(diff_outs, wrt, grad_outputs=f_tangents, allow_unused=True)
             by_input = dict(zip(grad_idx, got, strict=True))
             grads = [_from_fun(by_input.get(i)) for i in range(num_inputs)]
+            bw_mutated[:] = _backward_mutations(f_inputs, before, meta.inputs)
+            grads += [_from_fun(f_inputs[i]) for i in bw_mutated]
         mutated = [_from_fun(call_inputs[i]) for i in mutated_idx]
         return [*results, *mutated, *grads]
 
+    bw_mutated: list[int] = []   # inputs the backward mutates, found while tracing it
     tangents = list(meta.tangent_examples)
     with fake_mode:
         tangents += [torch.empty(fake_args[i].shape, dtype=fake_args[i].dtype, device=fake_args[i].device)
@@ -263,11 +344,13 @@ def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fak
         node.target = node.name
     out = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
     out_roles = ([Role.USER_OUTPUT] * len(tensor_out_idx) + [Role.MUTATED_INPUT] * len(mutated_idx)
-                 + ([Role.GRADIENT] * num_inputs if has_backward else []))
+                 + ([Role.GRADIENT] * num_inputs if has_backward else [])
+                 + [Role.BACKWARD_MUTATION] * len(bw_mutated))
     out.args = (tuple(out.args[0]),)
     out.meta["roles"] = out_roles
     gm.recompile()
-    return JointGraph(gm=gm, inputs=meta.inputs, outputs=meta.outputs, out_spec=None,
+    inputs = [dataclasses.replace(info, mutated_in_backward=i in bw_mutated) for i, info in enumerate(meta.inputs)]
+    return JointGraph(gm=gm, inputs=inputs, outputs=meta.outputs, out_spec=None,
                       has_backward=has_backward, fake_mode=fake_mode)
 
 

@@ -20,6 +20,7 @@ class InputInfo:
     mutates_data: bool = False
     mutation_hidden_from_autograd: bool = False
     new_metadata: tuple | None = None   # (size, stride, storage_offset) after a metadata mutation
+    mutated_in_backward: bool = False   # Note [Backward mutations]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -23,6 +23,7 @@ class Role(enum.Enum):
     USER_OUTPUT = "user_output"    # a tensor the user's function returned
     MUTATED_INPUT = "mutated_input"  # the new value of an input the function mutated
     GRADIENT = "gradient"          # gradient of a primal / parameter
+    BACKWARD_MUTATION = "backward_mutation"  # new value of an input the backward mutated
     # forward outputs consumed by the backward (after the split)
     SAVED_TENSOR = "saved_tensor"
     SAVED_SIZE = "saved_size"

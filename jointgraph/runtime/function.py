@@ -40,6 +40,7 @@ class EntryLayout:
 
     num_user_tensors: int
     mutated_inputs: tuple[int, ...]
+    backward_mutations: tuple[int, ...]         # Note [Backward mutations] in capture/trace.py
     metadata_mutations: tuple[tuple, ...]       # (input index, size, stride, storage_offset)
     mutated_with_grad: tuple[int, ...]          # mutated inputs whose mutation autograd records
     saved_copies: tuple[int, ...]               # saved inputs that are also mutated: saved as copies
@@ -91,8 +92,8 @@ class CompiledEntry:
             elif kind == "input":
                 flat.append(inputs[value])
             else:  # "input_view": a view of the caller's tensor, as eager returns
-                index, (size, stride, offset) = value
-                flat.append(inputs[index].as_strided(size, stride, offset))
+                index, (size, stride, offset, dtype) = value
+                flat.append(_regenerate_view(inputs[index], size, stride, offset, dtype))
         return flat
 
     def __call__(self, leaves: list) -> Any:
@@ -100,6 +101,18 @@ class CompiledEntry:
         inputs = [leaves[p] for p in signature.tensor_leaf_positions]
         flat = self.run_inputs(inputs)
         return pytree.tree_unflatten(flat, self.layout.out_spec)
+
+
+def _regenerate_view(base: torch.Tensor, size, stride, offset, dtype) -> torch.Tensor:
+    """A differentiable view of ``base`` with the given geometry, in units of ``dtype``."""
+    if dtype == base.dtype:
+        return base.as_strided(size, stride, offset)
+    if base.is_complex() and dtype == base.real.dtype:      # .real, .imag, view_as_real
+        return torch.view_as_real(base).as_strided(size, stride, offset)
+    if dtype.is_complex and torch.empty(0, dtype=dtype).real.dtype == base.dtype:   # view_as_complex
+        real = base.as_strided((*size, 2), (*(2 * s for s in stride), 1), 2 * offset)
+        return torch.view_as_complex(real)
+    return base.view(dtype).as_strided(size, stride, offset)   # view(dtype): not differentiable
 
 
 def _apply_mutations(inputs: list, outs, n: int, mutated: tuple, with_grad: tuple) -> None:
@@ -140,6 +153,8 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout) -
     grad_mask = layout.grad_inputs
     saved_inputs = layout.saved_input_positions
     saved_copies = layout.saved_copies
+    bw_mutated = layout.backward_mutations
+    n_grads = len(grad_mask)
 
     class CompiledStep(torch.autograd.Function):
         @staticmethod
@@ -159,6 +174,8 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout) -
             ctx.sizes = list(outs[n_fw_outs + n_saved:])
             if saved_inputs:
                 ctx.versions = [(s, inputs[i], inputs[i]._version) for s, i in saved_inputs]
+            if bw_mutated:
+                ctx.bw_targets = [inputs[i] for i in bw_mutated]
             if non_diff:
                 ctx.mark_non_differentiable(*[outs[i] for i in non_diff])
             return tuple(outs[:n_fw_outs])
@@ -190,6 +207,11 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout) -
                 args.append(g if g.is_contiguous() else g.contiguous())
             del grads
             result = backward(args)
+            if bw_mutated:
+                with torch.no_grad():
+                    for target, value in zip(ctx.bw_targets, result[n_grads:], strict=True):
+                        target.copy_(value)
+                result = result[:n_grads]
             return tuple(g if need else None for g, need in zip(result, grad_mask, strict=True))
 
     return CompiledStep
