@@ -114,17 +114,20 @@ def _hf(shape: ZooShape, kind: str) -> tuple[nn.Module, tuple, Callable]:
                                          n_positions=shape.seq, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
                                          bos_token_id=0, eos_token_id=0, **common)
         model = transformers.GPT2LMHeadModel(config)
+        model.loss_type = "ForCausalLM"  # its class name does not say which loss; without this, a warning
     elif kind == "llama":
         config = transformers.LlamaConfig(num_hidden_layers=shape.layers, hidden_size=shape.width,
                                           intermediate_size=4 * shape.width, num_attention_heads=heads,
                                           num_key_value_heads=heads, max_position_embeddings=shape.seq,
-                                          bos_token_id=0, eos_token_id=0, pad_token_id=0, **common)
+                                          bos_token_id=0, eos_token_id=0, pad_token_id=0, loss_type="ForCausalLM",
+                                          **common)
         model = transformers.LlamaForCausalLM(config)
     else:
         config = transformers.BertConfig(num_hidden_layers=shape.layers, hidden_size=shape.width,
                                          intermediate_size=4 * shape.width, num_attention_heads=heads,
                                          max_position_embeddings=shape.seq, hidden_dropout_prob=0.0,
-                                         attention_probs_dropout_prob=0.0, pad_token_id=0, **common)
+                                         attention_probs_dropout_prob=0.0, pad_token_id=0, loss_type="ForMaskedLM",
+                                         **common)
         model = transformers.BertForMaskedLM(config)
     ids = torch.randint(1, VOCAB, (shape.batch, shape.seq), device=shape.device)
     return model, (ids, ids.clone()), hf_loss

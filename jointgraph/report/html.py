@@ -1,0 +1,165 @@
+"""The self-contained HTML report of a Plan: memory timeline, saved values, graph drawings.
+
+Every image is embedded (base64), so the file can be mailed or attached to an issue as is.
+
+Example::
+
+    plan = jointgraph.plan(model, x)
+    plan.to_html("report.html")          # same as write_plan_html(plan, "report.html")
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import html
+from typing import Any
+
+import torch
+
+from .graphs import draw_graph
+from .timeline import plot_timeline
+
+CSS = """
+body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2em auto; max-width: 1200px;
+       color: #222; padding: 0 1em; }
+h1 { font-size: 1.6em; } h2 { font-size: 1.25em; border-bottom: 1px solid #ddd; padding-bottom: .2em; margin-top: 2em; }
+table { border-collapse: collapse; font-size: 0.85em; margin: .5em 0; }
+th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: left; vertical-align: top; }
+th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.note { background: #fff8e1; border-left: 4px solid #f0b400; padding: .5em 1em; }
+.meta { color: #666; font-size: .9em; }
+pre { background: #f7f7f7; padding: 1em; overflow-x: auto; font-size: 0.78em; max-height: 40em; }
+img.plot { max-width: 100%; }
+.graph { max-width: 100%; overflow: auto; max-height: 60em; border: 1px solid #eee; }
+.graph img { max-width: 100%; cursor: zoom-in; } .graph img.zoom { max-width: none; cursor: zoom-out; }
+"""
+
+
+### Main API
+
+def write_plan_html(plan: Any, path: str, *, title: str = "jointgraph plan", bench: Any = None) -> str:
+    """Write ``plan`` as one self-contained HTML file at ``path`` and return ``path``.
+
+    ``bench``, a ``jointgraph.bench.BenchResult``, adds the side-by-side table at the top.
+    """
+    sections = [_header(plan, title)]
+    if bench is not None:
+        sections.append(_bench_section(bench))
+    sections += [_timeline_section(plan), _saved_section(plan), _graphs_section(plan)]
+    page = (f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{CSS}</style></head><body>\n" + "\n".join(sections) + "\n</body></html>\n")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(page)
+    return path
+
+
+def saved_rows(plan: Any) -> list[tuple[str, str, str, str, str, str]]:
+    """The saved values as strings: (name, shape, dtype, bytes, decision, reason)."""
+    rows = []
+    for s in plan.saved:
+        dtype = str(s.dtype).replace("torch.", "") if s.dtype is not None else "int (size)"
+        decision = getattr(s.decision, "value", str(s.decision))
+        rows.append((s.name, str(tuple(s.shape)), dtype, f"{s.nbytes:,}", decision, s.reason))
+    return rows
+
+
+### Sections
+
+def _header(plan: Any, title: str) -> str:
+    options = plan.options
+    shown = ", ".join(f"{k}={v!r}" for k, v in vars(options).items()) if options is not None else "n/a"
+    timings = ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in (plan.timings or {}).items()) or "n/a"
+    now = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
+    return (f"<h1>{html.escape(title)}</h1>"
+            f"<p class='meta'>written {now} by jointgraph · torch {html.escape(torch.__version__)}</p>"
+            "<table>"
+            f"<tr><th>simulated peak (one training step)</th><td>{_bytes(plan.peak_bytes)}</td></tr>"
+            f"<tr><th>saved for the backward</th><td>{_bytes(plan.saved_bytes)} in "
+            f"{len(plan.saved)} values</td></tr>"
+            f"<tr><th>options</th><td>{html.escape(shown)}</td></tr>"
+            f"<tr><th>compile phases</th><td>{html.escape(timings)}</td></tr></table>")
+
+
+def _bench_section(bench: Any) -> str:
+    rows = []
+    for r in bench.results:
+        if r.error:
+            rows.append(f"<tr><td>{html.escape(r.name)}</td><td colspan='7'>failed: {html.escape(r.error)}</td></tr>")
+            continue
+        diff = "ref" if r.kind == "eager" else "n/a" if r.max_grad_diff is None else f"{r.max_grad_diff:.1e}"
+        cells = [_bytes(r.measured_peak_bytes), _bytes(r.simulated_peak_bytes), _bytes(r.saved_bytes_measured),
+                 _bytes(r.saved_bytes_planned), _seconds(r.step_seconds),
+                 "—" if r.kind == "eager" else _seconds(r.compile_seconds), diff]
+        rows.append(f"<tr><td>{html.escape(r.name)}</td>" + "".join(f"<td class='num'>{c}</td>" for c in cells)
+                    + "</tr>")
+    o = bench.options
+    from ..bench.runner import BENCH_COLUMNS, PEAK_METHOD
+
+    method = PEAK_METHOD["cuda" if o.device.startswith("cuda") else "cpu"]
+    return (f"<h2>Side by side: {html.escape(bench.workload)}</h2>"
+            f"<p class='meta'>{html.escape(bench.description)}; {bench.parameters:,} parameters; layers={o.layers} "
+            f"width={o.width} batch={o.batch} seq={o.seq} {o.dtype} on {o.device}; median of {o.repeat} steps. "
+            f"Peak measured with {html.escape(method)}.</p>"
+            "<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in BENCH_COLUMNS) + "</tr>"
+            + "".join(rows) + "</table>")
+
+
+def _timeline_section(plan: Any) -> str:
+    budget = getattr(plan.options, "memory_budget", None)
+    png = plot_timeline(plan, budget_bytes=budget if isinstance(budget, int) else None)
+    if png is None:
+        return ("<h2>Memory timeline</h2><p class='note'>No memory timeline: the simulator returned none for this "
+                "plan (simulated peak: n/a).</p>")
+    return ("<h2>Memory timeline</h2><p class='meta'>Simulated live bytes after each node of the forward, then the "
+            "backward: inputs, parameters, gradients, saved values and temporaries, each freed after its last use."
+            "</p>" + _img("image/png", png, "memory timeline", "plot"))
+
+
+def _saved_section(plan: Any) -> str:
+    rows = "".join("<tr>" + "".join(f"<td class='num'>{html.escape(c)}</td>" if i == 3 else f"<td>{html.escape(c)}</td>"
+                                    for i, c in enumerate(row)) + "</tr>" for row in saved_rows(plan))
+    if not rows:
+        rows = "<tr><td colspan='6'>nothing is saved (no backward, or the backward needs no forward value)</td></tr>"
+    return ("<h2>Saved for the backward</h2><table id='saved'><tr><th>name</th><th>shape</th><th>dtype</th>"
+            "<th>bytes</th><th>decision</th><th>reason</th></tr>" + rows + "</table>")
+
+
+def _graphs_section(plan: Any) -> str:
+    parts = ["<h2>Graphs</h2>"]
+    for name, gm in (("forward", plan.forward), ("backward", plan.backward)):
+        if gm is None:
+            parts.append(f"<h3>{name}</h3><p class='note'>no {name} graph</p>")
+            continue
+        drawing = draw_graph(gm, name)
+        parts.append(f"<h3>{name}</h3>")
+        if drawing.svg is not None:
+            parts.append(f"<p class='meta'>{html.escape(drawing.note)}; click the drawing to zoom</p>"
+                         "<div class='graph'>" + _img("image/svg+xml", drawing.svg, f"{name} graph", "",
+                                                     "this.classList.toggle('zoom')") + "</div>")
+            parts.append(f"<details><summary>printed {name} graph</summary><pre>{html.escape(drawing.code)}</pre>"
+                         "</details>")
+        else:
+            parts.append(f"<p class='note'>Not drawn: {html.escape(drawing.note)}</p>"
+                         f"<pre>{html.escape(drawing.code)}</pre>")
+    return "\n".join(parts)
+
+
+### Helpers
+
+def _img(mime: str, data: bytes, alt: str, cls: str = "", onclick: str = "") -> str:
+    encoded = base64.b64encode(data).decode("ascii")
+    click = f' onclick="{onclick}"' if onclick else ""
+    return f"<img class='{cls}' alt='{html.escape(alt)}'{click} src='data:{mime};base64,{encoded}'>"
+
+
+def _bytes(n: int | None) -> str:
+    from ..cli import fmt_bytes
+
+    return html.escape(fmt_bytes(n)) if n is not None else "n/a"
+
+
+def _seconds(s: float | None) -> str:
+    from ..cli import fmt_seconds
+
+    return html.escape(fmt_seconds(s))

@@ -1,0 +1,85 @@
+"""The `jointgraph` command: arguments, errors (exit code 2), and a real tiny bench with its JSON."""
+
+import json
+import textwrap
+
+import pytest
+
+from jointgraph.cli import build_parser, main
+
+TINY = ["--layers", "1", "--width", "16", "--batch", "2", "--seq", "4"]
+
+
+def test_parse_bench_arguments():
+    args = build_parser().parse_args(["bench", "gpt", "--layers", "3", "--batch", "8", "--seq", "64", "--budget",
+                                      "0.6", "--repeat", "2", "--json", "out.json", "--report", "r.html"])
+    assert (args.command, args.model, args.layers, args.batch, args.seq) == ("bench", "gpt", 3, 8, 64)
+    assert args.budget == 0.6 and args.repeat == 2 and args.json == "out.json" and args.report == "r.html"
+    assert args.partitioner is None and args.dtype == "float32"
+    assert build_parser().parse_args(["bench", "mlp", "--budget", "2e9"]).budget == 2_000_000_000
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["bench", "resnet9000"], "unknown model 'resnet9000'"),
+    (["explain", "no_such_module_xyz:build"], "cannot import 'no_such_module_xyz'"),
+    (["bench", "mlp", "--budget", "1.5"], "memory_budget"),
+    (["bench", "mlp", "--partitioner", "default", "--budget", "0.5"], "--budget needs --partitioner budget"),
+    (["report", "mlp", "--partitioner", "budget"], "--partitioner budget needs --budget"),
+    (["bench", "mlp", "--device", "tpu"], "use cpu or cuda"),
+    (["bench", "mlp", "--layers", "0"], "positive integer"),
+    (["bench", "mlp", "--partitioner", "greedy"], "invalid choice"),
+    (["frobnicate", "mlp"], "invalid choice"),
+])
+def test_bad_arguments_exit_2_with_a_clear_message(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_bench_mlp_writes_real_figures(tmp_path, capsys):
+    path = tmp_path / "bench.json"
+    assert main(["bench", "mlp", *TINY, "--repeat", "2", "--json", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "jointgraph mincut" in out and "vs torch.compile aot_eager" in out
+    data = json.loads(path.read_text())
+    assert data["schema"] == "jointgraph.bench/1"
+    assert data["options"]["model"] == "mlp" and data["options"]["repeat"] == 2
+    assert data["machine"]["cpu_count"] >= 1 and data["machine"]["platform"]
+    assert data["versions"]["torch"]
+    kinds = [c["kind"] for c in data["contenders"]]
+    assert kinds == ["eager", "torch.compile", "jointgraph"]
+    for c in data["contenders"]:
+        assert c["error"] is None, c
+        assert c["measured_peak_bytes"] > 0 and c["saved_bytes_measured"] > 0
+        assert c["step_seconds"] > 0 and len(c["step_seconds_all"]) == 2
+        assert c["max_grad_diff"] < 1e-5
+    ours = data["contenders"][-1]
+    assert ours["saved_bytes_planned"] > 0 and ours["compile_seconds"] >= 0
+    assert data["references"] == ["torch.compile aot_eager"]
+    ratios = data["ratios"]["jointgraph mincut vs torch.compile aot_eager"]
+    assert set(ratios) >= {"measured_peak_bytes", "step_seconds"} and ratios["measured_peak_bytes"] > 0
+
+
+def test_explain_prints_saved_names(capsys):
+    import jointgraph
+    from jointgraph.bench import ZooShape, build_workload
+
+    work = build_workload("mlp", ZooShape(layers=1, width=16, batch=2, seq=4))
+    plan = jointgraph.plan(work.step, *work.inputs)
+    assert main(["explain", "mlp", *TINY]) == 0
+    out = capsys.readouterr().out
+    assert plan.saved and all(s.name in out for s in plan.saved)
+
+
+def test_user_model_spec(tmp_path, monkeypatch, capsys):
+    (tmp_path / "my_models_for_cli.py").write_text(textwrap.dedent("""
+        import torch
+
+        def build():
+            model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh())
+            return model, (torch.randn(3, 8),), lambda out: out.sum()
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["explain", "my_models_for_cli:build"]) == 0
+    assert "values saved for the backward" in capsys.readouterr().out
