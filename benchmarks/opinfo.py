@@ -15,7 +15,11 @@ eager's. Each result is one of:
 - ``error``        any other exception.
 
 Random ops run with the same seed before every run; a sample whose eager result
-is not reproducible under the same seed is skipped for both compilers.
+is not reproducible under the same seed is skipped for both compilers. OpInfo
+wraps random ops in ``wrapper_set_seed`` (``torch.manual_seed(42)`` inside the
+op); the sweep replaces it with a plain call, since reseeding inside a compiled
+function runs at trace time only (jointgraph refuses it with UnsupportedError,
+PyTorch's aot_function silently draws from the caller's state).
 
     python benchmarks/opinfo.py                       # full sweep
     python benchmarks/opinfo.py --ops sin,cumsum,nn.functional.conv2d
@@ -64,9 +68,16 @@ class PairRecord:
 ### Selecting ops and samples
 
 
+def _call_unseeded(op, *args, **kwargs):
+    return op(*args, **kwargs)
+
+
 def autograd_ops(names: set[str] | None = None, limit: int | None = None) -> list:
     """OpInfos that support autograd in float32 on CPU, in op_db order."""
+    from torch.testing._internal import common_methods_invocations
     from torch.testing._internal.common_methods_invocations import op_db
+
+    common_methods_invocations.wrapper_set_seed = _call_unseeded   # see the module docstring
 
     ops = [op for op in op_db if op.supports_autograd and torch.float32 in op.supported_dtypes("cpu")]
     if names:
@@ -113,9 +124,12 @@ def fresh_copies(tensors: list) -> list:
     out = []
     for t in tensors:
         if id(t) not in copies:
-            c = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
-            with torch.no_grad():
-                c.copy_(t)
+            if t.layout == torch.strided:
+                c = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
+                with torch.no_grad():
+                    c.copy_(t)
+            else:
+                c = t.detach().clone()
             copies[id(t)] = c.requires_grad_(t.requires_grad)
         out.append(copies[id(t)])
     return out

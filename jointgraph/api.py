@@ -136,6 +136,8 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec) -> EntryLayout:
     return EntryLayout(
         num_user_tensors=len(tensor_outs),
         mutated_inputs=mutated,
+        storage_resizes=tuple((i, info.storage_bytes) for i, info in enumerate(joint.inputs)
+                              if info.storage_bytes is not None),
         backward_mutations=tuple(i for i, info in enumerate(joint.inputs) if info.mutated_in_backward),
         metadata_mutations=tuple((i, *info.new_metadata) for i, info in enumerate(joint.inputs)
                                  if info.new_metadata is not None),

@@ -11,7 +11,14 @@ import torch
 import torch.utils._pytree as pytree
 
 from .api import build_entry
-from .capture.inputs import dynamic_key, flat_signature, leaf_names, make_flat_fn, static_key
+from .capture.inputs import (
+    _PLAIN_TENSOR_TYPES,
+    dynamic_key,
+    flat_signature,
+    leaf_names,
+    make_flat_fn,
+    static_key,
+)
 from .errors import UnsupportedError
 from .options import CompileOptions
 
@@ -40,12 +47,22 @@ class CompiledFunction:
         self._num_entries = 0
         self._warned: set[str] = set()
         self._leaf_roles_fn = leaf_roles_fn
+        self._positional_specs: dict[int, Any] = {}
 
     @property
     def entries(self) -> list:
         return [e for es in (*self._static.values(), *self._dynamic.values()) for e in es]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs:  # fast path: positional plain tensors are leaves, their spec depends on the count only
+            for arg in args:
+                if type(arg) not in _PLAIN_TENSOR_TYPES:
+                    break
+            else:
+                spec = self._positional_specs.get(len(args))
+                if spec is None:
+                    spec = self._positional_specs[len(args)] = pytree.tree_flatten((args, kwargs))[1]
+                return self.call_flat(list(args), spec)
         leaves, spec = pytree.tree_flatten((args, kwargs))
         return self.call_flat(leaves, spec)
 
@@ -53,7 +70,7 @@ class CompiledFunction:
         grad_enabled = torch.is_grad_enabled()
         key = static_key(leaves, grad_enabled)
         for entry in self._static.get(key, ()):
-            if entry.spec == spec:
+            if entry.spec is spec or entry.spec == spec:
                 return entry(leaves)
         if self._dynamic:
             dkey = dynamic_key(leaves, grad_enabled)

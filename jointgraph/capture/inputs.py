@@ -42,7 +42,10 @@ def static_key(leaves: list, grad_enabled: bool) -> tuple:
     for i, leaf in enumerate(leaves):
         if isinstance(leaf, _TENSOR):
             first = seen.setdefault(id(leaf), i)
-            key.append((leaf.shape, leaf.stride(), leaf.dtype, leaf.device, leaf.requires_grad, first))
+            try:
+                key.append((leaf.shape, leaf.stride(), leaf.dtype, leaf.device, leaf.requires_grad, first))
+            except RuntimeError:  # sparse layouts have no strides; compiling them raises UnsupportedError
+                key.append((leaf.shape, leaf.layout, leaf.dtype, leaf.device, leaf.requires_grad, first))
         else:
             key.append(_constant_key(leaf))
     return tuple(key)

@@ -28,6 +28,19 @@ inputs that require grad, ``resize_`` / ``set_`` of inputs and mutations of
 inputs that share storage are refused with ``UnsupportedError``; nothing is
 applied half-way.
 
+Note [Storage resize]
+---------------------
+FSDP2 frees a parameter's storage (``resize_storage_bytes_(p, 0)``) after use and
+re-allocates and fills it (resize to full, then ``copy_``) before the next use.
+Functionalization adds nothing to the graph for a resize: a resized-up input's
+new value is the ``copy_`` that fills it. The metadata pass compares each input's
+storage size before and after the function (undoing the resize on the fake
+input afterwards): a net change records the final size (only 0 or the full size
+are legal), which the epilogue applies with ``untyped_storage().resize_`` before
+copying data in; an input whose storage ends at zero bytes gets no data copy; a
+resize up, use, and back down is no net mutation at all. The graph therefore
+never contains a ``resize -> copy_ -> resize(0)`` sequence to clean up.
+
 Note [Backward mutations]
 -------------------------
 A backward may mutate a forward input's data (a custom autograd.Function whose
@@ -186,10 +199,12 @@ def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...]
     with _translate_errors(), _refuse_rng_state_changes(), fake_mode:
         with FunctionalTensorMode(_allow_token_discovery=True):
             f_args = [_to_fun(a) for a in fake_args]
+            storage_bytes = _storage_bytes(fake_args)
             with _grad_context(with_backward), _RefuseTraceTimeHooks():
                 call_args = [a.clone() if i in non_leaf and with_backward else a for i, a in enumerate(f_args)]
                 flat_outs = flat_fn(*call_args)
             inputs = [_input_info(f, a, role) for f, a, role in zip(call_args, fake_args, roles, strict=True)]
+            inputs = _storage_resizes(inputs, call_args, fake_args, storage_bytes)
             f_args = call_args
             input_storages = {StorageWeakRef(f.untyped_storage()): i for i, f in enumerate(f_args)
                               if isinstance(f, torch.Tensor)}
@@ -203,6 +218,49 @@ def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...]
         # Tangents are plain fakes: made outside FunctionalTensorMode.
         tangents = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype, device in tangents]
     return TraceMetadata(inputs, outputs, tangents)
+
+
+def _storage_bytes(fake_args: list) -> list:
+    return [a.untyped_storage().nbytes() if isinstance(a, torch.Tensor) else None for a in fake_args]
+
+
+def restore_storage_bytes(fake_args: list, storage_bytes: list) -> None:
+    """Undo the storage resizes a trace applied to the fake inputs themselves."""
+    for a, nbytes in zip(fake_args, storage_bytes, strict=True):
+        if nbytes is not None and a.untyped_storage().nbytes() != nbytes:
+            a.untyped_storage().resize_(nbytes)
+
+
+def _storage_resizes(infos: list[InputInfo], call_args: list, fake_args: list, before: list) -> list[InputInfo]:
+    """Record each input's final storage size (Note [Storage resize])."""
+    result = []
+    for info, f, fake, nbytes in zip(infos, call_args, fake_args, before, strict=True):
+        if nbytes is None:
+            result.append(info)
+            continue
+        final = _from_fun(f).untyped_storage().nbytes()
+        if final == nbytes:
+            # Resized up and back down (or untouched): no net change; a zero-size input keeps no data.
+            result.append(dataclasses.replace(info, mutates_data=info.mutates_data and final > 0))
+            continue
+        full = _full_storage_bytes(fake)
+        if final not in (0, full):
+            raise UnsupportedError(
+                f"resize_storage_bytes_ leaves an input's storage at {final} bytes; only 0 (free) or its full "
+                f"size ({full} bytes) can be compiled", hint='resize to 0 or full size, or on_unsupported="eager"')
+        if info.requires_grad:
+            raise UnsupportedError("storage resize of an input that requires grad is not supported",
+                                   hint='resize a tensor that does not require grad, or on_unsupported="eager"')
+        result.append(dataclasses.replace(info, storage_bytes=final, mutates_data=info.mutates_data and final > 0))
+    restore_storage_bytes(fake_args, before)
+    return result
+
+
+def _full_storage_bytes(t: torch.Tensor) -> int:
+    if t.numel() == 0:
+        return 0
+    extent = t.storage_offset() + sum((s - 1) * st for s, st in zip(t.shape, t.stride(), strict=True)) + 1
+    return int(extent) * t.element_size()
 
 
 def _mutation_counters(f_inputs: list) -> list:
@@ -270,7 +328,8 @@ def _output_info(out, f_args: list, input_storages: dict, with_backward: bool) -
     if base is not None:
         plain = _from_fun(out)
         return OutputInfo(kind="input_view", requires_grad=out.requires_grad, input_index=base,
-                          view_meta=(tuple(plain.shape), tuple(plain.stride()), plain.storage_offset(), plain.dtype))
+                          view_meta=(tuple(plain.shape), tuple(plain.stride()), plain.storage_offset(), plain.dtype,
+                                     bool(out.requires_grad)))
     requires_grad = with_backward and out.requires_grad and (out.is_floating_point() or out.is_complex())
     return OutputInfo(kind="tensor", requires_grad=requires_grad)
 
@@ -330,7 +389,9 @@ def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fak
 
     with _translate_errors(), fake_mode, enable_python_dispatcher(), \
             FunctionalTensorMode(_allow_token_discovery=True):
+        storage_bytes = _storage_bytes(fake_args)
         gm = make_fx(joint, record_stack_traces=True)(*example)
+        restore_storage_bytes(fake_args, storage_bytes)
     _remove_effect_tokens(gm, num_placeholders=len(example))
     gm.graph.eliminate_dead_code()
 

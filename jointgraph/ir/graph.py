@@ -21,6 +21,7 @@ class InputInfo:
     mutation_hidden_from_autograd: bool = False
     new_metadata: tuple | None = None   # (size, stride, storage_offset) after a metadata mutation
     mutated_in_backward: bool = False   # Note [Backward mutations]
+    storage_bytes: int | None = None    # final storage size after a resize (Note [Storage resize])
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,8 +7,11 @@ import torch.fx
 from ..split import SplitGraphs
 from .cse import cse
 from .remove_detach import remove_detach
+from .remove_storage_resizes import remove_storage_resizes
+from .reorder_recompute import reorder_recompute
 
 JOINT_PASSES = [
+    ("remove_storage_resizes", remove_storage_resizes),
     ("remove_detach", remove_detach),
     ("cse", cse),
 ]
@@ -23,4 +26,6 @@ def run_joint_passes(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
 
 def run_split_passes(graphs: SplitGraphs) -> SplitGraphs:
     """Run the passes over the split forward/backward graphs in order."""
+    if graphs.backward is not None:
+        graphs.backward = reorder_recompute(graphs.backward)
     return graphs

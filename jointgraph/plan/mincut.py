@@ -1,3 +1,141 @@
-"""Provisional: replaced by the min-cut partitioner."""
+"""The "mincut" partitioner: save the cheapest set of forward values, recompute the rest.
 
-from .default import plan_default as plan_mincut  # noqa: F401
+Note [Min-cut rematerialization]
+--------------------------------
+Every joint-graph node ``v`` becomes two vertices ``v_in -> v_out``; the edge's
+capacity is what saving ``v`` costs (its bytes). A data edge ``u -> v`` becomes
+``u_out -> v_in`` with infinite capacity. The source feeds ``v_in`` (infinite) for
+every node that must run in the forward: graph inputs and nodes that may not be
+recomputed (``rules.recompute_rule``). Every tangent-dependent node feeds the sink
+(``v_in -> sink``, infinite): it can only run in the backward. A minimum s-t cut
+then crosses only ``v_in -> v_out`` edges: ``v_in`` on the source side and
+``v_out`` on the sink side means ``v`` is computed in the forward and saved;
+everything on the sink side that the backward needs is recomputed there
+(``split`` does that).
+
+Capacities (bytes, scaled so the finite total fits scipy's int32):
+- graph inputs cost 0 (the caller holds them all step, saving one is free);
+- forward user outputs cost 0 (the caller holds them during the backward);
+- multi-output nodes are never saved themselves (infinite): their getitems are;
+- every capacity gets +1 so that, among equal-byte cuts, fewer saved values win.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse
+import torch
+import torch.fx
+from scipy.sparse.csgraph import breadth_first_order, maximum_flow
+
+from ..ir import Decision, Role
+from ..ir.graph import output_node
+from .graph_utils import SavedChoice, tangent_dependent
+from .rules import is_view, recompute_rule
+from .simulate import storage_nbytes
+
+_INF = 2**30
+_FINITE_BUDGET = 2**29  # sum of finite capacities after scaling stays below this
+
+
+def plan_mincut(graph: torch.fx.Graph) -> list[SavedChoice]:
+    """Return the values to save, each with the reason it crosses to the backward."""
+    nodes = [n for n in graph.nodes if n.op != "output"]
+    index = {n: i for i, n in enumerate(nodes)}
+    from_tangents = tangent_dependent(graph)
+    out = output_node(graph)
+    user_outputs = {v for v, r in zip(out.args[0], out.meta["roles"], strict=True)
+                    if r is Role.USER_OUTPUT and isinstance(v, torch.fx.Node)}
+    rules = {n: recompute_rule(n) for n in nodes if n not in from_tangents}
+    saved = _solve(nodes, index, from_tangents, user_outputs, rules)
+    saved = _needed_by_backward(out, from_tangents, saved)
+    return [SavedChoice(n, Decision.SAVE, _reason(n, rules, user_outputs)) for n in nodes if n in saved]
+
+
+def _solve(nodes: list, index: dict, from_tangents: set, user_outputs: set, rules: dict) -> set:
+    """Build the flow network of Note [Min-cut rematerialization]; return the cut's nodes."""
+    n = len(nodes)
+    source, sink = 2 * n, 2 * n + 1
+    weights = np.array([_weight(v, user_outputs) for v in nodes], dtype=np.int64)
+    finite = weights[weights < _INF]
+    scale = max(1, int(finite.sum()) // _FINITE_BUDGET + 1) if finite.size else 1
+    weights = np.where(weights < _INF, weights // scale + 1, _INF)
+    tails, heads, caps = [], [], []
+    for v in nodes:
+        i = index[v]
+        for user in v.users:
+            j = index.get(user)
+            if j is not None:
+                tails.append(2 * i + 1), heads.append(2 * j), caps.append(_INF)
+        if v in from_tangents:
+            tails.append(2 * i), heads.append(sink), caps.append(_INF)
+        elif not rules[v].recomputable:
+            tails.append(source), heads.append(2 * i), caps.append(_INF)
+    tails.extend(range(0, 2 * n, 2))
+    heads.extend(range(1, 2 * n, 2))
+    caps.extend(weights.tolist())
+    capacity = scipy.sparse.coo_matrix(
+        (np.minimum(np.array(caps, dtype=np.int64), _INF), (tails, heads)), shape=(2 * n + 2, 2 * n + 2)).tocsr()
+    capacity.sum_duplicates()
+    capacity.data = np.minimum(capacity.data, _INF).astype(np.int32)
+    flow = maximum_flow(capacity, source, sink, method="dinic").flow
+    residual = (capacity - flow).tocsr()
+    residual.data = np.where(residual.data > 0, 1, 0).astype(np.int32)
+    residual.eliminate_zeros()
+    reachable = np.zeros(2 * n + 2, dtype=bool)
+    reachable[breadth_first_order(residual, source, directed=True, return_predecessors=False)] = True
+    in_side, out_side = reachable[0:2 * n:2], reachable[1:2 * n:2]
+    return {nodes[i] for i in np.flatnonzero(in_side & ~out_side)}
+
+
+def _weight(node: torch.fx.Node, user_outputs: set) -> int:
+    if node.op == "placeholder" or node in user_outputs:
+        return 0
+    val = node.meta.get("val")
+    if isinstance(val, torch.Tensor):
+        return storage_nbytes(val) if not _aliases(node) else val.dtype.itemsize
+    if isinstance(val, (tuple, list)):
+        return _INF
+    return 8  # a symbolic size
+
+
+def _aliases(node: torch.fx.Node) -> bool:
+    """A view of a graph input costs nothing to save (its storage is live anyway)."""
+    while node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and is_view(node.target):
+        node = node.args[0]
+    return node.op == "placeholder"
+
+
+def _needed_by_backward(out: torch.fx.Node, from_tangents: set, cut: set) -> set:
+    """The cut nodes the gradients actually read (the cut may contain free, unused inputs)."""
+    roots = [v for v, r in zip(out.args[0], out.meta["roles"], strict=True)
+             if r in (Role.GRADIENT, Role.BACKWARD_MUTATION) and isinstance(v, torch.fx.Node)]
+    seen: set = set()
+    needed: set = set()
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if node in cut:
+            needed.add(node)
+            continue
+        if node.op == "placeholder" and node not in from_tangents:
+            raise AssertionError(f"min-cut left graph input {node.name} on the backward side")
+        stack.extend(node.all_input_nodes)
+    return needed
+
+
+def _reason(node: torch.fx.Node, rules: dict, user_outputs: set) -> str:
+    if node.op == "placeholder":
+        return "graph input, already live"
+    if node in user_outputs:
+        return "forward output, already live"
+    rule = rules[node]
+    if not rule.recomputable:
+        return f"saved: {rule.reason}"
+    for source in node.all_input_nodes:
+        if source.op == "call_function" and not rules[source].recomputable:
+            return f"saved: cheapest cut — recomputing it needs {source.name}; {rules[source].reason}"
+    return "saved: cheapest cut — smaller than the values it is computed from"

@@ -35,6 +35,7 @@ import torch.fx
 
 from ..ir import Role
 from ..ir.graph import output_node
+from .rules import is_view, size_hint
 
 
 @dataclasses.dataclass
@@ -142,7 +143,8 @@ def _assign_storage(node: torch.fx.Node, storage_of: dict) -> list[_Storage]:
     source = _alias_source(node)
     if source is not None:
         if source in storage_of:
-            storage_of[node] = storage_of[source]
+            for key in _keys(node):  # every element of a multi-output view (split) aliases the base
+                storage_of[key] = storage_of[source]
         return []
     created = []
     for key, nbytes in _tensor_parts(node):
@@ -156,17 +158,11 @@ def _alias_source(node: torch.fx.Node):
     target = node.target
     if target is operator.getitem:
         return (node.args[0], node.args[1])
-    if target is torch.ops.aten._unsafe_view.default or _is_view(target):
+    if target is torch.ops.aten._unsafe_view.default or (isinstance(target, torch._ops.OpOverload)
+                                                         and is_view(target)):
         base = node.args[0]
         return base if isinstance(base, torch.fx.Node) else None
     return None
-
-
-def _is_view(target) -> bool:
-    if not isinstance(target, torch._ops.OpOverload):
-        return False
-    returns = target._schema.returns
-    return bool(returns) and returns[0].alias_info is not None and not returns[0].alias_info.is_write
 
 
 def _keys(node: torch.fx.Node) -> list:
@@ -189,16 +185,9 @@ def _tensor_parts(node: torch.fx.Node) -> list[tuple[object, int]]:
 def storage_nbytes(val: torch.Tensor) -> int:
     """Bytes of ``val``'s storage (size hints for symbolic sizes)."""
     try:
-        return _hint(val.untyped_storage().nbytes())
+        return size_hint(val.untyped_storage().nbytes())
     except (NotImplementedError, RuntimeError, AttributeError):
         numel = 1
         for size in val.shape:
-            numel *= _hint(size)
+            numel *= size_hint(size)
         return numel * val.dtype.itemsize
-
-
-def _hint(value) -> int:
-    if isinstance(value, torch.SymInt):
-        node = value.node
-        return int(node.hint) if node.has_hint() else int(node.shape_env.size_hint(node.expr))
-    return int(value)

@@ -40,6 +40,7 @@ class EntryLayout:
 
     num_user_tensors: int
     mutated_inputs: tuple[int, ...]
+    storage_resizes: tuple[tuple[int, int], ...]  # (input index, final storage bytes)
     backward_mutations: tuple[int, ...]         # Note [Backward mutations] in capture/trace.py
     metadata_mutations: tuple[tuple, ...]       # (input index, size, stride, storage_offset)
     mutated_with_grad: tuple[int, ...]          # mutated inputs whose mutation autograd records
@@ -65,6 +66,8 @@ class CompiledEntry:
         self.plan = plan
         self.function = _make_function(forward, backward, layout) if backward is not None else None
         self._mutation_check = bool(layout.mutated_inputs)
+        self._positions = layout.signature.tensor_leaf_positions
+        self._single_output = layout.out_spec.is_leaf()   # the function returned one tensor
 
     def run_inputs(self, inputs: list) -> list:
         """Run on graph inputs; return the flat user outputs."""
@@ -74,9 +77,13 @@ class CompiledEntry:
             _check_leaf_mutation(inputs, layout.mutated_with_grad)
         if self.function is not None:
             outs = self.function.apply(*inputs)
-        else:
-            outs = self.forward(*inputs)
+        else:  # no differentiable outputs: autograd must not record the graph's ops
+            with torch.no_grad():
+                outs = self.forward(*inputs)
         n = layout.num_user_tensors
+        if layout.storage_resizes:
+            for i, nbytes in layout.storage_resizes:   # Note [Storage resize]: before any data copy
+                inputs[i].untyped_storage().resize_(nbytes)
         if layout.metadata_mutations:
             with torch.no_grad():
                 for i, size, stride, offset in layout.metadata_mutations:
@@ -92,14 +99,15 @@ class CompiledEntry:
             elif kind == "input":
                 flat.append(inputs[value])
             else:  # "input_view": a view of the caller's tensor, as eager returns
-                index, (size, stride, offset, dtype) = value
-                flat.append(_regenerate_view(inputs[index], size, stride, offset, dtype))
+                index, (size, stride, offset, dtype, requires_grad) = value
+                base = inputs[index] if requires_grad else inputs[index].detach()   # x.detach(), views under no_grad
+                flat.append(_regenerate_view(base, size, stride, offset, dtype))
         return flat
 
     def __call__(self, leaves: list) -> Any:
-        signature = self.layout.signature
-        inputs = [leaves[p] for p in signature.tensor_leaf_positions]
-        flat = self.run_inputs(inputs)
+        flat = self.run_inputs([leaves[p] for p in self._positions])
+        if self._single_output:
+            return flat[0]
         return pytree.tree_unflatten(flat, self.layout.out_spec)
 
 
@@ -164,7 +172,8 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout) -
             if saved_copies:
                 saved = list(saved)
                 for s in saved_copies:
-                    saved[s] = saved[s].clone()
+                    if saved[s].untyped_storage().nbytes():   # a freed (zero-size) storage has no value
+                        saved[s] = saved[s].clone()
             if _top_hooks(False) is not None:
                 # Ambient saved_tensors_hooks: let autograd pack/unpack each saved value, as eager does.
                 ctx.save_for_backward(*saved)

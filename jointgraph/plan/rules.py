@@ -1,0 +1,150 @@
+"""Per-op recompute rules: may the backward recompute this forward value, and why (not).
+
+One table per concept: ``CHEAP_OPS`` (recomputable beyond what tags say) and
+``COMPUTE_HEAVY_OPS`` (never recomputed). Everything else is decided by ATen tags
+and schemas in ``recompute_rule``, in the order of the Notes below.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import operator
+
+import torch
+import torch.fx
+
+from .graph_utils import is_random, is_symbolic_scalar
+
+aten = torch.ops.aten
+
+
+@dataclasses.dataclass(frozen=True)
+class RecomputeRule:
+    """Whether a node may be recomputed in the backward, with the reason in the user's terms."""
+
+    recomputable: bool
+    reason: str
+
+
+# Note [Compute-heavy ops are saved]
+# ----------------------------------
+# Matrix products, convolutions and attention dominate a step's FLOPs; recomputing
+# them would repeat most of the forward. Their outputs are saved (or anything that
+# needs them downstream is), the way eager autograd does.
+COMPUTE_HEAVY_OPS: dict[torch._ops.OpOverloadPacket, str] = {
+    aten.mm: "matrix multiply",
+    aten.bmm: "batched matrix multiply",
+    aten.addmm: "matrix multiply",
+    aten.baddbmm: "batched matrix multiply",
+    aten.convolution: "convolution",
+    aten._scaled_dot_product_flash_attention: "attention",
+    aten._scaled_dot_product_flash_attention_for_cpu: "attention",
+    aten._scaled_dot_product_efficient_attention: "attention",
+    aten._scaled_dot_product_cudnn_attention: "attention",
+    aten._flash_attention_forward: "attention",
+    aten._efficient_attention_forward: "attention",
+}
+
+# Note [Cheap ops are recomputed]
+# -------------------------------
+# Pointwise ops (``torch.Tag.pointwise``) and views read their input once and write
+# their output once: recomputing them is memory-bound and cheap, and min-cut decides
+# whether saving an input beats saving the output. The ops below are equally cheap
+# but carry no pointwise tag: row-wise normalizations whose backward needs the
+# forward statistics, copies, gathers and tensor factories.
+CHEAP_OPS: dict[torch._ops.OpOverloadPacket, str] = {
+    aten.native_layer_norm: "normalization (memory-bound)",
+    aten._softmax: "softmax (memory-bound)",
+    aten._log_softmax: "log-softmax (memory-bound)",
+    aten._unsafe_view: "view (reshape of a fresh tensor)",
+    aten.clone: "copy",
+    aten._to_copy: "dtype/device copy",
+    aten.cat: "concatenation",
+    aten.embedding: "gather",
+    aten.index_select: "gather",
+    aten.full: "tensor factory",
+    aten.zeros: "tensor factory",
+    aten.ones: "tensor factory",
+    aten.scalar_tensor: "tensor factory",
+    aten.arange: "tensor factory",
+}
+
+# Note [Reductions that shrink are saved]
+# ---------------------------------------
+# A reduction whose output is much smaller than its input (``sum``/``mean``/``amax``
+# over a large dimension) is saved: recomputing it would keep the large input alive
+# or recompute it, both worse than storing the small result. A reduction that
+# shrinks by less than ``REDUCTION_RATIO`` is treated like a pointwise op.
+REDUCTION_RATIO = 4
+
+# Note [Random ops are not recomputed]
+# ------------------------------------
+# An op tagged ``nondeterministic_seeded`` (dropout, rand_like, bernoulli) would draw
+# fresh randomness if recomputed, silently changing the gradients. Until recomputed
+# randomness replays the forward's RNG state (future work: functionalized RNG with
+# saved seed/offset), random values are computed once in the forward and saved.
+
+# Note [Unknown ops are saved]
+# ----------------------------
+# An op no rule above covers is not recomputed: saving is always correct, while
+# recomputing an op of unknown cost could repeat an expensive kernel.
+
+
+def recompute_rule(node: torch.fx.Node) -> RecomputeRule:
+    """The recompute rule for a forward call node (see the Notes in this module)."""
+    if node.op != "call_function":
+        return RecomputeRule(False, "graph input, already live")
+    target = node.target
+    if target is operator.getitem:
+        return RecomputeRule(True, "tuple element (free)")
+    if is_symbolic_scalar(node):
+        return RecomputeRule(False, "sizes are computed in the forward")
+    if is_random(node):
+        return RecomputeRule(False, "random op: recomputing would draw fresh randomness")
+    if not isinstance(target, torch._ops.OpOverload):
+        return RecomputeRule(False, f"no recompute rule for {target}")
+    packet = target.overloadpacket
+    if packet in COMPUTE_HEAVY_OPS:
+        return RecomputeRule(False, f"{packet.__name__} ({COMPUTE_HEAVY_OPS[packet]}) is not recomputable")
+    if packet in CHEAP_OPS:
+        return RecomputeRule(True, CHEAP_OPS[packet])
+    if is_view(target):
+        return RecomputeRule(True, "view")
+    tags = target.tags
+    if torch.Tag.pointwise in tags:
+        return RecomputeRule(True, "pointwise")
+    if torch.Tag.reduction in tags:
+        if _shrink(node) >= REDUCTION_RATIO:
+            return RecomputeRule(False, f"{packet.__name__} reduces its input {_shrink(node):.0f}x")
+        return RecomputeRule(True, "reduction over a small dimension")
+    return RecomputeRule(False, f"no recompute rule for {packet.__name__}")
+
+
+@functools.cache
+def is_view(target: torch._ops.OpOverload) -> bool:
+    returns = target._schema.returns
+    return bool(returns) and returns[0].alias_info is not None and not returns[0].alias_info.is_write
+
+
+def _shrink(node: torch.fx.Node) -> float:
+    source = node.args[0] if node.args else None
+    if not isinstance(source, torch.fx.Node):
+        return 1.0
+    inp, out = source.meta.get("val"), node.meta.get("val")
+    if not isinstance(inp, torch.Tensor) or not isinstance(out, torch.Tensor):
+        return 1.0
+    return _numel(inp) / max(_numel(out), 1)
+
+
+def _numel(t: torch.Tensor) -> int:
+    return math.prod(size_hint(s) for s in t.shape)
+
+
+def size_hint(size) -> int:
+    """An int for a size that may be symbolic (its hint)."""
+    if isinstance(size, torch.SymInt):
+        node = size.node
+        return int(node.hint) if node.has_hint() else int(node.shape_env.size_hint(node.expr))
+    return int(size)
