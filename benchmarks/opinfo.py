@@ -223,8 +223,11 @@ def _cause(exc: BaseException) -> str:
 ### Compilers under test
 
 
+JOINTGRAPH_OPTIONS: dict[str, Any] = {}   # --partitioner; set in each worker by sweep_ops
+
+
 def compile_jointgraph(fn: Callable) -> Callable:
-    return jointgraph.aot_function(fn)
+    return jointgraph.aot_function(fn, **JOINTGRAPH_OPTIONS)
 
 
 def compile_pytorch(fn: Callable) -> Callable:
@@ -269,9 +272,10 @@ def run_pair(op, sample, index: int, compilers: tuple[str, ...] = COMPILERS) -> 
     return PairRecord(op_label(op), index, results, time.perf_counter() - start)
 
 
-def sweep_ops(labels: list[str], samples_per_op: int) -> list[PairRecord]:
+def sweep_ops(labels: list[str], samples_per_op: int, options: dict | None = None) -> list[PairRecord]:
     """Run every sample of the named ops (a worker's share of the sweep)."""
     warnings.filterwarnings("ignore")
+    JOINTGRAPH_OPTIONS.update(options or {})
     torch.set_num_threads(1)
     wanted = set(labels)
     records = []
@@ -345,7 +349,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=2, help="samples per op")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes")
     parser.add_argument("--json", default=None, help="write every result to this path")
+    parser.add_argument("--partitioner", default=None, help="jointgraph partitioner (default: its default)")
     args = parser.parse_args(argv)
+    options = {"partitioner": args.partitioner} if args.partitioner else {}
 
     start = time.perf_counter()
     names = {s.strip() for s in args.ops.split(",") if s.strip()} or None
@@ -353,11 +359,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs > 1 and len(labels) > 1:
         shares = [labels[k::args.jobs] for k in range(args.jobs)]
         with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
-            parts = pool.starmap(sweep_ops, [(share, args.samples) for share in shares])
+            parts = pool.starmap(sweep_ops, [(share, args.samples, options) for share in shares])
         order = {label: k for k, label in enumerate(labels)}
         records = sorted((r for part in parts for r in part), key=lambda r: (order[r.op], r.sample))
     else:
-        records = sweep_ops(labels, args.samples)
+        records = sweep_ops(labels, args.samples, options)
     seconds = time.perf_counter() - start
     summary = summarize(records)
     print_report(summary, records, seconds)

@@ -17,8 +17,8 @@ from .capture.trace import trace_joint
 from .ir import Plan, Role, verify
 from .options import CompileOptions
 from .passes.pipeline import run_joint_passes, run_split_passes
-from .plan.default import plan_default
-from .plan.mincut import plan_mincut
+from .planner.default import plan_default
+from .planner.mincut import plan_mincut
 from .runtime.compilers import compile_graph
 from .runtime.function import CompiledEntry, EntryLayout
 from .split import SplitGraphs, split
@@ -60,7 +60,7 @@ def build_plan(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake
 
 
 def _simulate_into(plan: Plan) -> None:
-    from .plan.simulate import simulate
+    from .planner.simulate import simulate
 
     result = simulate(plan.forward, plan.backward)
     plan.peak_bytes = result.peak_bytes

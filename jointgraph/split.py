@@ -10,7 +10,7 @@ import torch.fx
 from .errors import UnsupportedError
 from .ir import Decision, Role, SavedValue
 from .ir.graph import output_node
-from .plan.graph_utils import SavedChoice, ancestors, is_symbolic_scalar
+from .planner.graph_utils import SavedChoice, aliases_input, ancestors, is_symbolic_scalar
 
 
 @dataclasses.dataclass
@@ -63,7 +63,44 @@ def split(joint_gm: torch.fx.GraphModule, choices: list[SavedChoice], *, has_bac
                             stop=stop, input_roles=[Role.SAVED_SIZE] * len(saved_sizes)
                             + [Role.SAVED_TENSOR] * len(saved_tensors) + [Role.TANGENT] * len(tangent_phs))
     saved = [_saved_value(c) for c in [*saved_tensors, *saved_sizes]]
+    if has_backward:
+        saved += _recomputed_values(graph, bw_needed, stop)
     return SplitGraphs(forward, backward, saved, len(saved_tensors), len(saved_sizes))
+
+
+def _recomputed_values(graph: torch.fx.Graph, bw_needed: set, stop: set) -> list[SavedValue]:
+    """The forward values the backward recomputes instead of receiving (decision RECOMPUTE).
+
+    Listed are the recomputed nodes a backward computation reads directly, each with
+    the saved values its recompute chain starts from.
+    """
+    order = [n for n in graph.nodes if n in bw_needed]
+    tangent_side = _tangent_dependent_within(order, stop)
+    result = []
+    for node in order:
+        if node in stop or node in tangent_side or node.meta.get("phase") == "backward":
+            continue
+        if node.op != "call_function" or not any(
+                u in tangent_side or u.meta.get("phase") == "backward" for u in node.users if u in bw_needed):
+            continue
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            continue
+        sources = sorted(n.name for n in ancestors([node]) & stop)
+        result.append(SavedValue(node.name, tuple(_hint(s) for s in val.shape), val.dtype, 0, Decision.RECOMPUTE,
+                                 f"recomputed in the backward from {', '.join(sources) or 'constants'}"))
+    return result
+
+
+def _tangent_dependent_within(ordered: list, stop: set) -> set:
+    """Nodes of ``ordered`` (in graph order) that depend on a tangent placeholder."""
+    dependent: set = set()
+    for node in ordered:
+        if node.op == "placeholder" and node.meta.get("role") is Role.TANGENT:
+            dependent.add(node)
+        elif node not in stop and any(a in dependent for a in node.all_input_nodes):
+            dependent.add(node)
+    return dependent
 
 
 def _backward_closure(roots, stop: set) -> set:
@@ -108,6 +145,8 @@ def _saved_value(choice: SavedChoice) -> SavedValue:
         nbytes = val.dtype.itemsize
         for s in shape:
             nbytes *= s
+        if aliases_input(choice.node):   # an input or a view of one: live anyway, no extra bytes
+            nbytes = 0
         return SavedValue(choice.node.name, shape, val.dtype, nbytes, choice.decision, choice.reason)
     if val is None:
         raise UnsupportedError(f"backward needs {choice.node.name}, which has no value metadata")

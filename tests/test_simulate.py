@@ -12,7 +12,7 @@ from torch.distributed._tools.mem_tracker import MemTracker
 import jointgraph
 from jointgraph.bench.gpt import GPT, GPTConfig
 from jointgraph.ir import Role
-from jointgraph.plan.simulate import simulate
+from jointgraph.planner.simulate import simulate
 
 aten = torch.ops.aten
 

@@ -263,6 +263,31 @@ def _full_storage_bytes(t: torch.Tensor) -> int:
     return int(extent) * t.element_size()
 
 
+class _BackwardPhase:
+    """Tag every node traced inside the block with ``meta["phase"] = "backward"``.
+
+    Note [Phases]: a node the autograd engine produced while the backward ran is a
+    backward node even when it does not depend on a tangent (``cos(x)`` in sin's
+    backward, or the recomputation of a ``torch.utils.checkpoint`` region). The
+    forward is what eager's forward computes; the partitioners decide only which
+    forward values to save and which to recompute, never move backward work forward.
+    """
+
+    def __enter__(self):
+        from torch.fx.experimental.proxy_tensor import get_proxy_mode
+
+        mode = get_proxy_mode()
+        self.graph = mode.tracer.graph if mode is not None else None
+        self.start = len(self.graph.nodes) if self.graph is not None else 0
+        return self
+
+    def __exit__(self, *exc):
+        if self.graph is not None:
+            for node in list(self.graph.nodes)[self.start:]:
+                node.meta["phase"] = "backward"
+        return False
+
+
 def _mutation_counters(f_inputs: list) -> list:
     counters = []
     for f in f_inputs:
@@ -370,13 +395,15 @@ def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fak
             f_tangents = [_to_fun(t) for t in args[num_inputs:]]
             diff_outs = [outs[i] for i in diff_out_idx] + [call_inputs[i] for i in clone_idx]
             wrt = [f_inputs[i] for i in grad_idx]
-            before = _mutation_counters(f_inputs)
-            got = torch.autograd.grad(diff_outs, wrt, grad_outputs=f_tangents, allow_unused=True)
-            by_input = dict(zip(grad_idx, got, strict=True))
-            grads = [_from_fun(by_input.get(i)) for i in range(num_inputs)]
-            bw_mutated[:] = _backward_mutations(f_inputs, before, meta.inputs)
-            grads += [_from_fun(f_inputs[i]) for i in bw_mutated]
         mutated = [_from_fun(call_inputs[i]) for i in mutated_idx]
+        if has_backward:
+            before = _mutation_counters(f_inputs)
+            with _BackwardPhase():
+                got = torch.autograd.grad(diff_outs, wrt, grad_outputs=f_tangents, allow_unused=True)
+                by_input = dict(zip(grad_idx, got, strict=True))
+                grads = [_from_fun(by_input.get(i)) for i in range(num_inputs)]
+                bw_mutated[:] = _backward_mutations(f_inputs, before, meta.inputs)
+                grads += [_from_fun(f_inputs[i]) for i in bw_mutated]
         return [*results, *mutated, *grads]
 
     bw_mutated: list[int] = []   # inputs the backward mutates, found while tracing it

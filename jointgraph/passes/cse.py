@@ -5,14 +5,15 @@ from __future__ import annotations
 import torch
 import torch.fx
 
-from ..plan.graph_utils import is_random
+from ..planner.graph_utils import is_random
 
 
 def cse(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     """Merge call nodes with the same target and arguments.
 
     Expects: a functional graph (no mutating ops). Random ops and ops with side
-    effects are never merged (two draws are two different values).
+    effects are never merged (two draws are two different values), nor a backward node
+    with a forward one (Note [Phases]: a checkpoint's recomputation stays a recomputation).
     Guarantees: same outputs; each distinct pure computation appears once.
     """
     graph = gm.graph
@@ -21,7 +22,7 @@ def cse(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
         if node.op != "call_function" or is_random(node) or node.is_impure():
             continue
         try:
-            key = (node.target, _freeze(node.args), _freeze(node.kwargs))
+            key = (node.target, _freeze(node.args), _freeze(node.kwargs), node.meta.get("phase"))
             hash(key)
         except TypeError:
             continue

@@ -48,6 +48,15 @@ def is_symbolic_scalar(node: torch.fx.Node) -> bool:
     return isinstance(node.meta.get("val"), (torch.SymInt, torch.SymFloat, torch.SymBool, int, float, bool))
 
 
+def aliases_input(node: torch.fx.Node) -> bool:
+    """True for a graph input or a chain of view ops of one (its storage is live anyway)."""
+    from .rules import is_view
+
+    while node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and is_view(node.target):
+        node = node.args[0]
+    return node.op == "placeholder"
+
+
 def is_random(node: torch.fx.Node) -> bool:
     target = node.target
     return isinstance(target, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded in target.tags

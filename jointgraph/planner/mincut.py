@@ -30,8 +30,8 @@ from scipy.sparse.csgraph import breadth_first_order, maximum_flow
 
 from ..ir import Decision, Role
 from ..ir.graph import output_node
-from .graph_utils import SavedChoice, tangent_dependent
-from .rules import is_view, recompute_rule
+from .graph_utils import SavedChoice, aliases_input, tangent_dependent
+from .rules import recompute_rule
 from .simulate import storage_nbytes
 
 _INF = 2**30
@@ -42,7 +42,8 @@ def plan_mincut(graph: torch.fx.Graph) -> list[SavedChoice]:
     """Return the values to save, each with the reason it crosses to the backward."""
     nodes = [n for n in graph.nodes if n.op != "output"]
     index = {n: i for i, n in enumerate(nodes)}
-    from_tangents = tangent_dependent(graph)
+    # Note [Phases]: backward nodes stay in the backward, tangent-dependent or not.
+    from_tangents = tangent_dependent(graph) | {n for n in graph.nodes if n.meta.get("phase") == "backward"}
     out = output_node(graph)
     user_outputs = {v for v, r in zip(out.args[0], out.meta["roles"], strict=True)
                     if r is Role.USER_OUTPUT and isinstance(v, torch.fx.Node)}
@@ -93,17 +94,10 @@ def _weight(node: torch.fx.Node, user_outputs: set) -> int:
         return 0
     val = node.meta.get("val")
     if isinstance(val, torch.Tensor):
-        return storage_nbytes(val) if not _aliases(node) else val.dtype.itemsize
+        return storage_nbytes(val) if not aliases_input(node) else val.dtype.itemsize
     if isinstance(val, (tuple, list)):
         return _INF
     return 8  # a symbolic size
-
-
-def _aliases(node: torch.fx.Node) -> bool:
-    """A view of a graph input costs nothing to save (its storage is live anyway)."""
-    while node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and is_view(node.target):
-        node = node.args[0]
-    return node.op == "placeholder"
 
 
 def _needed_by_backward(out: torch.fx.Node, from_tangents: set, cut: set) -> set:
