@@ -17,6 +17,9 @@ class SavedChoice:
     node: torch.fx.Node
     decision: Decision
     reason: str
+    # How the saved value is stored (passes/saved_codecs.py): "bf16" / "fp8" (Decision.COMPRESS),
+    # "offload" (Decision.OFFLOAD), or a user-hook key (jointgraph.hooks); None: stored as is.
+    codec: str | None = None
 
 
 def ancestors(roots) -> set[torch.fx.Node]:
