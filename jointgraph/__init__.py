@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from . import hooks
 from .api import plan
 from .compiled import CompiledFunction
 from .dynamo import backend
@@ -18,6 +19,7 @@ from .errors import UnsupportedError
 from .ir import Decision, Plan, SavedValue
 from .module import CompiledModule
 from .options import make_options
+from .pareto import ParetoPoint, pareto
 
 __version__ = "0.1.0"
 
@@ -38,5 +40,5 @@ def aot_module(module: torch.nn.Module, **options: Any) -> torch.nn.Module:
     return CompiledModule(module, make_options(**options))
 
 
-__all__ = ["Decision", "Plan", "SavedValue", "UnsupportedError", "aot_function", "aot_module", "backend",
-           "plan", "__version__"]
+__all__ = ["Decision", "ParetoPoint", "Plan", "SavedValue", "UnsupportedError", "aot_function", "aot_module", "backend",
+           "hooks", "pareto", "plan", "__version__"]

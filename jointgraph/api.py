@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import time
 import warnings
 from collections.abc import Callable
@@ -14,9 +16,11 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from .capture.inputs import FlatSignature, fakeify, flat_signature, leaf_names, make_flat_fn
 from .capture.trace import trace_joint
-from .ir import Plan, Role, verify
+from .hooks import apply_policy, check_policy, user_hook_codecs
+from .ir import Decision, Plan, Role, verify
 from .options import CompileOptions
 from .passes.pipeline import run_joint_passes, run_split_passes
+from .passes.saved_codecs import apply_saved_codecs
 from .planner.default import plan_default
 from .planner.mincut import plan_mincut
 from .runtime.compilers import compile_graph
@@ -28,7 +32,7 @@ PARTITIONERS: dict[str, Callable] = {"default": plan_default, "mincut": plan_min
 
 def build_plan(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode,
                options: CompileOptions, *, with_backward: bool, names=None, non_leaf=frozenset(),
-               debug: bool = False):
+               debug: bool = False, saved_hooks=None):
     """Trace, optimize and partition; return (Plan, JointGraph, SplitGraphs). Runs nothing real."""
     timings: dict[str, float] = {}
     start = time.perf_counter()
@@ -40,20 +44,33 @@ def build_plan(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake
     joint.gm = run_joint_passes(joint.gm)
     if debug:
         verify(joint.gm.graph)
-    if options.partitioner == "budget":
-        from .errors import UnsupportedError
+    recompute_reasons: dict[str, str] = {}
+    if options.partitioner == "budget" and joint.has_backward:
+        from .pareto import plan_to_budget
 
-        raise UnsupportedError('partitioner="budget" is not available in this version of jointgraph',
-                               hint='use partitioner="mincut" (the default) or "default"')
-    choices = PARTITIONERS[options.partitioner](joint.gm.graph) if joint.has_backward else []
+        choices, recompute_reasons = plan_to_budget(joint.gm, options)
+    else:
+        choices = PARTITIONERS.get(options.partitioner, plan_default)(joint.gm.graph) if joint.has_backward else []
+    check_policy(options.saved_tensors)
+    choices = apply_policy(choices, options.saved_tensors)
+    codecs, hooks_inlined = {}, False
+    if saved_hooks is not None and joint.has_backward:   # Note [Inlined saved-tensor hooks]
+        inlined = user_hook_codecs(choices, saved_hooks)
+        if inlined is not None:
+            (choices, codecs), hooks_inlined = inlined, True
     graphs = split(joint.gm, choices, has_backward=joint.has_backward)
+    graphs.hooks_inlined = hooks_inlined
+    if any(c.codec for c in choices):
+        graphs = apply_saved_codecs(graphs, choices, codecs)
     graphs = run_split_passes(graphs)
     timings["partition"] = time.perf_counter() - start
     if debug:
         verify(graphs.forward.graph)
         if graphs.backward is not None:
             verify(graphs.backward.graph)
-    plan = Plan(forward=graphs.forward, backward=graphs.backward, saved=graphs.saved, timings=timings,
+    saved = [dataclasses.replace(v, reason=recompute_reasons[v.name]) if v.decision is Decision.RECOMPUTE
+             and v.name in recompute_reasons else v for v in graphs.saved]
+    plan = Plan(forward=graphs.forward, backward=graphs.backward, saved=saved, timings=timings,
                 options=options)
     _simulate_into(plan)
     return plan, joint, graphs
@@ -68,17 +85,30 @@ def _simulate_into(plan: Plan) -> None:
 
 
 def build_entry(flat_fn: Callable, out_box: list, signature: FlatSignature, tensors: list,
-                options: CompileOptions, *, dynamic: bool, with_backward: bool) -> CompiledEntry:
-    """Compile one entry for graph inputs like ``tensors``."""
+                options: CompileOptions, *, dynamic: bool, with_backward: bool,
+                saved_hooks=None) -> CompiledEntry:
+    """Compile one entry for graph inputs like ``tensors`` (under the ambient ``saved_hooks``)."""
     fake_mode = FakeTensorMode(shape_env=ShapeEnv() if dynamic else None)
     fakes = fakeify(tensors, fake_mode, dynamic=dynamic)
-    plan, joint, graphs = build_plan(flat_fn, fakes, signature.roles, fake_mode, options,
-                                     with_backward=with_backward, names=list(signature.names),
-                                     non_leaf=non_leaf_inputs(tensors))
+    # Never run the user's saved-tensor hooks at trace time (on fake tensors): mask them.
+    masked = torch.autograd.graph.saved_tensors_hooks(_no_pack, _no_unpack) if saved_hooks else contextlib.nullcontext()
+    with masked:
+        plan, joint, graphs = build_plan(flat_fn, fakes, signature.roles, fake_mode, options,
+                                         with_backward=with_backward, names=list(signature.names),
+                                         non_leaf=non_leaf_inputs(tensors), saved_hooks=saved_hooks)
     entry = compile_entry(plan, joint, graphs, options, signature, out_box[0], fakes)
+    entry.saved_hooks = saved_hooks
     entry.fake_mode = fake_mode
     entry.fakes = fakes
     return entry
+
+
+def _no_pack(x):
+    return x
+
+
+def _no_unpack(x):
+    return x
 
 
 def non_leaf_inputs(tensors: list) -> frozenset[int]:
@@ -121,6 +151,8 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec) -> EntryLayout:
             plan_entries.append(("constant", info.constant))
         elif info.kind == "input":
             plan_entries.append(("input", info.input_index))
+        elif info.kind == "output_view":
+            plan_entries.append(("output_view", (info.input_index, info.view_meta)))
         else:
             plan_entries.append(("input_view", (info.input_index, info.view_meta)))
     saved_inputs, saved_copies = [], []
@@ -146,6 +178,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec) -> EntryLayout:
         num_saved_tensors=graphs.num_saved_tensors,
         num_saved_sizes=graphs.num_saved_sizes,
         tangent_positions=tangent_positions,
+        hooks_inlined=graphs.hooks_inlined,
         non_differentiable=non_diff,
         grad_inputs=tuple(info.requires_grad for info in joint.inputs),
         saved_input_positions=tuple(saved_inputs),

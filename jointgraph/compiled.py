@@ -22,6 +22,8 @@ from .capture.inputs import (
 from .errors import UnsupportedError
 from .options import CompileOptions
 
+_top_hooks = torch._C._autograd._top_saved_tensors_default_hooks
+
 
 class _EagerEntry:
     """Runs the original function (on_unsupported="eager")."""
@@ -69,18 +71,23 @@ class CompiledFunction:
     def call_flat(self, leaves: list, spec, leaf_roles=None) -> Any:
         grad_enabled = torch.is_grad_enabled()
         key = static_key(leaves, grad_enabled)
+        hooks = _top_hooks(False)   # the ambient saved_tensors_hooks are part of the guard
+        if hooks is not None:
+            key = (key, hooks)
         for entry in self._static.get(key, ()):
             if entry.spec is spec or entry.spec == spec:
                 return entry(leaves)
         if self._dynamic:
             dkey = dynamic_key(leaves, grad_enabled)
+            if hooks is not None:
+                dkey = (dkey, hooks)
             for entry in self._dynamic.get(dkey, ()):
                 if entry.spec == spec and entry.guard(leaves):
                     return entry(leaves)
-        entry = self._compile(leaves, spec, key, grad_enabled, leaf_roles)
+        entry = self._compile(leaves, spec, key, grad_enabled, leaf_roles, hooks)
         return entry(leaves)
 
-    def _compile(self, leaves: list, spec, key: tuple, grad_enabled: bool, leaf_roles) -> Any:
+    def _compile(self, leaves: list, spec, key: tuple, grad_enabled: bool, leaf_roles, hooks=None) -> Any:
         dynamic = self._wants_dynamic(leaves, key)
         signature = flat_signature(leaves, leaf_roles, leaf_names(pytree.tree_unflatten(leaves, spec)))
         tensors = [leaves[p] for p in signature.tensor_leaf_positions]
@@ -88,7 +95,7 @@ class CompiledFunction:
         with_backward = grad_enabled and any(t.requires_grad for t in tensors)
         try:
             entry = build_entry(flat_fn, out_box, signature, tensors, self.options,
-                                dynamic=dynamic, with_backward=with_backward)
+                                dynamic=dynamic, with_backward=with_backward, saved_hooks=hooks)
         except UnsupportedError as exc:
             if self.options.on_unsupported != "eager":
                 raise
@@ -100,7 +107,8 @@ class CompiledFunction:
         self._num_entries += 1
         if dynamic and not isinstance(entry, _EagerEntry):
             entry.guard = _shape_guard(entry, signature)
-            self._dynamic.setdefault(dynamic_key(leaves, grad_enabled), []).append(entry)
+            dkey = dynamic_key(leaves, grad_enabled)
+            self._dynamic.setdefault(dkey if hooks is None else (dkey, hooks), []).append(entry)
         else:
             self._static.setdefault(key, []).append(entry)
         return entry

@@ -27,6 +27,7 @@ class SplitGraphs:
     saved: list[SavedValue]
     num_saved_tensors: int
     num_saved_sizes: int
+    hooks_inlined: bool = False   # ambient saved-tensor hooks are in the graphs (jointgraph.hooks)
 
 
 def split(joint_gm: torch.fx.GraphModule, choices: list[SavedChoice], *, has_backward: bool) -> SplitGraphs:
@@ -49,7 +50,11 @@ def split(joint_gm: torch.fx.GraphModule, choices: list[SavedChoice], *, has_bac
     input_phs = [n for n in graph.nodes if n.op == "placeholder" and n.meta["role"] is not Role.TANGENT]
     tangent_phs = [n for n in graph.nodes if n.op == "placeholder" and n.meta["role"] is Role.TANGENT]
 
-    fw_needed = ancestors([*fw_values, *(c.node for c in choices)])
+    # Forward side effects with no users (error checks such as _linalg_check_errors) still run.
+    checks = [n for n in graph.nodes if n.op == "call_function" and not n.users and n.is_impure()
+              and n.meta.get("phase") != "backward" and not any(
+                  a.op == "placeholder" and a.meta.get("role") is Role.TANGENT for a in ancestors([n]))]
+    fw_needed = ancestors([*fw_values, *(c.node for c in choices), *checks])
     fw_outputs = [*fw_values, *(c.node for c in saved_tensors), *(c.node for c in saved_sizes)]
     fw_out_roles = [*fw_roles, *[Role.SAVED_TENSOR] * len(saved_tensors), *[Role.SAVED_SIZE] * len(saved_sizes)]
     forward = _extract(joint_gm, input_phs, fw_needed, fw_outputs, fw_out_roles, stop=set())

@@ -191,3 +191,37 @@ def test_backward_mutation_of_a_forward_input_is_applied():
     out.backward()
     torch.testing.assert_close(buf_c, buf_e)
     torch.testing.assert_close(x.grad, grad_e)
+
+
+def test_outputs_that_view_another_output_share_it_and_take_in_place_ops_like_eager():
+    def fn(x):
+        y = x * 2
+        return y, y.view(-1), y[0]
+
+    def step(f, x):
+        y, flat, row = f(x)
+        assert flat._base is y and row._base is y
+        assert flat.untyped_storage().data_ptr() == y.untyped_storage().data_ptr()
+        flat.mul_(3)                         # visible through y and row, as in eager
+        return (y.sin().sum() + row.sum()), y
+
+    x_e, x_c = (torch.randn(2, 3).requires_grad_(True) for _ in range(2))
+    with torch.no_grad():
+        x_c.copy_(x_e)
+    loss_e, y_e = step(fn, x_e)
+    loss_c, y_c = step(jointgraph.aot_function(fn), x_c)
+    torch.testing.assert_close(y_c, y_e)
+    loss_e.backward()
+    loss_c.backward()
+    torch.testing.assert_close(x_c.grad, x_e.grad)
+
+
+def test_input_returned_as_a_view_is_a_view_of_the_callers_tensor():
+    def fn(x, w):
+        return x.view(-1)[1:], (x * w).sum()
+
+    x, w = torch.randn(2, 3), torch.randn(2, 3, requires_grad=True)
+    view, _ = jointgraph.aot_function(fn)(x, w)
+    assert view._base is x and view.storage_offset() == 1
+    view.fill_(0)
+    assert (x.view(-1)[1:] == 0).all()

@@ -134,8 +134,6 @@ def test_effect_tokens_of_linalg_error_checks_are_removed():
     _compare_with_eager(torch.linalg.inv, torch.randn(4, 4) + 4 * torch.eye(4))
 
 
-@pytest.mark.xfail(reason="split.py keeps only ancestors of the outputs, so the forward drops "
-                          "aten._linalg_check_errors; eager raises for a singular matrix", strict=False)
 def test_linalg_error_check_runs_in_the_compiled_forward():
     import torch
 

@@ -210,7 +210,8 @@ def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...]
                               if isinstance(f, torch.Tensor)}
             outputs, tangents = [], []
             for out in flat_outs:
-                info = _output_info(out, f_args, input_storages, with_backward)
+                info = _output_view_info(out, flat_outs, outputs, with_backward) or \
+                    _output_info(out, f_args, input_storages, with_backward)
                 outputs.append(info)
                 if info.kind == "tensor" and info.requires_grad:
                     plain = _from_fun(out)
@@ -341,6 +342,22 @@ def _replayable_metadata(f_arg, fake_arg) -> tuple:
         raise UnsupportedError("metadata mutation of an input with symbolic sizes is not supported",
                                hint='pass dynamic=False, or on_unsupported="eager"')
     return meta
+
+
+def _output_view_info(out, flat_outs: list, infos: list[OutputInfo], with_backward: bool) -> OutputInfo | None:
+    """An output that is an autograd view of an earlier tensor output is regenerated from it at run time,
+    so it stays a view of that output (in-place ops on it behave as in eager)."""
+    base = getattr(out, "_base", None) if isinstance(out, torch.Tensor) else None
+    if base is None:
+        return None
+    for i, info in enumerate(infos):
+        if info.kind == "tensor" and flat_outs[i] is base:
+            plain = _from_fun(out)
+            requires_grad = bool(with_backward and out.requires_grad)
+            return OutputInfo(kind="output_view", requires_grad=requires_grad, input_index=i,
+                              view_meta=(tuple(plain.shape), tuple(plain.stride()), plain.storage_offset(),
+                                         plain.dtype, requires_grad))
+    return None
 
 
 def _output_info(out, f_args: list, input_storages: dict, with_backward: bool) -> OutputInfo:

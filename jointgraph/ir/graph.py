@@ -26,14 +26,15 @@ class InputInfo:
 
 @dataclasses.dataclass(frozen=True)
 class OutputInfo:
-    """One flat user output. ``kind`` is "tensor", "constant", "input" (an input returned as is)
-    or "input_view" (a view of an input, regenerated on the caller's tensor)."""
+    """One flat user output. ``kind`` is "tensor", "constant", "input" (an input returned as is),
+    "input_view" (a view of an input, regenerated on the caller's tensor) or "output_view" (a view
+    of the earlier tensor output ``input_index``, regenerated on it)."""
 
     kind: str
     requires_grad: bool = False
     input_index: int | None = None
     constant: Any = None
-    view_meta: tuple | None = None  # (size, stride, storage_offset) for "input_view"
+    view_meta: tuple | None = None  # (size, stride, storage_offset, dtype, requires_grad) for views
 
 
 @dataclasses.dataclass

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch.fx
 
 from ..split import SplitGraphs
+from .checkpoint import honour_checkpoints
 from .cse import cse
 from .remove_detach import remove_detach
 from .remove_storage_resizes import remove_storage_resizes
@@ -14,6 +15,7 @@ JOINT_PASSES = [
     ("remove_storage_resizes", remove_storage_resizes),
     ("remove_detach", remove_detach),
     ("cse", cse),
+    ("honour_checkpoints", honour_checkpoints),
 ]
 
 

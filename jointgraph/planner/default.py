@@ -14,7 +14,14 @@ import torch.fx
 
 from ..ir import Decision, Role
 from ..ir.graph import output_node
-from .graph_utils import SavedChoice, ancestors, is_random, is_symbolic_scalar, tangent_dependent
+from .graph_utils import (
+    SavedChoice,
+    ancestors,
+    checkpoint_policy,
+    is_random,
+    is_symbolic_scalar,
+    tangent_dependent,
+)
 
 
 def plan_default(graph: torch.fx.Graph) -> list[SavedChoice]:
@@ -29,22 +36,45 @@ def plan_default(graph: torch.fx.Graph) -> list[SavedChoice]:
     forward |= {n for n in graph.nodes if n.op == "placeholder" and n.meta["role"] is not Role.TANGENT}
     # Sizes and forward randomness are computed in the forward (see module docstring).
     extra = [n for n in graph.nodes
-             if n.op == "call_function" and n not in from_tangents and (is_symbolic_scalar(n) or is_random(n))]
+             if n.op == "call_function" and n not in from_tangents and n.meta.get("phase") != "backward"
+             and (is_symbolic_scalar(n) or is_random(n))]
     forward |= ancestors(extra)
     # A multi-output node is never saved: its (free) getitem users run in the forward instead.
     forward |= {u for n in list(forward) if isinstance(n.meta.get("val"), (tuple, list)) for u in n.users
                 if u.op == "call_function" and u not in from_tangents}
-    choices = []
+    reasons: dict[torch.fx.Node, str] = {}
     for node in graph.nodes:
         if node not in forward:
             continue
         users = [u for u in node.users if u not in forward and u.op != "output"]
         if users:
-            first = users[0]
-            choices.append(SavedChoice(node, Decision.SAVE,
-                                       f"computed in the forward; used by {first.name} ({_op_name(first)}) "
-                                       "in the backward"))
-    return choices
+            reasons[node] = (f"computed in the forward; used by {users[0].name} ({_op_name(users[0])}) "
+                             "in the backward")
+    saved = _expand_checkpointed(reasons, forward)
+    return [SavedChoice(n, Decision.SAVE, saved[n]) for n in graph.nodes if n in saved]
+
+
+def _expand_checkpointed(reasons: dict, forward: set) -> dict:
+    """Replace values a checkpoint region recomputes by the values its recomputation reads.
+
+    Note [Activation checkpointing]: a forward node tagged for recompute is not saved;
+    the backward recomputes it from the nearest untagged (or save-tagged) forward values.
+    """
+    saved: dict = {}
+    stack = list(reasons)
+    seen: set = set()
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if node.op == "call_function" and checkpoint_policy(node) == "recompute" and not is_random(node) \
+                and not any(isinstance(a.meta.get("val"), (tuple, list)) and checkpoint_policy(a) != "recompute"
+                            for a in node.all_input_nodes):
+            stack.extend(a for a in node.all_input_nodes if a in forward)
+            continue
+        saved[node] = reasons.get(node, "read by the recomputation of a checkpointed region")
+    return saved
 
 
 def _op_name(node: torch.fx.Node) -> str:

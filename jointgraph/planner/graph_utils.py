@@ -51,6 +51,20 @@ def is_symbolic_scalar(node: torch.fx.Node) -> bool:
     return isinstance(node.meta.get("val"), (torch.SymInt, torch.SymFloat, torch.SymBool, int, float, bool))
 
 
+def checkpoint_policy(node: torch.fx.Node) -> str | None:
+    """"recompute" / "save" from a ``meta["recompute"]`` CheckpointPolicy tag, else None.
+
+    See Note [Activation checkpointing] in passes/checkpoint.py.
+    """
+    policy = node.meta.get("recompute")
+    name = getattr(policy, "name", None)
+    if name in ("MUST_RECOMPUTE", "PREFER_RECOMPUTE"):
+        return "recompute"
+    if name in ("MUST_SAVE", "PREFER_SAVE"):
+        return "save"
+    return None
+
+
 def aliases_input(node: torch.fx.Node) -> bool:
     """True for a graph input or a chain of view ops of one (its storage is live anyway)."""
     from .rules import is_view

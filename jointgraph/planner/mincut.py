@@ -30,8 +30,8 @@ from scipy.sparse.csgraph import breadth_first_order, maximum_flow
 
 from ..ir import Decision, Role
 from ..ir.graph import output_node
-from .graph_utils import SavedChoice, aliases_input, tangent_dependent
-from .rules import recompute_rule
+from .graph_utils import SavedChoice, aliases_input, checkpoint_policy, is_random, tangent_dependent
+from .rules import RecomputeRule, recompute_rule
 from .simulate import storage_nbytes
 
 _INF = 2**30
@@ -44,13 +44,23 @@ def plan_mincut(graph: torch.fx.Graph) -> list[SavedChoice]:
     index = {n: i for i, n in enumerate(nodes)}
     # Note [Phases]: backward nodes stay in the backward, tangent-dependent or not.
     from_tangents = tangent_dependent(graph) | {n for n in graph.nodes if n.meta.get("phase") == "backward"}
+    # Note [Activation checkpointing]: tagged regions are recomputed (sink side) or saved (banned).
+    from_tangents |= {n for n in graph.nodes if n.op == "call_function" and not is_random(n)
+                      and checkpoint_policy(n) == "recompute" and not _is_tuple(n)}
     out = output_node(graph)
     user_outputs = {v for v, r in zip(out.args[0], out.meta["roles"], strict=True)
                     if r is Role.USER_OUTPUT and isinstance(v, torch.fx.Node)}
     rules = {n: recompute_rule(n) for n in nodes if n not in from_tangents}
+    for n in rules:
+        if checkpoint_policy(n) == "save":
+            rules[n] = RecomputeRule(False, "checkpoint policy: save")
     saved = _solve(nodes, index, from_tangents, user_outputs, rules)
     saved = _needed_by_backward(out, from_tangents, saved)
     return [SavedChoice(n, Decision.SAVE, _reason(n, rules, user_outputs)) for n in nodes if n in saved]
+
+
+def _is_tuple(node: torch.fx.Node) -> bool:
+    return isinstance(node.meta.get("val"), (tuple, list))
 
 
 def _solve(nodes: list, index: dict, from_tangents: set, user_outputs: set, rules: dict) -> set:

@@ -175,6 +175,8 @@ def _keys(node: torch.fx.Node) -> list:
 
 def _tensor_parts(node: torch.fx.Node) -> list[tuple[object, int]]:
     val = node.meta.get("val")
+    if node.meta.get("offloaded"):   # a host copy (jointgraph.hooks offload): no device bytes
+        return [(key, 0) for key in _keys(node)]
     if isinstance(val, torch.Tensor):
         return [(node, storage_nbytes(val))]
     if isinstance(val, (tuple, list)):

@@ -10,7 +10,8 @@ can hand them to the graph in one list that the graph clears as it consumes
 them: each saved tensor is freed after its last use. When the autograd engine
 keeps the graph (``retain_graph=True``) the stash is kept; otherwise it is
 dropped, and a second backward raises as eager does. When ambient
-``saved_tensors_hooks`` are active, saved values go through ``save_for_backward``
+``saved_tensors_hooks`` are active and were not inlined into the graphs (Note [Inlined
+saved-tensor hooks] in jointgraph/hooks), saved values go through ``save_for_backward``
 so the user's pack/unpack run once per saved tensor, as in eager. Saved tensors that the
 user can reach (inputs) record their version and are checked in the backward,
 as eager's saved-variable check does. Double backward raises (the backward is
@@ -54,6 +55,7 @@ class EntryLayout:
     output_plan: tuple[tuple[str, Any], ...]    # per flat user output: ("tensor", k) | ("input", i) | ...
     out_spec: Any
     signature: Any                              # FlatSignature: leaves -> graph inputs
+    hooks_inlined: bool = False                 # Note [Inlined saved-tensor hooks] in jointgraph/hooks
 
 
 class CompiledEntry:
@@ -68,6 +70,15 @@ class CompiledEntry:
         self._mutation_check = bool(layout.mutated_inputs)
         self._positions = layout.signature.tensor_leaf_positions
         self._single_output = layout.out_spec.is_leaf()   # the function returned one tensor
+        self.saved_hooks = None   # the ambient saved_tensors_hooks pair this entry was compiled under
+
+    @property
+    def cacheable(self) -> bool:
+        """False when the entry depends on saved-tensor hooks without a stable hash
+        (``jointgraph.hooks.cache_hash``): the on-disk cache must skip it."""
+        from ..hooks import hook_cache_key
+
+        return self.saved_hooks is None or all(hook_cache_key(h) is not None for h in self.saved_hooks)
 
     def run_inputs(self, inputs: list) -> list:
         """Run on graph inputs; return the flat user outputs."""
@@ -98,9 +109,17 @@ class CompiledEntry:
                 flat.append(value)
             elif kind == "input":
                 flat.append(inputs[value])
+            elif kind == "output_view":   # a view of an earlier output, as eager returns
+                index, (size, stride, offset, dtype, requires_grad) = value
+                base = flat[index]
+                if base.requires_grad and not requires_grad:
+                    base = base.detach()
+                flat.append(_regenerate_view(base, size, stride, offset, dtype))
             else:  # "input_view": a view of the caller's tensor, as eager returns
                 index, (size, stride, offset, dtype, requires_grad) = value
-                base = inputs[index] if requires_grad else inputs[index].detach()   # x.detach(), views under no_grad
+                base = inputs[index]
+                if base.requires_grad and not requires_grad:   # x.detach(), views under no_grad
+                    base = base.detach()
                 flat.append(_regenerate_view(base, size, stride, offset, dtype))
         return flat
 
@@ -163,6 +182,7 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout) -
     saved_copies = layout.saved_copies
     bw_mutated = layout.backward_mutations
     n_grads = len(grad_mask)
+    hooks_inlined = layout.hooks_inlined
 
     class CompiledStep(torch.autograd.Function):
         @staticmethod
@@ -174,7 +194,7 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout) -
                 for s in saved_copies:
                     if saved[s].untyped_storage().nbytes():   # a freed (zero-size) storage has no value
                         saved[s] = saved[s].clone()
-            if _top_hooks(False) is not None:
+            if not hooks_inlined and _top_hooks(False) is not None:
                 # Ambient saved_tensors_hooks: let autograd pack/unpack each saved value, as eager does.
                 ctx.save_for_backward(*saved)
                 ctx.stash = _HOOKED

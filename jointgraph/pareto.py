@@ -1,0 +1,93 @@
+"""Planning to a peak-memory budget from the pipeline's side, and the budget/time Pareto sweep.
+
+``plan_to_budget`` is what ``build_plan`` calls for ``partitioner="budget"``: it resolves a
+fractional budget against the ``"default"`` plan's simulated peak and hands the planner
+(planner/budget.py) a ``verify`` that runs the real split + split passes + simulator.
+``pareto`` sweeps budgets and keeps the plans no other plan beats on both peak and time.
+
+Example::
+
+    points = jointgraph.pareto(step, idx, targets)
+    for p in points:
+        print(p.peak_bytes, p.est_seconds)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+
+from .ir import Plan
+from .options import CompileOptions
+from .passes.pipeline import run_split_passes
+from .planner.budget import plan_budget
+from .planner.costs import device_for, graph_seconds
+from .planner.default import plan_default
+from .planner.graph_utils import SavedChoice
+from .planner.simulate import simulate
+from .split import split
+
+PARETO_FRACTIONS = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1)
+
+
+@dataclasses.dataclass(frozen=True)
+class ParetoPoint:
+    """One plan of the sweep: its simulated peak, estimated step time and the plan itself."""
+
+    peak_bytes: int
+    est_seconds: float
+    plan: Plan
+
+
+def simulate_choices(joint_gm: torch.fx.GraphModule, choices: list[SavedChoice]) -> tuple[int, float]:
+    """(simulated peak bytes, estimated step seconds) of the plan ``choices`` gives."""
+    graphs = run_split_passes(split(joint_gm, choices, has_backward=True))
+    result = simulate(graphs.forward, graphs.backward)
+    device = device_for(joint_gm.graph)
+    return result.peak_bytes, graph_seconds(graphs.forward.graph, device) + graph_seconds(graphs.backward.graph,
+                                                                                           device)
+
+
+def plan_to_budget(joint_gm: torch.fx.GraphModule, options: CompileOptions) -> tuple[list[SavedChoice],
+                                                                                        dict[str, str]]:
+    """The budget planner's choices and recompute reasons for ``options.memory_budget``."""
+    budget = options.memory_budget
+    if isinstance(budget, float):
+        default_peak, _ = simulate_choices(joint_gm, plan_default(joint_gm.graph))
+        budget = int(budget * default_peak)
+    result = plan_budget(joint_gm.graph, int(budget), lambda choices: simulate_choices(joint_gm, choices))
+    return result.choices, result.recompute_reasons
+
+
+def pareto(fn_or_module: Any, *example_args: Any, fractions: tuple[float, ...] = PARETO_FRACTIONS,
+           **options: Any) -> list[ParetoPoint]:
+    """Plan ``fn_or_module`` at budgets ``fractions`` of the default plan's peak; return the
+    Pareto-optimal points, by increasing peak (so estimated time does not increase)."""
+    import warnings
+
+    from .api import plan
+
+    options = {k: v for k, v in options.items() if k not in ("partitioner", "memory_budget")}
+    points = []
+    for fraction in fractions:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")   # budgets below the minimum: the lowest-peak plan
+            result = plan(fn_or_module, *example_args, partitioner="budget", memory_budget=float(fraction),
+                          **options)
+        points.append(ParetoPoint(result.peak_bytes, estimated_seconds(result), result))
+    points.sort(key=lambda p: (p.peak_bytes, p.est_seconds))
+    front: list[ParetoPoint] = []
+    for point in points:
+        if not front or point.est_seconds < front[-1].est_seconds:
+            front.append(point)
+    return front
+
+
+def estimated_seconds(result: Plan) -> float:
+    device = device_for(result.forward.graph)
+    seconds = graph_seconds(result.forward.graph, device)
+    if result.backward is not None:
+        seconds += graph_seconds(result.backward.graph, device)
+    return seconds
