@@ -9,7 +9,7 @@ import torch.fx
 
 from .errors import UnsupportedError
 from .ir import Decision, Role, SavedValue
-from .ir.graph import output_node
+from .ir.graph import lazy_graph_module, output_node
 from .planner.graph_utils import SavedChoice, aliases_input, ancestors, is_symbolic_scalar
 
 
@@ -140,7 +140,7 @@ def _extract(root: torch.fx.GraphModule, inputs: list, needed: set, outputs: lis
         env[node] = new.node_copy(node, lambda n: env[n])
     result = new.output(tuple(env[v] if isinstance(v, torch.fx.Node) else v for v in outputs))
     result.meta["roles"] = list(out_roles)
-    return torch.fx.GraphModule(root, new)  # copies the tensor constants the new graph reads
+    return lazy_graph_module(root, new)  # copies the tensor constants the new graph reads
 
 
 def _saved_value(choice: SavedChoice) -> SavedValue:

@@ -73,6 +73,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 
 from ..errors import UnsupportedError, source_from_traceback
 from ..ir import InputInfo, JointGraph, OutputInfo, Role
+from ..ir.graph import lazy_graph_module
 
 try:  # the name moved between releases
     from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode as _DataDependentGuard
@@ -453,7 +454,7 @@ def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fak
                  + [Role.BACKWARD_MUTATION] * len(bw_mutated))
     out.args = (tuple(out.args[0]),)
     out.meta["roles"] = out_roles
-    gm.recompile()
+    gm = lazy_graph_module(gm, gm.graph)   # passes rewrite it; its code is generated only if printed
     inputs = [dataclasses.replace(info, mutated_in_backward=i in bw_mutated) for i, info in enumerate(meta.inputs)]
     return JointGraph(gm=gm, inputs=inputs, outputs=meta.outputs, out_spec=None,
                       has_backward=has_backward, fake_mode=fake_mode)

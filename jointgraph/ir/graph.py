@@ -104,6 +104,26 @@ class Plan:
         return write_plan_html(self, path)
 
 
+def lazy_graph_module(root: torch.nn.Module, graph: torch.fx.Graph) -> torch.fx.GraphModule:
+    """A GraphModule whose Python code is generated on first use, not on every ``recompile()``.
+
+    Passes rewrite graphs many times; only the final graphs that run need code.
+    """
+    try:
+        from torch.fx._lazy_graph_module import _LazyGraphModule
+    except ImportError:  # pragma: no cover - older torch
+        return torch.fx.GraphModule(root, graph)
+    return _LazyGraphModule(root, graph)
+
+
+def materialize(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """Generate a lazy GraphModule's code now, so ``gm.forward`` is the real function."""
+    real = getattr(gm, "real_recompile", None)
+    if real is not None:
+        real()
+    return gm
+
+
 def placeholders(graph: torch.fx.Graph) -> list[torch.fx.Node]:
     return [n for n in graph.nodes if n.op == "placeholder"]
 

@@ -7,6 +7,8 @@ from collections.abc import Callable
 import torch
 import torch.fx
 
+from ..ir.graph import materialize
+
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, compiler, *, boxed: bool) -> Callable:
     """Return ``run(args)`` when ``boxed`` (the list is cleared as values are consumed),
@@ -18,7 +20,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, compiler, *, b
     if compiler == "eager":
         if boxed:
             return _boxed_graph(gm)
-        return gm.forward
+        return materialize(gm).forward
     if compiler == "inductor":
         from torch._inductor import compile as inductor_compile
 
@@ -39,8 +41,8 @@ def _take(args: list) -> list:
 def _boxed_graph(gm: torch.fx.GraphModule) -> Callable:
     codegen_cls = getattr(torch.fx.graph, "_BoxedCodeGen", None)
     if codegen_cls is None:  # older torch: no boxed codegen, values live until the call returns
-        forward = gm.forward
+        forward = materialize(gm).forward
         return lambda args: forward(*_take(args))
     gm.graph.set_codegen(codegen_cls())
     gm.recompile()
-    return gm.forward
+    return materialize(gm).forward
