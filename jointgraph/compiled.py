@@ -21,6 +21,7 @@ from .capture.inputs import (
 )
 from .errors import UnsupportedError
 from .options import CompileOptions
+from .runtime.function import AliasedInputs
 
 _top_hooks = torch._C._autograd._top_saved_tensors_default_hooks
 
@@ -37,6 +38,23 @@ class _EagerEntry:
         return self.fn(*args, **kwargs)
 
 
+def _common_base(members: list) -> torch.Tensor | None:
+    """The tensor all ``members`` are views of (or are), if there is one."""
+    roots = {id(m._base if m._base is not None else m): (m._base if m._base is not None else m) for m in members}
+    return next(iter(roots.values())) if len(roots) == 1 else None
+
+
+def _views_of_bases(fn: Callable, spec, views: list) -> Callable:
+    def call(bases: list, masked: list) -> Any:
+        leaves = list(masked)
+        for position, size, stride, offset, group in views:
+            leaves[position] = bases[group].as_strided(size, stride, offset)
+        args, kwargs = pytree.tree_unflatten(leaves, spec)
+        return fn(*args, **kwargs)
+
+    return call
+
+
 class CompiledFunction:
     """A function compiled per guard key (Note [Guards] in capture/inputs.py)."""
 
@@ -46,6 +64,7 @@ class CompiledFunction:
         self.options = options
         self._static: dict[tuple, list] = {}
         self._dynamic: dict[tuple, list] = {}
+        self._synthetic: dict[tuple, CompiledFunction] = {}   # Note [Aliased inputs]
         self._num_entries = 0
         self._warned: set[str] = set()
         self._leaf_roles_fn = leaf_roles_fn
@@ -76,16 +95,46 @@ class CompiledFunction:
             key = (key, hooks)
         for entry in self._static.get(key, ()):
             if entry.spec is spec or entry.spec == spec:
-                return entry(leaves)
+                return self._run(entry, leaves, spec)
         if self._dynamic:
             dkey = dynamic_key(leaves, grad_enabled)
             if hooks is not None:
                 dkey = (dkey, hooks)
             for entry in self._dynamic.get(dkey, ()):
                 if entry.spec == spec and entry.guard(leaves):
-                    return entry(leaves)
+                    return self._run(entry, leaves, spec)
         entry = self._compile(leaves, spec, key, grad_enabled, leaf_roles, hooks)
-        return entry(leaves)
+        return self._run(entry, leaves, spec)
+
+    def _run(self, entry, leaves: list, spec) -> Any:
+        try:
+            return entry(leaves)
+        except AliasedInputs as aliased:
+            return self._call_through_synthetic_bases(entry, leaves, spec, aliased)
+
+    def _call_through_synthetic_bases(self, entry, leaves: list, spec, aliased: AliasedInputs) -> Any:
+        """Note [Aliased inputs]: inputs that share storage, one of them mutated, are passed as
+        their common base; the compiled function takes views of it, so functionalization sees
+        one tensor and a mutation through any view lands on the base, as in eager."""
+        positions = entry.layout.signature.tensor_leaf_positions
+        bases, views = [], []
+        for group in aliased.groups:
+            members = [leaves[positions[i]] for i in group]
+            base = _common_base(members)
+            if base is None:
+                raise aliased
+            views += [(positions[i], tuple(m.shape), tuple(m.stride()), m.storage_offset(), len(bases))
+                      for i, m in zip(group, members, strict=True)]
+            bases.append(base)
+        key = (tuple(views), str(spec))
+        inner = self._synthetic.get(key)
+        if inner is None:
+            inner = CompiledFunction(_views_of_bases(self.fn, spec, views), self.options)
+            self._synthetic[key] = inner
+        masked = list(leaves)
+        for position, *_ in views:
+            masked[position] = None
+        return inner(bases, masked)
 
     def _compile(self, leaves: list, spec, key: tuple, grad_enabled: bool, leaf_roles, hooks=None) -> Any:
         dynamic = self._wants_dynamic(leaves, key)

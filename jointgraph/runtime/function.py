@@ -158,17 +158,29 @@ def _check_leaf_mutation(inputs: list, with_grad: tuple) -> None:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
 
 
+class AliasedInputs(UnsupportedError):
+    """Inputs share storage and one of them is mutated: this entry cannot run them.
+
+    ``groups`` lists the graph inputs sharing each storage. The caller (compiled.py)
+    re-runs the call through one synthetic base per group (Note [Aliased inputs]).
+    """
+
+    def __init__(self, groups: tuple[tuple[int, ...], ...]):
+        self.groups = groups
+        super().__init__(f"inputs {', '.join(map(str, groups[0]))} share storage and one of them is mutated "
+                         "in place", hint='pass distinct tensors (e.g. .clone()), or on_unsupported="eager"')
+
+
 def _check_no_aliasing(inputs: list, mutated: tuple[int, ...]) -> None:
-    storages = {}
+    by_storage: dict[int, list[int]] = {}
     for i, t in enumerate(inputs):
         if isinstance(t, torch.Tensor):
             key = t.untyped_storage().data_ptr()
-            if key in storages and (i in mutated or storages[key] in mutated) and key != 0:
-                raise UnsupportedError(
-                    f"inputs {storages[key]} and {i} share storage and one of them is mutated in place; "
-                    "aliased mutated inputs are not supported yet",
-                    hint='pass distinct tensors (e.g. .clone()), or on_unsupported="eager"')
-            storages.setdefault(key, i)
+            if key != 0:
+                by_storage.setdefault(key, []).append(i)
+    groups = tuple(tuple(g) for g in by_storage.values() if len(g) > 1 and any(i in mutated for i in g))
+    if groups:
+        raise AliasedInputs(groups)
 
 
 def _make_function(forward: Callable, backward: Callable, layout: EntryLayout) -> type:
