@@ -263,3 +263,63 @@ def test_hook_on_an_intermediate_through_torch_compile_runs_on_every_backward():
         compiled(x, w).backward()
         torch.testing.assert_close(w.grad, expected)
         assert len(calls) == call + 2
+
+
+class _TransposeInBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, buf):
+        ctx.buf = buf
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        ctx.buf.t_()
+        return grad * 2, None
+
+
+def test_metadata_mutation_in_the_backward_is_refused_at_compile_time():
+    def fn(x, buf):
+        return _TransposeInBackward.apply(x, buf).sum()
+
+    with pytest.raises(jointgraph.UnsupportedError, match="metadata"):
+        jointgraph.aot_function(fn)(torch.randn(3, requires_grad=True), torch.randn(2, 3))
+
+
+def test_mutation_hidden_from_autograd_lands_on_the_callers_tensor():
+    def fn(x, stats):
+        stats.data.add_(x.detach().sum())    # hidden from autograd (.data)
+        return (x * 3).sum()
+
+    x = torch.randn(4, requires_grad=True)
+    s_e, s_c = torch.zeros(2), torch.zeros(2)
+    fn(x, s_e)
+    jointgraph.aot_function(fn)(x, s_c).backward()
+    torch.testing.assert_close(s_c, s_e)
+    torch.testing.assert_close(x.grad, torch.full((4,), 3.0))
+
+
+_COMPILE_SCENARIOS = {
+    "buffer_update": (lambda x, buf: (buf.mul_(0.5).add_(x.detach().mean()), (x.sin() * 2).sum())[1],
+                      lambda: (torch.randn(4, requires_grad=True), torch.randn(4))),
+    "view_mutation": (lambda x, buf: (buf.view(-1)[:2].fill_(3.0), (x * buf.sum()).sum())[1],
+                      lambda: (torch.randn(4, requires_grad=True), torch.randn(2, 2))),
+    "metadata": (lambda x, buf: (buf.unsqueeze_(0), (x * 2).sum())[1],
+                 lambda: (torch.randn(4, requires_grad=True), torch.randn(3))),
+}
+
+
+@pytest.mark.parametrize("scenario", sorted(_COMPILE_SCENARIOS))
+@pytest.mark.parametrize("how", ["aot_function", "torch.compile"])
+def test_mutation_scenarios_through_both_entry_points(scenario, how):
+    fn, make = _COMPILE_SCENARIOS[scenario]
+    torch._dynamo.reset()
+    compiled = jointgraph.aot_function(fn) if how == "aot_function" else torch.compile(fn, backend="jointgraph")
+    x_e, b_e = make()
+    x_c, b_c = x_e.detach().clone().requires_grad_(True), b_e.clone()
+    out_e, out_c = fn(x_e, b_e), compiled(x_c, b_c)
+    torch.testing.assert_close(out_c, out_e)
+    out_e.backward()
+    out_c.backward()
+    torch.testing.assert_close(x_c.grad, x_e.grad)
+    assert b_c.shape == b_e.shape and b_c.stride() == b_e.stride()
+    torch.testing.assert_close(b_c, b_e)

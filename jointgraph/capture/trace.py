@@ -295,7 +295,8 @@ def _mutation_counters(f_inputs: list) -> list:
     for f in f_inputs:
         if isinstance(f, FunctionalTensor):
             torch._sync(f)
-            counters.append(torch._functionalize_mutation_counter(f.elem))
+            counters.append((torch._functionalize_mutation_counter(f.elem), tuple(f.shape), tuple(f.stride()),
+                             f.storage_offset()))
         else:
             counters.append(None)
     return counters
@@ -307,6 +308,9 @@ def _backward_mutations(f_inputs: list, before: list, infos: list[InputInfo]) ->
     for i, (count, now) in enumerate(zip(before, _mutation_counters(f_inputs), strict=True)):
         if count is None or count == now:
             continue
+        if count[1:] != now[1:]:
+            raise UnsupportedError(f"input {i} has its metadata (shape, strides) mutated in the backward",
+                                   hint='mutate a separate buffer in the backward, or pass on_unsupported="eager"')
         if infos[i].mutates_data or infos[i].requires_grad or infos[i].new_metadata is not None:
             raise UnsupportedError(
                 f"input {i} is mutated in the backward and is also mutated in the forward or requires grad",
