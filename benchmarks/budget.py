@@ -1,4 +1,4 @@
-"""The budget planner side by side with PyTorch's ``activation_memory_budget`` on a GPT step.
+"""The budget planner side by side with PyTorch's ``activation_memory_budget`` (GPT, HF GPT-2 / Llama).
 
 For each nominal budget: jointgraph's simulated and measured peak (MemTracker), estimated
 and measured step time, planning seconds; PyTorch's min-cut partitioner under
@@ -7,6 +7,7 @@ step time; then the ratios ours / PyTorch's. Everything runs in one process.
 
     python benchmarks/budget.py
     python benchmarks/budget.py --layers 2 --budgets 1.0 0.8 0.6
+    python benchmarks/budget.py --model gpt2 --layers 2 --width 128 --seq 128
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from partition import make_step, measured_peak
 
 import jointgraph
 from jointgraph.bench.gpt import GPTConfig
-from jointgraph.pareto import estimated_seconds
+from jointgraph.bench.zoo import ZooShape, build_workload
+from jointgraph.planner.pareto import estimated_seconds
 
 
 def step_seconds(fn, *args, repeat: int = 3) -> float:
@@ -44,13 +46,21 @@ def pytorch_budget(step, budget: float):
 
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--model", default="gpt", help="gpt (jointgraph.bench.gpt) or a zoo name: gpt2, llama")
     parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--width", type=int, default=64)
     parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--budgets", type=float, nargs="*", default=[1.0, 0.8, 0.6, 0.45])
     args = parser.parse_args()
-    config = GPTConfig(layers=args.layers, d_model=64, heads=2, vocab=128, seq=128)
-    step, idx, targets = make_step(config, args.batch)
-    print(f"GPT layers={config.layers} d_model={config.d_model} seq={config.seq} batch={args.batch} (CPU, MiB, ms)")
+    if args.model == "gpt":
+        config = GPTConfig(layers=args.layers, d_model=args.width, heads=2, vocab=128, seq=args.seq)
+        step, idx, targets = make_step(config, args.batch)
+    else:
+        work = build_workload(args.model, ZooShape(layers=args.layers, width=args.width, batch=args.batch,
+                                                   seq=args.seq))
+        step, (idx, targets) = work.step, work.inputs
+    print(f"{args.model} layers={args.layers} width={args.width} seq={args.seq} batch={args.batch} (CPU, MiB, ms)")
     print("budget | sim peak | measured | est ms | step ms | plan s || torch measured | torch step ms || "
           "peak ours/torch | time ours/torch")
     for budget in args.budgets:

@@ -1,90 +1,168 @@
-"""Partitioners side by side on a GPT training step: jointgraph default / mincut vs PyTorch's own.
+"""Partitioners side by side on training steps: jointgraph default / mincut vs PyTorch's own.
 
-For one GPT (``--layers``, default 6) it reports, per partitioner: saved bytes,
-jointgraph's simulated peak, the peak measured by ``MemTracker`` around one
-forward+backward, and the seconds spent partitioning (ours: ``plan.timings
-["partition"]``, which includes splitting; PyTorch: the ``partition_fn`` call,
-timed by a wrapper). Then a depth-scaling table of min-cut partition time, ours
-vs PyTorch's ``min_cut_rematerialization_partition``. Everything runs in one process.
+For each model (``--models``: the plain PyTorch GPT of ``jointgraph.bench.gpt`` and Hugging Face
+GPT-2 / Llama / BERT built from small configs with random weights, no downloads; see
+``jointgraph.bench.zoo``), in one process, per contender:
 
-    python benchmarks/partition.py
-    python benchmarks/partition.py --layers 4 --quick
+* saved MiB: the activations the forward hands to the backward. Graph inputs (parameters, the
+  batch) and views of them cost nothing extra and are not counted, for PyTorch as for us;
+* simulated peak (jointgraph's ``Plan.peak_bytes``) and measured peak (``MemTracker`` around one
+  forward+backward, gradients starting as ``None``);
+* partition seconds: ours is ``plan.timings["partition"]`` (joint passes + partitioner + split +
+  split passes); PyTorch's is the ``partition_fn`` call (its CSE, partitioner and graph
+  extraction), timed by a wrapper;
+* step seconds: median wall time of a forward+backward.
+
+Contenders: eager, PyTorch ``aot_module`` with ``default_partition`` / ``min_cut_rematerialization
+_partition`` (no-op graph compilers), jointgraph ``aot_module`` with ``partitioner="default"`` /
+``"mincut"``. Ratios are ours / PyTorch's for the same kind of partitioner. Then a depth-scaling
+table: the min-cut partition seconds of ours and PyTorch's on a narrow GPT with 6, 12, 24 and 48
+layers (``--depths``), with seconds per 1,000 joint-graph nodes to show the growth is near-linear.
+
+    python benchmarks/partition.py                       # all four models + depth scaling
+    python benchmarks/partition.py --quick               # CI-sized
+    python benchmarks/partition.py --models gpt,llama --json partition.json
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import importlib
+import json
 import math
+import os
+import platform
+import statistics
 import time
 from collections.abc import Callable
 
 import torch
-import torch.nn.functional as F
 from torch.distributed._tools.mem_tracker import MemTracker
 
 import jointgraph
-from jointgraph.bench.gpt import GPT, GPTConfig
+from jointgraph.bench.zoo import Workload, ZooShape, build_workload
+from jointgraph.planner.graph_utils import aliases_input
 
-
-class TrainStep(torch.nn.Module):
-    """GPT + next-token cross-entropy: the forward of one training step."""
-
-    def __init__(self, model: GPT):
-        super().__init__()
-        self.model = model
-
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(self.model(idx).flatten(0, 1), targets.flatten())
+MODELS = ("gpt", "gpt2", "llama", "bert")
+CONTENDERS = ("eager", "pytorch default", "pytorch min-cut", "jointgraph default", "jointgraph mincut")
+OURS_VS_THEIRS = (("jointgraph default", "pytorch default"), ("jointgraph mincut", "pytorch min-cut"))
 
 
 @dataclasses.dataclass
 class Row:
-    """One partitioner's figures on one model."""
+    """One contender's figures on one model."""
 
-    name: str
-    saved_bytes: int
+    model: str
+    contender: str
+    saved_bytes: int | None
     simulated_peak: int | None
     measured_peak: int
-    partition_seconds: float
+    partition_seconds: float | None
+    step_seconds: float
+    joint_nodes: int | None = None
 
 
-def make_step(config: GPTConfig, batch: int, seed: int = 0) -> tuple[TrainStep, torch.Tensor, torch.Tensor]:
-    torch.manual_seed(seed)
-    step = TrainStep(GPT(config))
-    idx = torch.randint(0, config.vocab, (batch, config.seq))
-    return step, idx, torch.randint(0, config.vocab, (batch, config.seq))
+@dataclasses.dataclass(frozen=True)
+class Setup:
+    """Sizes of one run: the models' shape and the depth-scaling GPT's."""
+
+    shapes: dict[str, ZooShape]
+    depths: tuple[int, ...]
+    scaling_width: int
+    repeat: int
 
 
-def measured_peak(step: torch.nn.Module, fn: Callable, *args: torch.Tensor) -> int:
+def setup(quick: bool, depths: str | None, repeat: int | None) -> Setup:
+    if quick:
+        small = ZooShape(layers=2, width=64, batch=2, seq=64)
+        shapes = dict.fromkeys(MODELS, small)
+        default_depths, default_repeat = (6, 12), 2
+    else:
+        shapes = {"gpt": ZooShape(layers=6, width=256, batch=4, seq=256),
+                  **dict.fromkeys(("gpt2", "llama", "bert"), ZooShape(layers=4, width=256, batch=4, seq=256))}
+        default_depths, default_repeat = (6, 12, 24, 48), 3
+    chosen = tuple(int(d) for d in depths.split(",")) if depths else default_depths
+    return Setup(shapes, chosen, scaling_width=64, repeat=repeat or default_repeat)
+
+
+### Measurement
+
+def measured_peak(step: torch.nn.Module, fn: Callable, inputs: tuple) -> int:
     """Peak bytes MemTracker sees during one forward+backward (gradients start as None)."""
     step.zero_grad(set_to_none=True)
     tracker = MemTracker()
-    tracker.track_external(step, *args)
+    tracker.track_external(step, *inputs)
     with tracker:
-        fn(*args).backward()
+        fn(*inputs).backward()
     step.zero_grad(set_to_none=True)
     return tracker.get_tracker_snapshot("peak")[torch.device("cpu")]["Total"]
 
 
+def step_seconds(step: torch.nn.Module, fn: Callable, inputs: tuple, repeat: int) -> float:
+    """Median seconds of one forward+backward (after the warm-up the caller did)."""
+    times = []
+    for _ in range(repeat):
+        step.zero_grad(set_to_none=True)
+        start = time.perf_counter()
+        fn(*inputs).backward()
+        times.append(time.perf_counter() - start)
+    step.zero_grad(set_to_none=True)
+    return statistics.median(times)
+
+
 def pytorch_compiled(step: torch.nn.Module, partition_fn: Callable) -> tuple[Callable, dict]:
-    """PyTorch's aot_module with no-op compilers and a timed partition_fn."""
-    from torch._functorch.aot_autograd import aot_module
+    """PyTorch's aot_module with no-op compilers and a partition_fn that records seconds and saved bytes."""
     from torch._functorch.compilers import nop
 
     stats: dict = {}
 
     def timed(joint_module, joint_inputs, **kwargs):
+        stats["joint_nodes"] = len(joint_module.graph.nodes)
         start = time.perf_counter()
         fw, bw = partition_fn(joint_module, joint_inputs, **kwargs)
         stats["seconds"] = time.perf_counter() - start
-        saved = [n for n in bw.graph.nodes if n.op == "placeholder" and not n.name.startswith("tangents")]
-        stats["saved_bytes"] = sum(_nbytes(n.meta.get("val")) for n in saved)
+        stats["saved_bytes"] = pytorch_saved_bytes(fw, bw)
         return fw, bw
 
     return aot_module(step, fw_compiler=nop, bw_compiler=nop, partition_fn=timed), stats
+
+
+def aot_module(module: torch.nn.Module, **kwargs) -> Callable:
+    """``torch._functorch.aot_autograd.aot_module``, for modules with tied weights too.
+
+    PyTorch's own passes every tied parameter under each of its names
+    (``named_parameters(remove_duplicate=False)``), which ``functional_call`` rejects
+    ("got multiple values for keys ... which are tied": GPT-2's ``lm_head``). Here each
+    parameter is passed once, under its first name; ``functional_call`` ties the rest.
+    """
+    from torch._functorch.aot_autograd import aot_function
+
+    def functional_call(named_params: dict, named_buffers: dict, *args, **kw):
+        return torch.func.functional_call(module, {**named_params, **named_buffers}, args, kw)
+
+    named_params = dict(module.named_parameters())
+    named_buffers = dict(module.named_buffers())
+    compiled = aot_function(functional_call, num_params_buffers=len(named_params) + len(named_buffers), **kwargs)
+    return lambda *args, **kw: compiled(named_params, named_buffers, *args, **kw)
+
+
+def pytorch_saved_bytes(fw: torch.fx.GraphModule, bw: torch.fx.GraphModule) -> int:
+    """Bytes of the backward's saved inputs, counted as ``Plan.saved_bytes`` counts ours.
+
+    A saved value that is a forward input or a view of one (a weight, the batch) is live
+    anyway: 0 bytes. Symbolic sizes: 8 bytes.
+    """
+    forward = {n.name: n for n in fw.graph.nodes}
+    total = 0
+    for node in bw.graph.nodes:
+        if node.op != "placeholder" or node.name.startswith("tangents"):
+            continue
+        source = forward.get(node.name)
+        if source is not None and aliases_input(source):
+            continue
+        total += _nbytes(node.meta.get("val"))
+    return total
 
 
 def _nbytes(val) -> int:
@@ -93,131 +171,210 @@ def _nbytes(val) -> int:
     return math.prod(int(s) for s in val.shape) * val.dtype.itemsize
 
 
-def compare(config: GPTConfig, batch: int) -> list[Row]:
+def _plan_of(compiled: torch.nn.Module) -> jointgraph.Plan:
+    """The plan of the entry a jointgraph ``aot_module`` compiled on its first call."""
+    return compiled._compiled.entries[-1].plan
+
+
+def _warm(fn: Callable, step: torch.nn.Module, inputs: tuple) -> None:
+    step.zero_grad(set_to_none=True)
+    fn(*inputs).backward()
+    step.zero_grad(set_to_none=True)
+
+
+def compare(work: Workload, repeat: int) -> list[Row]:
+    """Every contender on one workload, in one process; rows in ``CONTENDERS`` order."""
     from torch._functorch.partitioners import default_partition, min_cut_rematerialization_partition
 
-    step, idx, targets = make_step(config, batch)
-    rows = []
-    for partitioner in ("default", "mincut"):
-        plan = jointgraph.plan(step, idx, targets, partitioner=partitioner)
-        compiled = jointgraph.aot_module(step, partitioner=partitioner)
-        compiled(idx, targets).backward()
-        rows.append(Row(f"jointgraph {partitioner}", plan.saved_bytes, plan.peak_bytes,
-                        measured_peak(step, compiled, idx, targets), plan.timings["partition"]))
-    for name, fn in (("pytorch default_partition", default_partition),
-                     ("pytorch min_cut_rematerialization", min_cut_rematerialization_partition)):
+    step, inputs, name = work.step, work.inputs, work.name
+    _warm(step, step, inputs)
+    rows = [Row(name, "eager", None, None, measured_peak(step, step, inputs), None,
+                step_seconds(step, step, inputs, repeat))]
+    for label, fn in (("pytorch default", default_partition),
+                      ("pytorch min-cut", min_cut_rematerialization_partition)):
         compiled, stats = pytorch_compiled(step, fn)
-        compiled(idx, targets).backward()
-        rows.append(Row(name, stats["saved_bytes"], None, measured_peak(step, compiled, idx, targets),
-                        stats["seconds"]))
-    rows.append(Row("eager", 0, None, measured_peak(step, step, idx, targets), 0.0))
+        _warm(compiled, step, inputs)
+        rows.append(Row(name, label, stats["saved_bytes"], None, measured_peak(step, compiled, inputs),
+                        stats["seconds"], step_seconds(step, compiled, inputs, repeat), stats["joint_nodes"]))
+    for partitioner in ("default", "mincut"):
+        compiled = jointgraph.aot_module(step, partitioner=partitioner)
+        _warm(compiled, step, inputs)
+        plan = _plan_of(compiled)
+        rows.append(Row(name, f"jointgraph {partitioner}", plan.saved_bytes, plan.peak_bytes,
+                        measured_peak(step, compiled, inputs), plan.timings["partition"],
+                        step_seconds(step, compiled, inputs, repeat)))
     return rows
 
 
-@contextlib.contextmanager
-def timed_cut(stats: dict):
-    """Time our cut alone (``plan_mincut``), apart from the passes and the split around it."""
-    table = importlib.import_module("jointgraph.api").PARTITIONERS
-    cut = table["mincut"]
+### Depth scaling
 
-    def timed(graph):
-        start = time.perf_counter()
-        choices = cut(graph)
-        stats["cut_seconds"] = time.perf_counter() - start
-        stats["joint_nodes"] = len(graph.nodes)
-        return choices
+class _TimedCut:
+    """Time our cut alone (the ``PARTITIONERS["mincut"]`` call), apart from the passes and split."""
 
-    table["mincut"] = timed
-    try:
-        yield
-    finally:
-        table["mincut"] = cut
+    def __init__(self):
+        self.table = importlib.import_module("jointgraph.api").PARTITIONERS
+        self.stats: dict = {}
+
+    def __enter__(self):
+        cut = self.cut = self.table["mincut"]
+
+        def timed(graph):
+            start = time.perf_counter()
+            choices = cut(graph)
+            self.stats["cut_seconds"] = time.perf_counter() - start
+            self.stats["joint_nodes"] = len(graph.nodes)
+            return choices
+
+        self.table["mincut"] = timed
+        return self.stats
+
+    def __exit__(self, *exc):
+        self.table["mincut"] = self.cut
 
 
-def scaling(depths: list[int], width: int) -> list[tuple[int, int, float, float, float]]:
-    """Per depth: (layers, joint nodes, our partition phase s, our cut s, PyTorch's min-cut partition s)."""
+@dataclasses.dataclass
+class ScaleRow:
+    layers: int
+    joint_nodes: int
+    partition_seconds: float     # ours: plan.timings["partition"]
+    cut_seconds: float           # ours: the min-cut call alone
+    pytorch_joint_nodes: int
+    pytorch_seconds: float       # PyTorch's min_cut_rematerialization_partition
+
+
+def scaling(depths: tuple[int, ...], width: int) -> list[ScaleRow]:
     from torch._functorch.partitioners import min_cut_rematerialization_partition
 
-    results = []
+    rows = []
     for layers in depths:
-        config = GPTConfig(layers=layers, d_model=width, heads=4, vocab=256, seq=32)
-        step, idx, targets = make_step(config, batch=2)
-        ours: dict = {}
-        with timed_cut(ours):
-            plan = jointgraph.plan(step, idx, targets, partitioner="mincut")
-        compiled, stats = pytorch_compiled(step, min_cut_rematerialization_partition)
-        compiled(idx, targets)
-        results.append((layers, ours["joint_nodes"], plan.timings["partition"], ours["cut_seconds"],
-                        stats["seconds"]))
-    return results
+        work = build_workload("gpt", ZooShape(layers=layers, width=width, batch=2, seq=32))
+        with _TimedCut() as ours:
+            plan = jointgraph.plan(work.step, *work.inputs, partitioner="mincut")
+        compiled, stats = pytorch_compiled(work.step, min_cut_rematerialization_partition)
+        compiled(*work.inputs)
+        rows.append(ScaleRow(layers, ours["joint_nodes"], plan.timings["partition"], ours["cut_seconds"],
+                             stats["joint_nodes"], stats["seconds"]))
+    return rows
 
 
-def _mb(value: int | None) -> str:
-    return "-" if value is None else f"{value / 2**20:,.2f}"
+### Report
+
+def _mib(value: int | None) -> str:
+    return "-" if value is None else f"{value / 2**20:,.1f}"
 
 
-def _ratio(a: float, b: float) -> str:
-    return f"{a / b:.2f}x" if b else "-"
+def _secs(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
 
 
-def report(rows: list[Row], scale: list[tuple[int, int, float, float, float]], config: GPTConfig, batch: int) -> None:
+def _ratio(a: float | None, b: float | None) -> str:
+    return f"{a / b:.2f}x" if a is not None and b else "-"
+
+
+def model_table(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
+    eager = {r.model: r.measured_peak for r in rows if r.contender == "eager"}
+    head = ["model", "contender", "saved MiB", "simulated peak MiB", "measured peak MiB", "sim / measured",
+            "peak / eager", "partition s", "step s"]
+    body = [[r.model, r.contender, _mib(r.saved_bytes), _mib(r.simulated_peak), _mib(r.measured_peak),
+             _ratio(r.simulated_peak, r.measured_peak), _ratio(r.measured_peak, eager[r.model]),
+             _secs(r.partition_seconds), _secs(r.step_seconds)] for r in rows]
+    return head, body
+
+
+def ratio_table(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
+    by = {(r.model, r.contender): r for r in rows}
+    head = ["model", "ours vs PyTorch", "saved", "measured peak", "partition time", "step time"]
+    body = []
+    for model in dict.fromkeys(r.model for r in rows):
+        for ours, theirs in OURS_VS_THEIRS:
+            a, b = by[model, ours], by[model, theirs]
+            body.append([model, f"{ours.split()[1]} / {theirs.split(' ', 1)[1]}",
+                         _ratio(a.saved_bytes, b.saved_bytes), _ratio(a.measured_peak, b.measured_peak),
+                         _ratio(a.partition_seconds, b.partition_seconds), _ratio(a.step_seconds, b.step_seconds)])
+    return head, body
+
+
+def scale_table(scale: list[ScaleRow]) -> tuple[list[str], list[list[str]]]:
+    head = ["layers", "joint nodes (ours / PyTorch)", "ours: partition s", "ours: cut only s", "PyTorch min-cut s",
+            "ours / PyTorch", "ours s per 1k nodes", "PyTorch s per 1k nodes"]
+    body = [[str(r.layers), f"{r.joint_nodes:,} / {r.pytorch_joint_nodes:,}", f"{r.partition_seconds:.3f}",
+             f"{r.cut_seconds:.3f}", f"{r.pytorch_seconds:.3f}", _ratio(r.partition_seconds, r.pytorch_seconds),
+             f"{1000 * r.partition_seconds / r.joint_nodes:.3f}",
+             f"{1000 * r.pytorch_seconds / r.pytorch_joint_nodes:.3f}"] for r in scale]
+    return head, body
+
+
+def machine() -> dict:
+    return {"platform": platform.platform(), "python": platform.python_version(), "torch": torch.__version__,
+            "cpus": os.cpu_count(), "threads": torch.get_num_threads(),
+            "load_average": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None}
+
+
+def report(rows: list[Row], scale: list[ScaleRow], run: Setup, models: list[str], seconds: float) -> None:
+    shapes = "; ".join(f"{m}: layers={s.layers} width={s.width} batch={s.batch} seq={s.seq}"
+                       for m, s in run.shapes.items() if m in models)
+    tables = []
+    if rows:
+        tables += [(f"Training step per partitioner (CPU, fp32; {shapes}); MiB = 2**20 bytes", *model_table(rows)),
+                   ("Ours / PyTorch's, same kind of partitioner (below 1.00x: ours smaller or faster)",
+                    *ratio_table(rows))]
+    if scale:
+        tables.append((f"Min-cut partition time vs depth (GPT, width {run.scaling_width}, batch 2, seq 32)",
+                       *scale_table(scale)))
     try:
         from rich.console import Console
         from rich.table import Table
-    except ImportError:  # plain text fallback
-        Console = Table = None
-    eager = next(r for r in rows if r.name == "eager").measured_peak
-    title = (f"GPT training step: layers={config.layers} d_model={config.d_model} heads={config.heads} "
-             f"vocab={config.vocab} seq={config.seq} batch={batch} (MiB; CPU)")
-    head = ["partitioner", "saved MiB", "simulated peak MiB", "measured peak MiB", "sim/measured",
-            "peak vs eager", "partition s"]
-    body = [[r.name, _mb(r.saved_bytes) if r.name != "eager" else "-", _mb(r.simulated_peak), _mb(r.measured_peak),
-             _ratio(r.simulated_peak, r.measured_peak) if r.simulated_peak else "-",
-             _ratio(r.measured_peak, eager), f"{r.partition_seconds:.4f}" if r.name != "eager" else "-"]
-            for r in rows]
-    ours, theirs = rows[1], rows[3]
-    notes = [f"mincut saved bytes, ours / PyTorch's: {_ratio(ours.saved_bytes, theirs.saved_bytes)}",
-             f"mincut measured peak, ours / PyTorch's: {_ratio(ours.measured_peak, theirs.measured_peak)}",
-             f"mincut partition time, PyTorch's / ours: {_ratio(theirs.partition_seconds, ours.partition_seconds)}"]
-    scale_head = ["layers", "joint nodes", "ours: partition phase s", "ours: cut only s", "PyTorch min-cut s",
-                  "PyTorch / ours (phase)", "PyTorch / ours (cut)"]
-    scale_body = [[str(layers), str(nodes), f"{phase:.4f}", f"{cut:.4f}", f"{theirs:.4f}", _ratio(theirs, phase),
-                   _ratio(theirs, cut)] for layers, nodes, phase, cut, theirs in scale]
-    if Table is None:
-        for table_title, header, lines in ((title, head, body), ("min-cut partition time vs depth", scale_head,
-                                                                  scale_body)):
-            print(table_title)
-            print(" | ".join(header))
-            for line in lines:
+    except ImportError:  # plain text
+        for title, head, body in tables:
+            print(title)
+            print(" | ".join(head))
+            for line in body:
                 print(" | ".join(line))
-        print("\n".join(notes))
-        return
-    console = Console(width=150)
-    for table_title, header, lines in ((title, head, body), ("min-cut partition time vs depth", scale_head,
-                                                              scale_body)):
-        table = Table(title=table_title)
-        for column in header:
-            table.add_column(column, justify="left" if column in ("partitioner",) else "right")
-        for line in lines:
-            table.add_row(*line)
-        console.print(table)
-    for note in notes:
-        console.print(note)
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--layers", type=int, default=6)
-    parser.add_argument("--quick", action="store_true", help="smaller model and depths 6, 12 only")
-    args = parser.parse_args(argv)
-    torch.set_num_threads(min(torch.get_num_threads(), 2))
-    if args.quick:
-        config, batch, depths = GPTConfig(layers=args.layers, d_model=128, heads=4, vocab=512, seq=128), 4, [6, 12]
+            print()
     else:
-        config, batch, depths = GPTConfig(layers=args.layers, d_model=256, heads=4, vocab=1024, seq=256), 4, \
-            [6, 12, 24, 48]
-    rows = compare(config, batch)
-    report(rows, scaling(depths, width=64), config, batch)
+        console = Console(width=160)
+        for title, head, body in tables:
+            table = Table(title=title)
+            for column in head:
+                table.add_column(column, justify="left" if column in ("model", "contender") else "right")
+            for line in body:
+                table.add_row(*line)
+            console.print(table)
+    info = machine()
+    print(f"{info['cpus']} CPUs, {info['threads']} torch threads, torch {info['torch']}, "
+          f"load average {info['load_average']}; total {seconds:.0f} s")
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default=",".join(MODELS),
+                        help=f"comma-separated, from {', '.join(MODELS)}; empty for the depth table only")
+    parser.add_argument("--quick", action="store_true", help="CI-sized: tiny models, depths 6 and 12")
+    parser.add_argument("--depths", help="comma-separated GPT depths for the scaling table; 0 to skip it")
+    parser.add_argument("--repeat", type=int, help="timed steps per contender (median)")
+    parser.add_argument("--json", metavar="PATH", help="also write every figure as JSON")
+    args = parser.parse_args(argv)
+    models = [m for m in args.models.split(",") if m]
+    unknown = [m for m in models if m not in MODELS]
+    if unknown:
+        parser.error(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(MODELS)}")
+    torch.set_num_threads(min(torch.get_num_threads(), 2))
+    run = setup(args.quick, args.depths, args.repeat)
+    start = time.perf_counter()
+    rows = [row for model in models for row in compare(build_workload(model, run.shapes[model]), run.repeat)]
+    scale = scaling(tuple(d for d in run.depths if d > 0), run.scaling_width)
+    seconds = time.perf_counter() - start
+    report(rows, scale, run, models, seconds)
+    result = {"machine": machine(), "seconds": seconds,
+              "shapes": {m: {k: v for k, v in dataclasses.asdict(s).items() if k in ("layers", "width", "batch", "seq")}
+                         for m, s in run.shapes.items() if m in models},
+              "rows": [dataclasses.asdict(r) for r in rows],
+              "scaling": {"width": run.scaling_width, "batch": 2, "seq": 32,
+                          "rows": [dataclasses.asdict(r) for r in scale]}}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
+    return result
 
 
 if __name__ == "__main__":

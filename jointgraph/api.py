@@ -45,14 +45,15 @@ def build_plan(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake
     if debug:
         verify(joint.gm.graph)
     recompute_reasons: dict[str, str] = {}
+    check_policy(options.saved_tensors)
     if options.partitioner == "budget" and joint.has_backward:
-        from .pareto import plan_to_budget
+        from .planner.pareto import plan_to_budget
 
         choices, recompute_reasons = plan_to_budget(joint.gm, options)
     else:
         choices = PARTITIONERS.get(options.partitioner, plan_default)(joint.gm.graph) if joint.has_backward else []
-    check_policy(options.saved_tensors)
-    choices = apply_policy(choices, options.saved_tensors)
+    if options.partitioner != "budget":   # with "budget" the policy says what the planner may use
+        choices = apply_policy(choices, options.saved_tensors)
     codecs, hooks_inlined = {}, False
     if saved_hooks is not None and joint.has_backward:   # Note [Inlined saved-tensor hooks]
         inlined = user_hook_codecs(choices, saved_hooks)
@@ -82,6 +83,7 @@ def _simulate_into(plan: Plan) -> None:
     result = simulate(plan.forward, plan.backward)
     plan.peak_bytes = result.peak_bytes
     plan.timeline = result.timeline
+    plan.timeline_by_kind = result.timeline_by_kind
 
 
 def build_entry(flat_fn: Callable, out_box: list, signature: FlatSignature, tensors: list,

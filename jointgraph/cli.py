@@ -1,7 +1,8 @@
 """The ``jointgraph`` command: ``bench``, ``report`` and ``explain``.
 
     jointgraph bench gpt --layers 2 --batch 4 --seq 128 --json bench.json --report report.html
-    jointgraph report gpt2 --partitioner default -o report.html
+    jointgraph bench gpt --budget 0.6 --saved-tensors bf16
+    jointgraph report gpt2 --budget 0.6 --pareto -o report.html
     jointgraph explain mymodels:build_model
 
 MODEL is a zoo name (``jointgraph.bench.zoo.ZOO``) or ``module:function`` returning
@@ -11,9 +12,12 @@ MODEL is a zoo name (``jointgraph.bench.zoo.ZOO``) or ``module:function`` return
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 DTYPES = ("float32", "bfloat16", "float16", "float64")
@@ -49,6 +53,7 @@ def _positive(text: str) -> int:
 
 
 def _add_model_args(parser: argparse.ArgumentParser) -> None:
+    from .bench.runner import SAVED_TENSORS
     from .bench.zoo import ZOO
 
     parser.add_argument("model", metavar="MODEL",
@@ -65,8 +70,14 @@ def _add_model_args(parser: argparse.ArgumentParser) -> None:
                       help='default "mincut"; "budget" when --budget is given')
     opts.add_argument("--budget", type=_budget, default=None,
                       help="peak-memory budget: a fraction in (0, 1] of the default plan's peak, or bytes")
-    opts.add_argument("--saved-tensors", choices=("bf16", "fp8", "offload"), default=None,
-                      help="compress or offload saved tensors (needs jointgraph.hooks)")
+    opts.add_argument("--saved-tensors", choices=SAVED_TENSORS, default=None,
+                      help="compress and/or offload saved tensors (jointgraph.hooks.SavedTensorPolicy); with "
+                      "--budget: what the planner may use")
+
+
+def _add_pareto_arg(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--pareto", action="store_true",
+                        help=f"add the budget/step-time Pareto curve (jointgraph.pareto) to {what}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -79,9 +90,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--warmup", type=int, default=1, help="untimed steps after the first (compiling) call")
     bench.add_argument("--json", metavar="PATH", help="write every figure, the machine and the options as JSON")
     bench.add_argument("--report", metavar="PATH", help="also write jointgraph's plan as an HTML report")
+    _add_pareto_arg(bench, "the --report")
     report = sub.add_parser("report", help="write the HTML report of jointgraph's plan")
     _add_model_args(report)
     report.add_argument("-o", "--output", metavar="PATH", default="report.html")
+    _add_pareto_arg(report, "the report")
     explain = sub.add_parser("explain", help="print what jointgraph saves for the backward, and why")
     _add_model_args(explain)
     return parser
@@ -97,6 +110,8 @@ def _resolve(args: argparse.Namespace) -> argparse.Namespace:
         raise UsageError(f"--budget needs --partitioner budget (got --partitioner {args.partitioner})")
     if args.partitioner == "budget" and args.budget is None:
         raise UsageError("--partitioner budget needs --budget (a fraction in (0, 1] or bytes)")
+    if getattr(args, "pareto", False) and args.command == "bench" and not args.report:
+        raise UsageError("--pareto adds a section to the HTML report: give --report PATH too")
     if args.device is None:
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
     if args.device.startswith("cuda") and not torch.cuda.is_available():
@@ -153,13 +168,16 @@ def cmd_bench(args: argparse.Namespace, console) -> int:
         def tell(message: str, done: float) -> None:
             progress.update(task, description=f"{work.name}: {message}", completed=done)
 
-        result = run_bench(work, options, tell)
+        notes: list[str] = []
+        with _warnings_once(notes):
+            result = run_bench(work, options, tell)
     console.print(bench_table(result))
     for r in result.results:
         if r.error:
             console.print(f"[red]{r.name} failed:[/red] {r.error}", highlight=False)
     for line in ratio_lines(result):
         console.print(line)
+    _print_notes(console, notes)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result.to_json(), f, indent=2, default=str)
@@ -170,31 +188,69 @@ def cmd_bench(args: argparse.Namespace, console) -> int:
             return 1
         from .report.html import write_plan_html
 
-        write_plan_html(result.plan, args.report, title=f"jointgraph bench {work.name}", bench=result)
+        points = _pareto(work, args, console) if args.pareto else None
+        write_plan_html(result.plan, args.report, title=f"jointgraph bench {work.name}", bench=result, pareto=points)
         console.print(f"report written to {args.report}")
     return 1 if any(r.error for r in result.results if r.kind == "jointgraph") else 0
 
 
 def cmd_report(args: argparse.Namespace, console) -> int:
+    from .bench import budget_bytes
     from .report.html import write_plan_html
 
-    plan, work = _plan(args)
-    write_plan_html(plan, args.output, title=f"jointgraph report {work.name}")
+    plan, work = _plan(args, console)
+    budget = budget_bytes(work, args.budget)
+    points = _pareto(work, args, console) if args.pareto else None
+    write_plan_html(plan, args.output, title=f"jointgraph report {work.name}", budget_bytes=budget, pareto=points)
     console.print(f"report written to {args.output}")
     return 0
 
 
 def cmd_explain(args: argparse.Namespace, console) -> int:
-    plan, work = _plan(args)
+    plan, work = _plan(args, console)
     console.print(saved_table(plan, title=f"{work.name}: values saved for the backward"))
     return 0
 
 
-def _plan(args: argparse.Namespace):
+def _plan(args: argparse.Namespace, console):
     import jointgraph
 
     work = _workload(args)
-    return jointgraph.plan(work.step, *work.inputs, **_options(args)), work
+    notes: list[str] = []
+    with _warnings_once(notes):
+        plan = jointgraph.plan(work.step, *work.inputs, **_options(args))
+    _print_notes(console, notes)
+    return plan, work
+
+
+def _pareto(work, args: argparse.Namespace, console) -> list:
+    """``jointgraph.pareto`` of the workload with the command's other options (saved tensors)."""
+    import jointgraph
+
+    options = {k: v for k, v in _options(args).items() if k not in ("partitioner", "memory_budget")}
+    with _stderr_console().status(f"{work.name}: planning at 10 budgets for the Pareto curve"):
+        return jointgraph.pareto(work.step, *work.inputs, **options)
+
+
+@contextlib.contextmanager
+def _warnings_once(notes: list[str]) -> Iterator[None]:
+    """Collect jointgraph's warning messages in the block into ``notes``, each once (the plan and every
+    compile may repeat one), to print with ``_print_notes``; other warnings are shown as usual."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield
+        finally:
+            ours = [w for w in caught if os.sep + "jointgraph" + os.sep in w.filename]
+            notes.extend(m for m in dict.fromkeys(str(w.message) for w in ours) if m not in notes)
+    for w in caught:
+        if w not in ours:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+
+
+def _print_notes(console, notes: list[str]) -> None:
+    for message in notes:
+        console.print(f"[yellow]note:[/yellow] {message}", highlight=False)
 
 
 ### Tables

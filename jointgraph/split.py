@@ -6,6 +6,7 @@ import dataclasses
 
 import torch
 import torch.fx
+from torch.fx.immutable_collections import immutable_list
 
 from .errors import UnsupportedError
 from .ir import Decision, Role, SavedValue
@@ -52,8 +53,10 @@ def split(joint_gm: torch.fx.GraphModule, choices: list[SavedChoice], *, has_bac
 
     # Forward side effects with no users (error checks such as _linalg_check_errors) still run.
     checks = [n for n in graph.nodes if n.op == "call_function" and not n.users and n.is_impure()
-              and n.meta.get("phase") != "backward" and not any(
-                  a.op == "placeholder" and a.meta.get("role") is Role.TANGENT for a in ancestors([n]))]
+              and n.meta.get("phase") != "backward"]
+    if checks:
+        from_tangents = _tangent_dependent(graph)
+        checks = [n for n in checks if n not in from_tangents]
     fw_needed = ancestors([*fw_values, *(c.node for c in choices), *checks])
     fw_outputs = [*fw_values, *(c.node for c in saved_tensors), *(c.node for c in saved_sizes)]
     fw_out_roles = [*fw_roles, *[Role.SAVED_TENSOR] * len(saved_tensors), *[Role.SAVED_SIZE] * len(saved_sizes)]
@@ -77,23 +80,37 @@ def _recomputed_values(graph: torch.fx.Graph, bw_needed: set, stop: set) -> list
     """The forward values the backward recomputes instead of receiving (decision RECOMPUTE).
 
     Listed are the recomputed nodes a backward computation reads directly, each with
-    the saved values its recompute chain starts from.
+    the saved values its recompute chain starts from (the backward inputs reached from
+    it without passing through another backward input).
     """
     order = [n for n in graph.nodes if n in bw_needed]
     tangent_side = _tangent_dependent_within(order, stop)
+    # sources[n]: the backward inputs n's recompute chain reads, in one pass in graph order.
+    sources: dict[torch.fx.Node, frozenset] = {}
+    empty: frozenset = frozenset()
     result = []
     for node in order:
-        if node in stop or node in tangent_side or node.meta.get("phase") == "backward":
+        if node in stop:
+            sources[node] = frozenset((node.name,))
             continue
-        if node.op != "call_function" or not any(
+        if node in tangent_side:
+            continue
+        inputs = node.all_input_nodes
+        if not inputs:
+            chain = empty
+        elif len(inputs) == 1:
+            chain = sources.get(inputs[0], empty)
+        else:
+            chain = frozenset().union(*(sources.get(a, empty) for a in inputs))
+        sources[node] = chain
+        if node.meta.get("phase") == "backward" or node.op != "call_function" or not any(
                 u in tangent_side or u.meta.get("phase") == "backward" for u in node.users if u in bw_needed):
             continue
         val = node.meta.get("val")
         if not isinstance(val, torch.Tensor):
             continue
-        sources = sorted(n.name for n in ancestors([node]) & stop)
         result.append(SavedValue(node.name, tuple(_hint(s) for s in val.shape), val.dtype, 0, Decision.RECOMPUTE,
-                                 f"recomputed in the backward from {', '.join(sources) or 'constants'}"))
+                                 f"recomputed in the backward from {', '.join(sorted(chain)) or 'constants'}"))
     return result
 
 
@@ -103,7 +120,19 @@ def _tangent_dependent_within(ordered: list, stop: set) -> set:
     for node in ordered:
         if node.op == "placeholder" and node.meta.get("role") is Role.TANGENT:
             dependent.add(node)
-        elif node not in stop and any(a in dependent for a in node.all_input_nodes):
+        elif node not in stop and not dependent.isdisjoint(node.all_input_nodes):
+            dependent.add(node)
+    return dependent
+
+
+def _tangent_dependent(graph: torch.fx.Graph) -> set:
+    """Nodes of ``graph`` that have a tangent placeholder among their ancestors."""
+    dependent: set = set()
+    for node in graph.nodes:
+        if node.op == "placeholder":
+            if node.meta.get("role") is Role.TANGENT:
+                dependent.add(node)
+        elif not dependent.isdisjoint(node.all_input_nodes):
             dependent.add(node)
     return dependent
 
@@ -134,13 +163,63 @@ def _extract(root: torch.fx.GraphModule, inputs: list, needed: set, outputs: lis
         ph.meta.update(node.meta)
         ph.meta["role"] = input_roles[i] if input_roles else node.meta["role"]
         env[node] = ph
+    lookup = env.__getitem__
     for node in graph.nodes:
         if node in env or node not in needed or node.op in ("placeholder", "output"):
             continue
-        env[node] = new.node_copy(node, lambda n: env[n])
+        env[node] = _copy_node(new, node, lookup)
     result = new.output(tuple(env[v] if isinstance(v, torch.fx.Node) else v for v in outputs))
     result.meta["roles"] = list(out_roles)
     return lazy_graph_module(root, new)  # copies the tensor constants the new graph reads
+
+
+def _copy_node(new: torch.fx.Graph, node: torch.fx.Node, lookup) -> torch.fx.Node:
+    """``new.node_copy(node, lookup)``, without the per-node pytree walk of ``create_node``.
+
+    Note [Fast node copy]: ``Graph.create_node`` walks every call's arguments with pytree
+    to warn about raw symbolic scalars; on a transformer's joint graph that walk was most
+    of the split. Here the node is created without arguments and they are set after,
+    the way ``Node.__init__`` sets them (users and inputs stay right); arguments
+    holding a raw SymInt/SymFloat/SymBool still go through ``node_copy``, so its warning stays.
+    """
+    args = torch.fx.node.map_arg(node.args, lookup)
+    kwargs = torch.fx.node.map_arg(node.kwargs, lookup)
+    if _has_raw_symbolic(args) or _has_raw_symbolic(kwargs):
+        return new.node_copy(node, lookup)
+    copy = new.create_node(node.op, node.target, None, None, node.name, node.type)
+    if not (args or kwargs):
+        pass
+    elif _UPDATE_ARGS:   # what Node.__init__ does with the arguments it is given
+        copy._update_args_kwargs(args, kwargs)
+    else:
+        copy.args, copy.kwargs = args, kwargs
+    copy.meta.update(node.meta)   # a fresh dict: assigning .meta would re-index the node
+    return copy
+
+
+# Assigning ``node.args`` then ``node.kwargs`` updates twice, each time re-indexing the node in the
+# graph's lookup table (by op and target, which do not change here).
+_UPDATE_ARGS = hasattr(torch.fx.Node, "_update_args_kwargs")
+_SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
+_PLAIN = frozenset({torch.fx.Node, int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout,
+                    torch.memory_format})
+_SEQUENCES = frozenset({tuple, list, immutable_list})
+
+
+def _has_raw_symbolic(value) -> bool:
+    kind = type(value)
+    if kind in _PLAIN:
+        return False
+    if kind in _SEQUENCES:
+        for item in value:
+            if type(item) not in _PLAIN and _has_raw_symbolic(item):
+                return True
+        return False
+    if isinstance(value, dict):
+        return any(_has_raw_symbolic(v) for v in value.values())
+    if isinstance(value, (tuple, list)):
+        return any(_has_raw_symbolic(v) for v in value)
+    return isinstance(value, _SYMBOLIC)
 
 
 def _saved_value(choice: SavedChoice) -> SavedValue:

@@ -83,3 +83,38 @@ def test_user_model_spec(tmp_path, monkeypatch, capsys):
     monkeypatch.syspath_prepend(str(tmp_path))
     assert main(["explain", "my_models_for_cli:build"]) == 0
     assert "values saved for the backward" in capsys.readouterr().out
+
+
+def test_saved_tensors_choices_map_to_policies():
+    from jointgraph.bench import SAVED_TENSORS, saved_tensor_policy
+
+    assert build_parser().parse_args(["bench", "gpt", "--saved-tensors", "bf16+offload"]).saved_tensors == \
+        "bf16+offload"
+    policies = {spec: saved_tensor_policy(spec) for spec in SAVED_TENSORS}
+    assert [(p.compress, p.offload) for p in policies.values()] == [
+        ("bf16", False), ("fp8", False), (None, True), ("bf16", True), ("fp8", True)]
+
+
+def test_pareto_on_bench_needs_a_report(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", "mlp", *TINY, "--pareto"])
+    assert exit_info.value.code == 2 and "--report" in capsys.readouterr().err
+
+
+def test_bench_with_budget_and_saved_tensors_end_to_end(tmp_path, capsys):
+    path, report = tmp_path / "bench.json", tmp_path / "bench.html"
+    tiny_gpt = ["--layers", "1", "--width", "32", "--batch", "2", "--seq", "16"]
+    assert main(["bench", "gpt", *tiny_gpt, "--repeat", "1", "--budget", "0.6", "--saved-tensors", "bf16",
+                 "--json", str(path), "--report", str(report)]) == 0
+    out = capsys.readouterr().out
+    assert "jointgraph budget 0.6 saved=bf16" in out and "torch.compile min-cut budget=0.6" in out
+    data = json.loads(path.read_text())
+    assert [c["name"] for c in data["contenders"]] == [
+        "eager", "torch.compile aot_eager", "torch.compile min-cut budget=0.6", "jointgraph budget 0.6 saved=bf16"]
+    ours = data["contenders"][-1]
+    assert ours["error"] is None and ours["max_grad_diff"] < 1e-1
+    assert 0 < data["budget_bytes"] and ours["simulated_peak_bytes"] > 0
+    # the planner keeps to the budget unless it says the budget is below its minimum
+    assert ours["simulated_peak_bytes"] <= data["budget_bytes"] or "below the minimum" in out
+    page = report.read_text(encoding="utf-8")
+    assert "<tr><th>memory budget</th>" in page and "the dashed line is the budget" in page

@@ -3,6 +3,7 @@
 import dataclasses
 import html
 
+import pytest
 import torch
 
 import jointgraph
@@ -52,3 +53,102 @@ def test_report_command(tmp_path, capsys):
                  str(path)]) == 0
     page = path.read_text(encoding="utf-8")
     assert "<table id='saved'>" in page and "data:image/" in page
+
+
+def _gpt_plan(**options):
+    from jointgraph.bench import ZooShape, build_workload
+
+    work = build_workload("gpt", ZooShape(layers=1, width=32, batch=2, seq=16))
+    return jointgraph.plan(work.step, *work.inputs, **options), work
+
+
+def test_timeline_by_kind_sums_to_live_bytes():
+    plan, work = _gpt_plan(partitioner="default")
+    assert len(plan.timeline_by_kind) == len(plan.timeline) > 0
+    for (_, _, live), kinds in zip(plan.timeline, plan.timeline_by_kind, strict=True):
+        assert set(kinds) == {"inputs", "gradients", "saved", "temporaries"}
+        assert sum(kinds.values()) == live and min(kinds.values()) >= 0
+    phases = [phase for phase, _, _ in plan.timeline]
+    first_bw = phases.index("backward")
+    params = sum(p.numel() * p.element_size() for p in work.step.parameters())
+    # inputs: parameters and token ids, live all step; no gradient before the backward; all saved bytes
+    # are allocated by the end of the forward, and all are freed by the end of the backward.
+    assert {k["inputs"] for k in plan.timeline_by_kind} == {plan.timeline_by_kind[0]["inputs"]}
+    assert plan.timeline_by_kind[0]["inputs"] >= params
+    assert all(k["gradients"] == 0 for k in plan.timeline_by_kind[:first_bw])
+    assert plan.timeline_by_kind[first_bw - 1]["saved"] >= plan.saved_bytes - plan.timeline_by_kind[0]["inputs"]
+    assert plan.timeline_by_kind[-1]["saved"] == 0
+    assert plan.timeline_by_kind[-1]["gradients"] >= params
+
+
+def test_timeline_by_kind_counts_offloaded_values_as_nothing():
+    from jointgraph.hooks import SavedTensorPolicy
+
+    kept, _ = _gpt_plan(partitioner="default")
+    offloaded, _ = _gpt_plan(partitioner="default", saved_tensors=SavedTensorPolicy(offload=True))
+    first_bw = [p for p, _, _ in offloaded.timeline].index("backward")
+    assert offloaded.timeline_by_kind[first_bw - 1]["saved"] < kept.timeline_by_kind[first_bw - 1]["saved"]
+    assert offloaded.peak_bytes < kept.peak_bytes
+
+
+def test_timeline_png_stacks_kinds_and_draws_the_budget(monkeypatch):
+    import matplotlib.axes
+
+    from jointgraph.report.timeline import plot_timeline
+
+    plan, _ = _gpt_plan(partitioner="default")
+    calls = {}
+    for name in ("stackplot", "axhline"):
+        original = getattr(matplotlib.axes.Axes, name)
+
+        def spy(self, *args, _name=name, _original=original, **kwargs):
+            calls.setdefault(_name, []).append((args, kwargs))
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(matplotlib.axes.Axes, name, spy)
+    budget = int(plan.peak_bytes * 0.8)
+    png = plot_timeline(plan, budget_bytes=budget)
+    assert png.startswith(b"\x89PNG")
+    (args, kwargs), = calls["stackplot"]
+    assert kwargs["labels"] == ["parameters and inputs", "gradients", "saved for the backward", "temporaries"]
+    stacked_top = [sum(column) for column in zip(*args[1:], strict=True)]
+    scale = 1 << 20 if plan.peak_bytes >= 1 << 20 else 1 << 10
+    assert max(stacked_top) * scale == pytest.approx(plan.peak_bytes)
+    (args, kwargs), = calls["axhline"]
+    assert args[0] * scale == pytest.approx(budget) and "budget" in kwargs["label"]
+
+
+@pytest.mark.filterwarnings("ignore:memory budget")
+def test_report_with_budget_line_and_pareto(tmp_path):
+    plan, work = _gpt_plan(partitioner="budget", memory_budget=0.6)
+    points = jointgraph.pareto(work.step, *work.inputs, fractions=(1.0, 0.5))
+    page = open(report_html.write_plan_html(plan, str(tmp_path / "r.html"), budget_bytes=123_456, pareto=points),
+                encoding="utf-8").read()
+    assert "<tr><th>memory budget</th><td>120.56 KB</td></tr>" in page
+    assert "the dashed line is the budget" in page
+    assert "<table id='peak-by-kind'>" in page
+    assert "<h2 id='pareto'>" in page and "<table id='pareto-points'>" in page
+    assert page.count("data:image/png;base64,") == 2
+    for p in points:
+        assert report_html._bytes(p.peak_bytes) in page
+
+
+@pytest.mark.filterwarnings("ignore:memory budget")
+def test_report_of_a_fractional_budget_without_bytes_says_why_no_line(tmp_path):
+    plan, _ = _gpt_plan(partitioner="budget", memory_budget=0.6)
+    page = open(plan.to_html(str(tmp_path / "r.html")), encoding="utf-8").read()
+    assert "no budget line" in page and "<h2 id='pareto'>" not in page
+
+
+def test_report_command_budget_and_pareto(tmp_path):
+    from jointgraph.bench import ZooShape, budget_bytes, build_workload
+
+    path = tmp_path / "gpt.html"
+    args = ["--layers", "1", "--width", "32", "--batch", "2", "--seq", "16"]
+    assert main(["report", "gpt", *args, "--budget", "0.6", "--pareto", "-o", str(path)]) == 0
+    page = path.read_text(encoding="utf-8")
+    work = build_workload("gpt", ZooShape(layers=1, width=32, batch=2, seq=16))
+    expected = budget_bytes(work, 0.6)
+    assert expected == int(0.6 * jointgraph.plan(work.step, *work.inputs, partitioner="default").peak_bytes)
+    assert f"<tr><th>memory budget</th><td>{report_html._bytes(expected)}</td></tr>" in page
+    assert "<h2 id='pareto'>" in page and page.count("data:image/png;base64,") == 2

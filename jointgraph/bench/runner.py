@@ -63,11 +63,32 @@ class BenchOptions:
         if self.budget is not None:
             options["memory_budget"] = self.budget
         if self.saved_tensors is not None:
-            from ..hooks import SavedTensorPolicy  # optional until the hooks land
-
-            policy = {"offload": SavedTensorPolicy(offload=True)}.get(self.saved_tensors)
-            options["saved_tensors"] = policy or SavedTensorPolicy(compress=self.saved_tensors)
+            options["saved_tensors"] = saved_tensor_policy(self.saved_tensors)
         return options
+
+
+SAVED_TENSORS = ("bf16", "fp8", "offload", "bf16+offload", "fp8+offload")
+
+
+def saved_tensor_policy(spec: str) -> Any:
+    """``"bf16"``, ``"fp8"``, ``"offload"`` or ``"bf16+offload"`` as a ``jointgraph.hooks.SavedTensorPolicy``."""
+    from ..hooks import SavedTensorPolicy
+
+    if spec not in SAVED_TENSORS:
+        raise ValueError(f"saved tensors {spec!r} is invalid; allowed: {', '.join(SAVED_TENSORS)}")
+    parts = spec.split("+")
+    compress = next((p for p in parts if p != "offload"), None)
+    return SavedTensorPolicy(compress=compress, offload="offload" in parts)
+
+
+def budget_bytes(work: Workload, budget: float | int | None) -> int | None:
+    """The peak budget in bytes: an int as is; a fraction of the ``"default"`` plan's simulated peak,
+    as the budget partitioner resolves it (docs/API.md, ``memory_budget``)."""
+    if budget is None or isinstance(budget, int):
+        return budget
+    import jointgraph
+
+    return int(budget * jointgraph.plan(work.step, *work.inputs, partitioner="default").peak_bytes)
 
 
 @dataclasses.dataclass
@@ -106,6 +127,7 @@ class BenchResult:
     parameters: int
     results: list[ContenderResult]
     plan: Any = None                            # jointgraph's Plan, for --report
+    budget_bytes: int | None = None             # --budget in bytes (a fraction resolved against the default plan)
 
     def references(self) -> list[ContenderResult]:
         """The PyTorch contenders the ratios are taken against."""
@@ -125,6 +147,7 @@ class BenchResult:
             "schema": "jointgraph.bench/1",
             "options": dataclasses.asdict(self.options),
             "workload": {"name": self.workload, "description": self.description, "parameters": self.parameters},
+            "budget_bytes": self.budget_bytes,
             "machine": machine_info(self.options.device),
             "versions": versions(),
             "peak_method": PEAK_METHOD["cuda" if self.options.device.startswith("cuda") else "cpu"],
@@ -183,6 +206,9 @@ def run_bench(work: Workload, options: BenchOptions, progress: Callable[[str, fl
     """
     tell = progress or (lambda message, done: None)
     plan = _plan(work, options)
+    if options.budget is not None:
+        tell("resolving the budget against the default plan", 0.0)
+    budget = None if isinstance(plan, Exception) else budget_bytes(work, options.budget)
     torch._dynamo.reset()
     runs = [_Run(c, ContenderResult(c.name, c.kind)) for c in contenders(options)]
     total = 2 * len(runs) + options.repeat
@@ -202,7 +228,7 @@ def run_bench(work: Workload, options: BenchOptions, progress: Callable[[str, fl
     for run in runs:
         _finish(run, eager_grads, plan)
     return BenchResult(options, work.name, work.description, work.parameters, [run.result for run in runs],
-                       None if isinstance(plan, Exception) else plan)
+                       None if isinstance(plan, Exception) else plan, budget)
 
 
 @dataclasses.dataclass

@@ -79,6 +79,8 @@ class Plan:
     saved: list[SavedValue]
     peak_bytes: int | None = None
     timeline: list[tuple[str, str, int]] = dataclasses.field(default_factory=list)
+    # timeline_by_kind[i]: timeline[i]'s bytes split into inputs / gradients / saved / temporaries
+    timeline_by_kind: list[dict[str, int]] = dataclasses.field(default_factory=list)
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
     options: Any = None
 

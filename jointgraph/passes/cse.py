@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.fx
+from torch.fx.immutable_collections import immutable_list
 
 from ..planner.graph_utils import is_random
+
+_Node = torch.fx.Node
+_LISTS = (tuple, list, immutable_list)
+_SYM = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
 
 def cse(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
@@ -14,12 +21,15 @@ def cse(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     Expects: a functional graph (no mutating ops). Random ops and ops with side
     effects are never merged (two draws are two different values), nor a backward node
     with a forward one (Note [Phases]: a checkpoint's recomputation stays a recomputation).
+    Scalars match by type and value: ``add(x, 1)`` is not ``add(x, 1.0)`` (an integer
+    tensor gives different dtypes), nor ``mul(x, 0.0)`` ``mul(x, -0.0)``.
     Guarantees: same outputs; each distinct pure computation appears once.
     """
     graph = gm.graph
     seen: dict[tuple, torch.fx.Node] = {}
+    impure: dict = {}   # per target: impurity of an OpOverload depends on the op alone
     for node in list(graph.nodes):
-        if node.op != "call_function" or is_random(node) or node.is_impure():
+        if node.op != "call_function" or _impure(node, impure):
             continue
         try:
             key = (node.target, _freeze(node.args), _freeze(node.kwargs), node.meta.get("phase"))
@@ -36,11 +46,32 @@ def cse(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     return gm
 
 
+def _impure(node: torch.fx.Node, cache: dict) -> bool:
+    """Random or side-effecting (``Node.is_impure``), cached per OpOverload target."""
+    target = node.target
+    if not isinstance(target, torch._ops.OpOverload):
+        return is_random(node) or node.is_impure()
+    result = cache.get(target)
+    if result is None:
+        result = cache[target] = is_random(node) or node.is_impure()
+    return result
+
+
 def _freeze(value):
-    if isinstance(value, (list, tuple)):
-        return (type(value).__name__, tuple(_freeze(v) for v in value))
-    if isinstance(value, dict):
+    """A hashable key for an argument; equal keys mean interchangeable arguments."""
+    kind = type(value)
+    if kind is _Node or kind is str or value is None:
+        return value
+    if kind in _LISTS:
+        return (kind.__name__, tuple([_freeze(v) for v in value]))
+    if kind is int or kind is bool:
+        return (kind, value)
+    if kind is float:
+        return (float, value, math.copysign(1.0, value))
+    if kind is dict or isinstance(value, dict):
         return ("dict", tuple((k, _freeze(v)) for k, v in sorted(value.items())))
-    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+    if isinstance(value, (list, tuple)):   # subclasses (e.g. immutable_list, torch.Size)
+        return (type(value).__name__, tuple([_freeze(v) for v in value]))
+    if isinstance(value, _SYM):
         return ("sym", id(value))
     return value

@@ -97,7 +97,13 @@ def node_seconds(node: torch.fx.Node, device: DeviceSpec) -> float:
     if isinstance(target, torch._ops.OpOverload) and (is_view(target) or target is torch.ops.aten._unsafe_view.default):
         return 0.0
     moved = sum(tensor_bytes(a.meta.get("val")) for a in node.all_input_nodes) + tensor_bytes(node.meta.get("val"))
+    # jointgraph.hooks offload / reload: one crossing of the host link.
+    if isinstance(target, torch._ops.OpOverload) and target._schema.name in _HOST_COPIES:
+        return tensor_bytes(node.meta.get("val")) / device.host_bytes_per_s + device.launch_s
     return max(node_flops(node) / device.flops_per_s, moved / device.bytes_per_s) + device.launch_s
+
+
+_HOST_COPIES = {"jointgraph::offload", "jointgraph::reload"}
 
 
 def codec_seconds(codec: str, nbytes: int, device: DeviceSpec) -> float:

@@ -23,6 +23,11 @@ Bytes are counted per *storage*, as the caching allocator sees them:
   allocated and inputs whose last use it was are not freed yet, which is the
   high-water mark of that node. ``peak_bytes`` is the maximum over the timeline.
 - Workspace memory inside an op is not counted.
+- ``timeline_by_kind`` splits each entry's live bytes by what the storage is for the step:
+  ``inputs`` (parameters, primals, buffers), ``gradients`` (backward outputs), ``saved``
+  (storages that carry a saved value into the backward, counted as saved from their
+  allocation in the forward) and ``temporaries`` (everything else: intermediates, user
+  outputs, tangents). The kinds of an entry sum to its live bytes.
 """
 
 from __future__ import annotations
@@ -37,23 +42,61 @@ from ..ir import Role
 from ..ir.graph import output_node
 from .rules import is_view, size_hint
 
+MEMORY_KINDS = ("inputs", "gradients", "saved", "temporaries")
+
 
 @dataclasses.dataclass
 class SimulationResult:
-    """Simulated peak and the live bytes after each node: (phase, node name, bytes)."""
+    """Simulated peak and the live bytes after each node: (phase, node name, bytes).
+
+    ``timeline_by_kind[i]`` splits ``timeline[i]``'s bytes by ``MEMORY_KINDS``."""
 
     peak_bytes: int
     timeline: list[tuple[str, str, int]]
+    timeline_by_kind: list[dict[str, int]] = dataclasses.field(default_factory=list)
 
 
 class _Storage:
     """One allocation. ``pinned`` storages are never freed within the current phase."""
 
-    __slots__ = ("nbytes", "pinned")
+    __slots__ = ("kind", "nbytes", "pinned")
 
     def __init__(self, nbytes: int, pinned: bool = False):
         self.nbytes = nbytes
         self.pinned = pinned
+        self.kind = "temporaries"
+
+
+class _Ledger:
+    """Live bytes, with every allocation and free logged so the kinds can be split afterwards
+    (a storage's kind is known only once the step is over)."""
+
+    def __init__(self) -> None:
+        self.live = 0
+        self.events: list[tuple[_Storage, int]] = []
+        self.marks: list[int] = []   # len(events) when each timeline entry was recorded
+
+    def alloc(self, storage: _Storage) -> None:
+        self.live += storage.nbytes
+        self.events.append((storage, storage.nbytes))
+
+    def free(self, storage: _Storage) -> None:
+        self.live -= storage.nbytes
+        self.events.append((storage, -storage.nbytes))
+
+    def record(self, timeline: list, phase: str, name: str) -> None:
+        timeline.append((phase, name, self.live))
+        self.marks.append(len(self.events))
+
+    def by_kind(self) -> list[dict[str, int]]:
+        totals = dict.fromkeys(MEMORY_KINDS, 0)
+        out, done = [], 0
+        for mark in self.marks:
+            for storage, delta in self.events[done:mark]:
+                totals[storage.kind] += delta
+            done = mark
+            out.append(dict(totals))
+        return out
 
 
 def simulate(forward: torch.fx.GraphModule, backward: torch.fx.GraphModule | None) -> SimulationResult:
@@ -61,26 +104,29 @@ def simulate(forward: torch.fx.GraphModule, backward: torch.fx.GraphModule | Non
     timeline: list[tuple[str, str, int]] = []
     fw_graph = forward.graph
     storage_of: dict = {}
-    live = 0
+    ledger = _Ledger()
     for node in fw_graph.nodes:
         if node.op == "placeholder":
             for key, nbytes in _tensor_parts(node):
                 storage_of[key] = _Storage(nbytes, pinned=True)
-                live += nbytes
+                storage_of[key].kind = "inputs"
+                ledger.alloc(storage_of[key])
     input_storages = {id(s) for s in storage_of.values()}
     fw_out = output_node(fw_graph)
     fw_values = list(fw_out.args[0])
     fw_roles = list(fw_out.meta["roles"])
-    live, kept = _run_graph(fw_graph, "forward", storage_of, live, timeline,
-                            keep=[v for v in fw_values if isinstance(v, torch.fx.Node)])
+    kept = _run_graph(fw_graph, "forward", storage_of, ledger, timeline,
+                      keep=[v for v in fw_values if isinstance(v, torch.fx.Node)])
     if backward is None:
-        return SimulationResult(_peak(timeline, live), timeline)
+        return SimulationResult(_peak(timeline, ledger.live), timeline, ledger.by_kind())
 
     saved_nodes = [v for v, r in zip(fw_values, fw_roles, strict=True) if r is Role.SAVED_TENSOR]
     saved_storages = {id(storage_of[v]) for v in saved_nodes if v in storage_of}
     for storage in kept:  # user outputs / mutated inputs: dropped when the backward starts
-        if id(storage) not in saved_storages and id(storage) not in input_storages:
-            live -= storage.nbytes
+        if id(storage) in saved_storages and id(storage) not in input_storages:
+            storage.kind = "saved"
+        elif id(storage) not in input_storages:
+            ledger.free(storage)
     bw_graph = backward.graph
     bw_storage: dict = {}
     bw_saved = iter(saved_nodes)
@@ -95,22 +141,25 @@ def simulate(forward: torch.fx.GraphModule, backward: torch.fx.GraphModule | Non
         else:  # tangents (and saved sizes, which have no storage)
             for key, nbytes in _tensor_parts(node):
                 bw_storage[key] = _Storage(nbytes)
-                live += nbytes
+                ledger.alloc(bw_storage[key])
     for storage in bw_storage.values():
         storage.pinned = id(storage) in input_storages
     bw_values = [v for v in output_node(bw_graph).args[0] if isinstance(v, torch.fx.Node)]
-    live, _ = _run_graph(bw_graph, "backward", bw_storage, live, timeline, keep=bw_values)
-    return SimulationResult(_peak(timeline, live), timeline)
+    gradients = _run_graph(bw_graph, "backward", bw_storage, ledger, timeline, keep=bw_values)
+    for storage in gradients:
+        if id(storage) not in input_storages:
+            storage.kind = "gradients"
+    return SimulationResult(_peak(timeline, ledger.live), timeline, ledger.by_kind())
 
 
 def _peak(timeline: list, live: int) -> int:
     return max([live, *(entry[2] for entry in timeline)])
 
 
-def _run_graph(graph: torch.fx.Graph, phase: str, storage_of: dict, live: int, timeline: list,
-               *, keep: list) -> tuple[int, list]:
+def _run_graph(graph: torch.fx.Graph, phase: str, storage_of: dict, ledger: _Ledger, timeline: list,
+               *, keep: list) -> list[_Storage]:
     """Walk ``graph`` in order, allocating and freeing storages; storages of ``keep`` stay live.
-    Returns the live bytes at the end and the kept storages."""
+    Returns the kept storages."""
     nodes = list(graph.nodes)
     index = {node: i for i, node in enumerate(nodes)}
     created = {node: _assign_storage(node, storage_of) for node in nodes if node.op == "call_function"}
@@ -131,11 +180,12 @@ def _run_graph(graph: torch.fx.Graph, phase: str, storage_of: dict, live: int, t
             frees[last].append(storage)
     for i, node in enumerate(nodes):
         if node.op == "call_function":
-            live += sum(storage.nbytes for storage in created[node])
-            timeline.append((phase, node.name, live))
+            for storage in created[node]:
+                ledger.alloc(storage)
+            ledger.record(timeline, phase, node.name)
         for storage in frees[i]:
-            live -= storage.nbytes
-    return live, list(kept.values())
+            ledger.free(storage)
+    return list(kept.values())
 
 
 def _assign_storage(node: torch.fx.Node, storage_of: dict) -> list[_Storage]:

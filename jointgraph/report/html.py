@@ -1,4 +1,4 @@
-"""The self-contained HTML report of a Plan: memory timeline, saved values, graph drawings.
+"""The self-contained HTML report of a Plan: memory timeline, saved values, Pareto curve, graph drawings.
 
 Every image is embedded (base64), so the file can be mailed or attached to an issue as is.
 
@@ -6,6 +6,7 @@ Example::
 
     plan = jointgraph.plan(model, x)
     plan.to_html("report.html")          # same as write_plan_html(plan, "report.html")
+    write_plan_html(plan, "report.html", budget_bytes=12_000_000, pareto=jointgraph.pareto(model, x))
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from typing import Any
 
 import torch
 
+from ..ir import Decision
 from .graphs import draw_graph
-from .timeline import plot_timeline
+from .timeline import KIND_STYLES, plot_pareto, plot_timeline
 
 CSS = """
 body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2em auto; max-width: 1200px;
@@ -38,15 +40,27 @@ img.plot { max-width: 100%; }
 
 ### Main API
 
-def write_plan_html(plan: Any, path: str, *, title: str = "jointgraph plan", bench: Any = None) -> str:
+def write_plan_html(plan: Any, path: str, *, title: str = "jointgraph plan", bench: Any = None,
+                    budget_bytes: int | None = None, pareto: list | None = None) -> str:
     """Write ``plan`` as one self-contained HTML file at ``path`` and return ``path``.
 
     ``bench``, a ``jointgraph.bench.BenchResult``, adds the side-by-side table at the top.
+    ``budget_bytes`` is the budget line on the timeline (an int ``memory_budget`` is drawn without
+    it; a fractional one needs it: the default plan's peak is not part of ``plan``).
+    ``pareto``, the points of ``jointgraph.pareto``, adds the budget/step-time curve.
     """
-    sections = [_header(plan, title)]
+    if budget_bytes is None and bench is not None:
+        budget_bytes = bench.budget_bytes
+    budget = getattr(plan.options, "memory_budget", None)
+    if budget_bytes is None and isinstance(budget, int) and not isinstance(budget, bool):
+        budget_bytes = budget
+    sections = [_header(plan, title, budget_bytes)]
     if bench is not None:
         sections.append(_bench_section(bench))
-    sections += [_timeline_section(plan), _saved_section(plan), _graphs_section(plan)]
+    sections.append(_timeline_section(plan, budget_bytes))
+    if pareto is not None:
+        sections.append(_pareto_section(plan, pareto, budget_bytes))
+    sections += [_saved_section(plan), _graphs_section(plan)]
     page = (f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
             f"<style>{CSS}</style></head><body>\n" + "\n".join(sections) + "\n</body></html>\n")
     with open(path, "w", encoding="utf-8") as f:
@@ -66,7 +80,7 @@ def saved_rows(plan: Any) -> list[tuple[str, str, str, str, str, str]]:
 
 ### Sections
 
-def _header(plan: Any, title: str) -> str:
+def _header(plan: Any, title: str, budget_bytes: int | None) -> str:
     options = plan.options
     shown = ", ".join(f"{k}={v!r}" for k, v in vars(options).items()) if options is not None else "n/a"
     timings = ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in (plan.timings or {}).items()) or "n/a"
@@ -75,6 +89,7 @@ def _header(plan: Any, title: str) -> str:
             f"<p class='meta'>written {now} by jointgraph · torch {html.escape(torch.__version__)}</p>"
             "<table>"
             f"<tr><th>simulated peak (one training step)</th><td>{_bytes(plan.peak_bytes)}</td></tr>"
+            + (f"<tr><th>memory budget</th><td>{_bytes(budget_bytes)}</td></tr>" if budget_bytes else "") +
             f"<tr><th>saved for the backward</th><td>{_bytes(plan.saved_bytes)} in "
             f"{len(plan.saved)} values</td></tr>"
             f"<tr><th>options</th><td>{html.escape(shown)}</td></tr>"
@@ -105,15 +120,50 @@ def _bench_section(bench: Any) -> str:
             + "".join(rows) + "</table>")
 
 
-def _timeline_section(plan: Any) -> str:
-    budget = getattr(plan.options, "memory_budget", None)
-    png = plot_timeline(plan, budget_bytes=budget if isinstance(budget, int) else None)
+def _timeline_section(plan: Any, budget_bytes: int | None) -> str:
+    png = plot_timeline(plan, budget_bytes=budget_bytes)
     if png is None:
         return ("<h2>Memory timeline</h2><p class='note'>No memory timeline: the simulator returned none for this "
                 "plan (simulated peak: n/a).</p>")
+    budget = getattr(plan.options, "memory_budget", None)
+    note = ""
+    if budget is not None and budget_bytes is None:
+        note = (f"<p class='note'>Budget {html.escape(repr(budget))} of the default plan's peak: no budget line "
+                "(pass <code>budget_bytes=</code>, or use <code>jointgraph report --budget</code>).</p>")
     return ("<h2>Memory timeline</h2><p class='meta'>Simulated live bytes after each node of the forward, then the "
-            "backward: inputs, parameters, gradients, saved values and temporaries, each freed after its last use."
-            "</p>" + _img("image/png", png, "memory timeline", "plot"))
+            "backward, stacked by kind: parameters and inputs, gradients, values saved for the backward (from their "
+            "allocation in the forward) and temporaries, each freed after its last use. The peak is marked"
+            + (" and the dashed line is the budget" if budget_bytes else "") + ".</p>"
+            + _img("image/png", png, "memory timeline", "plot") + note + _peak_split(plan))
+
+
+def _peak_split(plan: Any) -> str:
+    """The table of what is live at the peak, by kind."""
+    by_kind = getattr(plan, "timeline_by_kind", None) or []
+    if len(by_kind) != len(plan.timeline):
+        return ""
+    i = max(range(len(plan.timeline)), key=lambda j: plan.timeline[j][2])
+    phase, node, live = plan.timeline[i]
+    cells = "".join(f"<tr><th>{html.escape(label)}</th><td class='num'>{_bytes(by_kind[i].get(kind, 0))}</td></tr>"
+                    for kind, (label, _) in KIND_STYLES.items())
+    return (f"<table id='peak-by-kind'><tr><th colspan='2'>live at the peak ({html.escape(phase)}: "
+            f"{html.escape(node)})</th></tr>{cells}<tr><th>total</th><td class='num'>{_bytes(live)}</td></tr></table>")
+
+
+def _pareto_section(plan: Any, points: list, budget_bytes: int | None) -> str:
+    png = plot_pareto(points, chosen_peak_bytes=plan.peak_bytes, budget_bytes=budget_bytes)
+    if png is None:
+        return "<h2 id='pareto'>Budget / step time</h2><p class='note'>jointgraph.pareto returned no points.</p>"
+    rows = "".join(f"<tr><td class='num'>{_bytes(p.peak_bytes)}</td><td class='num'>{p.est_seconds * 1e3:.2f} ms"
+                   f"</td><td class='num'>{_bytes(p.plan.saved_bytes)}</td><td class='num'>"
+                   f"{sum(s.decision is Decision.RECOMPUTE for s in p.plan.saved)}</td></tr>"
+                   for p in points)
+    return ("<h2 id='pareto'>Budget / step time</h2><p class='meta'>The budget planner at budgets from 100% down to "
+            "10% of the default plan's peak (<code>jointgraph.pareto</code>), keeping the plans no other plan beats "
+            "on both simulated peak and estimated step time (cost model, not measured).</p>"
+            + _img("image/png", png, "Pareto curve", "plot")
+            + "<table id='pareto-points'><tr><th>simulated peak</th><th>estimated step</th><th>saved</th>"
+            "<th>recomputed values</th></tr>" + rows + "</table>")
 
 
 def _saved_section(plan: Any) -> str:

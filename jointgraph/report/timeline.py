@@ -1,56 +1,130 @@
-"""The memory timeline of a Plan: live bytes after each forward and backward node, peak marked."""
+"""Plots of a Plan's memory: the timeline stacked by kind (budget line, peak marked) and the Pareto curve.
+
+Example::
+
+    plan = jointgraph.plan(model, x, partitioner="budget", memory_budget=0.6)
+    png = plot_timeline(plan, budget_bytes=12_000_000)      # PNG bytes
+    open("timeline.png", "wb").write(png)
+"""
 
 from __future__ import annotations
 
 import io
 from typing import Any
 
+# Bottom to top: what is live all step, then what the step accumulates, then what comes and goes.
+KIND_STYLES = {
+    "inputs": ("parameters and inputs", "#9e9e9e"),
+    "gradients": ("gradients", "#2ca02c"),
+    "saved": ("saved for the backward", "#1f77b4"),
+    "temporaries": ("temporaries", "#ff7f0e"),
+}
 PHASE_COLORS = {"forward": "#1f77b4", "backward": "#d62728"}
+BUDGET_COLOR = "#d62728"
 
 
-def plot_timeline(plan: Any, *, budget_bytes: int | None = None) -> bytes | None:
-    """A PNG of ``plan.timeline`` (``[(phase, node_name, live_bytes), ...]``); ``None`` when it is empty."""
+### Main API
+
+def plot_timeline(plan: Any, *, budget_bytes: int | None = None, figsize: tuple[float, float] = (10, 4.2),
+                  dpi: int = 110) -> bytes | None:
+    """A PNG of ``plan.timeline`` (``[(phase, node_name, live_bytes), ...]``) stacked by
+    ``plan.timeline_by_kind`` when the plan has it; ``None`` when the timeline is empty.
+
+    The peak is marked with its node; ``budget_bytes`` draws the budget as a horizontal line.
+    """
     timeline = list(plan.timeline or [])
     if not timeline:
         return None
-    import matplotlib
+    plt = _pyplot()
+    by_kind = list(getattr(plan, "timeline_by_kind", None) or [])
+    peak = max(live for _, _, live in timeline)
+    scale, unit = _unit(max(peak, budget_bytes or 0))
+    fig, ax = plt.subplots(figsize=figsize, dpi=dpi)
+    xs = list(range(len(timeline) + 1))   # one past the end: the last step spans its node
+    if len(by_kind) == len(timeline):
+        _stacked(ax, xs, by_kind, scale)
+    else:
+        _by_phase(ax, xs, timeline, scale)
+    _phase_marks(ax, timeline, peak / scale)
+    peak_index = max(range(len(timeline)), key=lambda i: timeline[i][2])
+    phase, node, _ = timeline[peak_index]
+    ax.plot([peak_index + 0.5], [peak / scale], marker="v", color="black", markersize=7, zorder=5)
+    right_half = peak_index > len(timeline) / 2
+    ax.annotate(f"peak {peak / scale:.2f} {unit}\n{phase}: {node}", (peak_index + 0.5, peak / scale),
+                textcoords="offset points", xytext=(-12 if right_half else 12, -34), fontsize=8,
+                ha="right" if right_half else "left", zorder=6,
+                bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.9, "edgecolor": "#999999"})
+    if budget_bytes:
+        ax.axhline(budget_bytes / scale, color=BUDGET_COLOR, linestyle="--", linewidth=1.5,
+                   label=f"budget {budget_bytes / scale:.2f} {unit}", zorder=4)
+    ax.set_xlabel("node (execution order: forward, then backward)")
+    ax.set_ylabel(f"live memory ({unit})")
+    ax.set_ylim(bottom=0, top=max(peak, budget_bytes or 0) / scale * 1.18)
+    ax.set_xlim(0, len(timeline))
+    ax.legend(loc="lower left", bbox_to_anchor=(0, 1.01), fontsize=8, ncols=5, frameon=False)
+    ax.grid(alpha=0.3)
+    return _png(fig, plt)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    scale, unit = _unit(max(live for _, _, live in timeline))
-    fig, ax = plt.subplots(figsize=(10, 4), dpi=110)
+def plot_pareto(points: list, *, chosen_peak_bytes: int | None = None, budget_bytes: int | None = None
+                ) -> bytes | None:
+    """A PNG of ``jointgraph.pareto``'s points: simulated peak against estimated step time.
+
+    ``chosen_peak_bytes`` marks the report's own plan; ``budget_bytes`` draws its budget."""
+    if not points:
+        return None
+    plt = _pyplot()
+    peaks = [p.peak_bytes for p in points]
+    scale, unit = _unit(max([*peaks, budget_bytes or 0]))
+    fig, ax = plt.subplots(figsize=(7, 3.8), dpi=110)
+    ax.plot([p / scale for p in peaks], [p.est_seconds * 1e3 for p in points], marker="o", color="#1f77b4",
+            label="Pareto front (budget planner)")
+    for p in points:
+        ax.annotate(f"{p.peak_bytes / scale:.1f}", (p.peak_bytes / scale, p.est_seconds * 1e3), fontsize=7,
+                    textcoords="offset points", xytext=(4, 4))
+    if budget_bytes:
+        ax.axvline(budget_bytes / scale, color=BUDGET_COLOR, linestyle="--", label=f"budget {budget_bytes / scale:.2f}")
+    if chosen_peak_bytes is not None:
+        ax.axvline(chosen_peak_bytes / scale, color="black", linestyle=":", label="this plan's peak")
+    ax.set_xlabel(f"simulated peak ({unit})")
+    ax.set_ylabel("estimated step time (ms)")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    return _png(fig, plt)
+
+
+### Implementation
+
+def _stacked(ax: Any, xs: list[int], by_kind: list[dict[str, int]], scale: float) -> None:
+    kinds = list(KIND_STYLES)
+    series = [[by_kind[min(i, len(by_kind) - 1)].get(k, 0) / scale for i in xs] for k in kinds]
+    ax.stackplot(xs, *series, step="post", labels=[KIND_STYLES[k][0] for k in kinds],
+                 colors=[KIND_STYLES[k][1] for k in kinds], alpha=0.8, linewidth=0)
+    total = [sum(column) for column in zip(*series, strict=True)]
+    ax.step(xs, total, where="post", color="#333333", linewidth=0.8)
+
+
+def _by_phase(ax: Any, xs: list[int], timeline: list, scale: float) -> None:
+    """Fallback without per-kind figures: one filled step curve per phase."""
     start = 0
     for phase, length in _phases(timeline):
-        xs = list(range(start, start + length + 1))  # one past the end: the last step spans its node
-        ys = [timeline[min(i, start + length - 1)][2] / scale for i in xs]
+        part = xs[start:start + length + 1]
+        ys = [timeline[min(i, start + length - 1)][2] / scale for i in part]
         color = PHASE_COLORS.get(phase, "#7f7f7f")
-        ax.step(xs, ys, where="post", color=color, label=phase)
-        ax.fill_between(xs, ys, step="post", alpha=0.15, color=color)
+        ax.step(part, ys, where="post", color=color, label=phase)
+        ax.fill_between(part, ys, step="post", alpha=0.15, color=color)
+        start += length
+
+
+def _phase_marks(ax: Any, timeline: list, top: float) -> None:
+    """A dotted line where the backward starts, and each phase's name above its span."""
+    start = 0
+    for phase, length in _phases(timeline):
         if start:
             ax.axvline(start, color="#555555", linestyle=":", linewidth=1)
+        ax.text(start + length / 2, top * 1.1, phase, ha="center", va="center", fontsize=9, color="#555555",
+                bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.8, "edgecolor": "none"})
         start += length
-    peak_index = max(range(len(timeline)), key=lambda i: timeline[i][2])
-    phase, node, peak = timeline[peak_index]
-    ax.plot([peak_index], [peak / scale], marker="v", color="black")
-    right_half = peak_index > len(timeline) / 2
-    ax.annotate(f"peak {peak / scale:.2f} {unit}\n{phase}: {node}", (peak_index, peak / scale),
-                textcoords="offset points", xytext=(-10 if right_half else 10, -30), fontsize=8,
-                ha="right" if right_half else "left",
-                bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.85, "edgecolor": "#999999"})
-    if budget_bytes:
-        ax.axhline(budget_bytes / scale, color="#2ca02c", linestyle="--", label=f"budget {budget_bytes / scale:.2f}")
-    ax.set_xlabel("node (execution order)")
-    ax.set_ylabel(f"live memory ({unit})")
-    ax.set_ylim(bottom=0, top=peak / scale * 1.15)
-    ax.set_xlim(0, len(timeline))
-    ax.legend(loc="upper left")
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    plt.close(fig)
-    return buffer.getvalue()
 
 
 def _phases(timeline: list) -> list[tuple[str, int]]:
@@ -62,6 +136,23 @@ def _phases(timeline: list) -> list[tuple[str, int]]:
         else:
             runs.append((phase, 1))
     return runs
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _png(fig: Any, plt: Any) -> bytes:
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    plt.close(fig)
+    return buffer.getvalue()
 
 
 def _unit(peak: int) -> tuple[float, str]:

@@ -2,7 +2,7 @@
 
 ``plan_to_budget`` is what ``build_plan`` calls for ``partitioner="budget"``: it resolves a
 fractional budget against the ``"default"`` plan's simulated peak and hands the planner
-(planner/budget.py) a ``verify`` that runs the real split + split passes + simulator.
+(``budget.py``) a ``verify`` that runs the real split + split passes + simulator.
 ``pareto`` sweeps budgets and keeps the plans no other plan beats on both peak and time.
 
 Example::
@@ -19,15 +19,15 @@ from typing import Any
 
 import torch
 
-from .ir import Plan
-from .options import CompileOptions
-from .passes.pipeline import run_split_passes
-from .planner.budget import plan_budget
-from .planner.costs import device_for, graph_seconds
-from .planner.default import plan_default
-from .planner.graph_utils import SavedChoice
-from .planner.simulate import simulate
-from .split import split
+from ..ir import Plan
+from ..options import CompileOptions
+from ..passes.pipeline import run_split_passes
+from ..passes.saved_codecs import apply_saved_codecs
+from ..split import split
+from .budget import plan_budget
+from .costs import device_for, graph_seconds
+from .graph_utils import SavedChoice
+from .simulate import simulate
 
 PARETO_FRACTIONS = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1)
 
@@ -43,7 +43,10 @@ class ParetoPoint:
 
 def simulate_choices(joint_gm: torch.fx.GraphModule, choices: list[SavedChoice]) -> tuple[int, float]:
     """(simulated peak bytes, estimated step seconds) of the plan ``choices`` gives."""
-    graphs = run_split_passes(split(joint_gm, choices, has_backward=True))
+    graphs = split(joint_gm, choices, has_backward=True)
+    if any(c.codec for c in choices):
+        graphs = apply_saved_codecs(graphs, choices)
+    graphs = run_split_passes(graphs)
     result = simulate(graphs.forward, graphs.backward)
     device = device_for(joint_gm.graph)
     return result.peak_bytes, graph_seconds(graphs.forward.graph, device) + graph_seconds(graphs.backward.graph,
@@ -53,11 +56,8 @@ def simulate_choices(joint_gm: torch.fx.GraphModule, choices: list[SavedChoice])
 def plan_to_budget(joint_gm: torch.fx.GraphModule, options: CompileOptions) -> tuple[list[SavedChoice],
                                                                                         dict[str, str]]:
     """The budget planner's choices and recompute reasons for ``options.memory_budget``."""
-    budget = options.memory_budget
-    if isinstance(budget, float):
-        default_peak, _ = simulate_choices(joint_gm, plan_default(joint_gm.graph))
-        budget = int(budget * default_peak)
-    result = plan_budget(joint_gm.graph, int(budget), lambda choices: simulate_choices(joint_gm, choices))
+    result = plan_budget(joint_gm.graph, options.memory_budget, lambda choices: simulate_choices(joint_gm, choices),
+                         policy=options.saved_tensors)
     return result.choices, result.recompute_reasons
 
 
@@ -67,7 +67,7 @@ def pareto(fn_or_module: Any, *example_args: Any, fractions: tuple[float, ...] =
     Pareto-optimal points, by increasing peak (so estimated time does not increase)."""
     import warnings
 
-    from .api import plan
+    from ..api import plan
 
     options = {k: v for k, v in options.items() if k not in ("partitioner", "memory_budget")}
     points = []
