@@ -34,7 +34,9 @@ each probe checked with the real split + passes + simulator (Note [Memory
 simulation model]): about ``log2(levels) + log2(regions)`` simulations, seconds for
 a 48-layer model. The ``default`` and ``mincut`` plans are checked too; the fastest
 checked plan within the budget wins, else the lowest-peak one, with a warning that
-names that minimum achievable peak.
+names that minimum achievable peak. Besides the staircase, HiGHS picks one option per
+region under per-region peak constraints (Note [Budget MILP]); its solutions are
+verified the same way and win when they are faster.
 """
 
 from __future__ import annotations
@@ -127,6 +129,7 @@ def plan_budget(graph: torch.fx.Graph, budget: float | int, verify: Verify, *, p
     default = check("default", plan_default(graph))
     budget_bytes = int(budget * default.peak_bytes) if isinstance(budget, float) else int(budget)
     check("mincut", plan_mincut(graph))
+    _milp_candidates(regions, budget_bytes, default.peak_bytes, check)
     fitting = [level for level in range(regions.levels) if fits(level, 0)]
     count = len(regions.order)
     if fitting and fitting[0] > 0:
@@ -148,6 +151,57 @@ def plan_budget(graph: torch.fx.Graph, budget: float | int, verify: Verify, *, p
                       stacklevel=3)
     return BudgetResult(best.choices, regions.recompute_reasons(best.choices), best.peak_bytes, best.est_seconds,
                         candidates)
+
+
+def _milp_candidates(regions: Regions, budget_bytes: int, default_peak: int,
+                     check: Callable[[str, list[SavedChoice]], Verified], *, rounds: int = 4) -> None:
+    """Note [Budget MILP]: one option per region, chosen by HiGHS.
+
+    Variables ``x[r, o]`` (region ``r`` takes ladder option ``o``); minimize the estimated
+    recompute / codec seconds. The backward runs the regions last to first; while region
+    ``q``'s backward runs, every earlier region still holds what its option keeps and region
+    ``q`` holds its whole working set (what "save" would keep), so for every ``q``::
+
+        sum_{r < q} sum_o bytes[r, o] x[r, o]  <=  B' - working[q]
+
+    plus the end of the forward (every region's kept bytes). ``B'`` is the budget minus the
+    bytes this region model does not see (parameters, gradients, temporaries), calibrated on
+    the simulated peak of the all-"save" plan. Each solution is verified with the real
+    simulator (``check``); when it is over budget, ``B'`` shrinks by twice the excess and
+    HiGHS solves again. The staircase search runs as well; the fastest verified plan wins.
+    """
+    import numpy as np
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    variables = [(r, o) for r in regions.order for o in regions.ladders[r] if (r, o) in regions.scores]
+    if not variables:
+        return
+    index = {v: i for i, v in enumerate(variables)}
+    seconds = np.array([regions.scores[v][0] for v in variables])
+    nbytes = np.array([regions.scores[v][1] for v in variables])
+    working = [max(regions.scores[(r, o)][1] for o in regions.ladders[r] if (r, o) in regions.scores)
+               for r in regions.order]
+    model_peak = max(sum(working[:q]) + working[q] for q in regions.order)
+    unseen = max(default_peak - model_peak, 0)
+    rows = [np.array([1.0 if v[0] == r else 0.0 for v in variables]) for r in regions.order]
+    one_each = LinearConstraint(np.array(rows), 1, 1)
+    prefix = np.array([[nbytes[index[v]] if v[0] < q else 0.0 for v in variables] for q in regions.order]
+                      + [nbytes.tolist()])
+    limit = float(budget_bytes - unseen)
+    for round_ in range(rounds):
+        upper = np.array([limit - working[q] for q in regions.order] + [limit])
+        if (upper < 0).any():
+            return
+        result = milp(seconds, constraints=[one_each, LinearConstraint(prefix, -np.inf, upper)],
+                      integrality=np.ones(len(variables)), bounds=Bounds(0, 1),
+                      options={"time_limit": 5.0, "disp": False})
+        if result.x is None:
+            return
+        chosen = {variables[i][0]: variables[i][1] for i in np.flatnonzero(result.x > 0.5)}
+        verified = check(f"MILP round {round_ + 1}", regions.choices(lambda r, chosen=chosen: chosen.get(r, SAVE)))
+        if verified.peak_bytes <= budget_bytes:
+            return
+        limit -= 2 * (verified.peak_bytes - budget_bytes)   # the model underestimates: overshoot the fix
 
 
 def _first_true(predicate: Callable[[int], bool], lo: int, hi: int) -> int:
@@ -183,6 +237,7 @@ class Regions:
         self.members: list[list[torch.fx.Node]] = [[] for _ in self.order]
         for node in self.forward:
             self.members[self.region_of[node]].append(node)
+        self.scores: dict[tuple[int, Option], tuple[float, float]] = {}   # (seconds, bytes) per ladder option
         self.ladders = [self._ladder(r) for r in self.order]
         self.levels = max(len(ladder) for ladder in self.ladders)
 
@@ -261,9 +316,10 @@ class Regions:
                     seconds += sum(codec_seconds(s, own, self.device) for s in (codec or "").split("+") if s)
                 scored.append((seconds, nbytes, option))
         ladder, best_bytes = [], float("inf")
-        for _seconds, nbytes, option in sorted(scored, key=lambda t: (t[0], t[1])):
+        for seconds, nbytes, option in sorted(scored, key=lambda t: (t[0], t[1])):
             if nbytes < best_bytes:
                 ladder.append(option)
+                self.scores[(region, option)] = (seconds, nbytes)
                 best_bytes = nbytes
         return ladder
 
