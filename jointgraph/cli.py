@@ -236,8 +236,8 @@ def _pareto(work, args: argparse.Namespace, console) -> list:
 def _warnings_once(notes: list[str]) -> Iterator[None]:
     """Collect jointgraph's warning messages in the block into ``notes``, each once (the plan and every
     compile may repeat one), to print with ``_print_notes``; other warnings are shown as usual."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with warnings.catch_warnings(record=True) as caught:   # the filters stay; only the display is caught
+        warnings.filterwarnings("always", module=r"jointgraph(\.|$)")
         try:
             yield
         finally:
