@@ -47,8 +47,11 @@ def honour_checkpoints(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     tagged to be saved; values are unchanged.
     """
     graph = gm.graph
-    changed = _replay_random_twins(graph)
-    changed |= _tagged_regions(graph)
+    changed = False
+    if any(_is_backward(n) for n in graph.nodes):   # twins exist only with a backward
+        changed = _replay_random_twins(graph)
+    if any("recompute" in n.meta for n in graph.nodes):
+        changed |= _tagged_regions(graph)
     if changed:
         graph.lint()
         gm.recompile()

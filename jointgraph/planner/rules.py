@@ -82,9 +82,10 @@ REDUCTION_RATIO = 4
 # Note [Random ops are not recomputed]
 # ------------------------------------
 # An op tagged ``nondeterministic_seeded`` (dropout, rand_like, bernoulli) would draw
-# fresh randomness if recomputed, silently changing the gradients. Until recomputed
-# randomness replays the forward's RNG state (future work: functionalized RNG with
-# saved seed/offset), random values are computed once in the forward and saved.
+# fresh randomness if recomputed, silently changing the gradients. Inside checkpoint
+# regions the recomputation replays the forward's RNG state (Note [Activation
+# checkpointing] in passes/checkpoint.py); the partitioners themselves never choose
+# to recompute a random op: its value (often a small mask) is saved.
 
 # Note [Unknown ops are saved]
 # ----------------------------
