@@ -138,18 +138,10 @@ def _tangent_dependent(graph: torch.fx.Graph) -> set:
 
 
 def _backward_closure(roots, stop: set) -> set:
-    seen: set = set()
-    stack = [r for r in roots if isinstance(r, torch.fx.Node)]
-    while stack:
-        node = stack.pop()
-        if node in seen:
-            continue
-        seen.add(node)
-        if node in stop:
-            continue
-        if node.op == "placeholder":
-            raise AssertionError(f"backward needs input {node.name} but it was not saved")
-        stack.extend(node.all_input_nodes)
+    seen = ancestors(roots, stop)
+    missing = [n for n in seen if n.op == "placeholder" and n not in stop]
+    if missing:
+        raise AssertionError(f"backward needs input {missing[0].name} but it was not saved")
     return seen
 
 

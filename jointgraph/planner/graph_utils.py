@@ -22,8 +22,9 @@ class SavedChoice:
     codec: str | None = None
 
 
-def ancestors(roots) -> set[torch.fx.Node]:
-    """All nodes reachable backwards from ``roots``, the roots included."""
+def ancestors(roots, stop=frozenset()) -> set[torch.fx.Node]:
+    """All nodes reachable backwards from ``roots``, the roots included; the walk does not go
+    past a node in ``stop`` (which is included when reached)."""
     seen: set[torch.fx.Node] = set()
     stack = [r for r in roots if isinstance(r, torch.fx.Node)]
     while stack:
@@ -31,8 +32,14 @@ def ancestors(roots) -> set[torch.fx.Node]:
         if node in seen:
             continue
         seen.add(node)
-        stack.extend(node.all_input_nodes)
+        if node not in stop:
+            stack.extend(node.all_input_nodes)
     return seen
+
+
+def unsaved_inputs(reached: set, stop: set) -> list[torch.fx.Node]:
+    """Graph inputs (not tangents) a backward walk reached without their being saved."""
+    return [n for n in reached if n.op == "placeholder" and n not in stop and n.meta.get("role") is not Role.TANGENT]
 
 
 def tangent_dependent(graph: torch.fx.Graph) -> set[torch.fx.Node]:

@@ -30,7 +30,15 @@ from scipy.sparse.csgraph import breadth_first_order, maximum_flow
 
 from ..ir import Decision, Role
 from ..ir.graph import output_node
-from .graph_utils import SavedChoice, aliases_input, checkpoint_policy, is_random, tangent_dependent
+from .graph_utils import (
+    SavedChoice,
+    aliases_input,
+    ancestors,
+    checkpoint_policy,
+    is_random,
+    tangent_dependent,
+    unsaved_inputs,
+)
 from .rules import RecomputeRule, recompute_rule
 from .simulate import storage_nbytes
 
@@ -55,7 +63,7 @@ def plan_mincut(graph: torch.fx.Graph) -> list[SavedChoice]:
         if checkpoint_policy(n) == "save":
             rules[n] = RecomputeRule(False, "checkpoint policy: save")
     saved = _solve(nodes, index, from_tangents, user_outputs, rules)
-    saved = _needed_by_backward(out, from_tangents, saved)
+    saved = _needed_by_backward(out, saved)
     return [SavedChoice(n, Decision.SAVE, _reason(n, rules, user_outputs)) for n in nodes if n in saved]
 
 
@@ -110,25 +118,15 @@ def _weight(node: torch.fx.Node, user_outputs: set) -> int:
     return 8  # a symbolic size
 
 
-def _needed_by_backward(out: torch.fx.Node, from_tangents: set, cut: set) -> set:
+def _needed_by_backward(out: torch.fx.Node, cut: set) -> set:
     """The cut nodes the gradients actually read (the cut may contain free, unused inputs)."""
     roots = [v for v, r in zip(out.args[0], out.meta["roles"], strict=True)
              if r in (Role.GRADIENT, Role.BACKWARD_MUTATION) and isinstance(v, torch.fx.Node)]
-    seen: set = set()
-    needed: set = set()
-    stack = list(roots)
-    while stack:
-        node = stack.pop()
-        if node in seen:
-            continue
-        seen.add(node)
-        if node in cut:
-            needed.add(node)
-            continue
-        if node.op == "placeholder" and node not in from_tangents:
-            raise AssertionError(f"min-cut left graph input {node.name} on the backward side")
-        stack.extend(node.all_input_nodes)
-    return needed
+    reached = ancestors(roots, cut)
+    missing = unsaved_inputs(reached, cut)
+    if missing:
+        raise AssertionError(f"min-cut left graph input {missing[0].name} on the backward side")
+    return reached & cut
 
 
 def _reason(node: torch.fx.Node, rules: dict, user_outputs: set) -> str:
