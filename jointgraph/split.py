@@ -70,7 +70,8 @@ def split(joint_gm: torch.fx.GraphModule, choices: list[SavedChoice], *, has_bac
         backward = _extract(joint_gm, bw_inputs, bw_needed, grad_values, grad_roles,
                             stop=stop, input_roles=[Role.SAVED_SIZE] * len(saved_sizes)
                             + [Role.SAVED_TENSOR] * len(saved_tensors) + [Role.TANGENT] * len(tangent_phs))
-    saved = [_saved_value(c) for c in [*saved_tensors, *saved_sizes]]
+    stored: dict[torch.fx.Node, str] = {}   # storage root -> the saved value that pays for it
+    saved = [_saved_value(c, stored) for c in [*saved_tensors, *saved_sizes]]
     if has_backward:
         saved += _recomputed_values(graph, bw_needed, stop)
     return SplitGraphs(forward, backward, saved, len(saved_tensors), len(saved_sizes))
@@ -214,19 +215,47 @@ def _has_raw_symbolic(value) -> bool:
     return isinstance(value, _SYMBOLIC)
 
 
-def _saved_value(choice: SavedChoice) -> SavedValue:
+def _saved_value(choice: SavedChoice, stored: dict) -> SavedValue:
+    """The SavedValue of a choice; ``nbytes`` counts each storage once (``stored`` tracks which
+    saved value already pays for a storage), and nothing for inputs, which are live anyway."""
     val = choice.node.meta.get("val")
     if isinstance(val, torch.Tensor):
         shape = tuple(_hint(s) for s in val.shape)
         nbytes = val.dtype.itemsize
         for s in shape:
             nbytes *= s
+        reason = choice.reason
+        root = _storage_root(choice.node)
         if aliases_input(choice.node):   # an input or a view of one: live anyway, no extra bytes
             nbytes = 0
-        return SavedValue(choice.node.name, shape, val.dtype, nbytes, choice.decision, choice.reason)
+        elif root in stored:
+            nbytes, reason = 0, f"{reason} (a view of {stored[root]}: shares its storage)"
+        else:
+            stored[root] = choice.node.name
+            nbytes = max(nbytes, _root_bytes(root))
+        return SavedValue(choice.node.name, shape, val.dtype, nbytes, choice.decision, reason)
     if val is None:
         raise UnsupportedError(f"backward needs {choice.node.name}, which has no value metadata")
     return SavedValue(choice.node.name, (), None, 8, choice.decision, choice.reason)
+
+
+def _storage_root(node: torch.fx.Node) -> torch.fx.Node:
+    """The node that allocated ``node``'s storage (through chains of view ops)."""
+    from .planner.rules import is_view
+
+    while node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and is_view(node.target):
+        node = node.args[0]
+    return node
+
+
+def _root_bytes(root: torch.fx.Node) -> int:
+    val = root.meta.get("val")
+    if not isinstance(val, torch.Tensor):
+        return 0
+    nbytes = val.dtype.itemsize
+    for s in val.shape:
+        nbytes *= _hint(s)
+    return nbytes
 
 
 def _hint(size) -> int:
