@@ -209,3 +209,26 @@ def _synthetic_joint_graph(layers: int) -> torch.fx.Graph:
     out = graph.output((hidden, *grads))
     out.meta["roles"] = [Role.USER_OUTPUT, *[Role.GRADIENT] * len(grads)]
     return graph
+
+
+def test_default_plan_saves_what_eager_saves_when_dropout_is_off():
+    """dropout(p=0) decomposes to a clone; eager returns its input. The clone must not be saved."""
+    def fn(x, w, v):
+        attn = torch.softmax(x @ w, -1)
+        attn = torch.nn.functional.dropout(attn, p=0.0, training=True)
+        return (attn @ v).sum()
+
+    x, w, v = torch.randn(32, 16), torch.randn(16, 32, requires_grad=True), torch.randn(32, 8, requires_grad=True)
+    eager = {}
+
+    def pack(t):
+        eager[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn(x, w, v)
+    inputs = {t.untyped_storage().data_ptr() for t in (x, w, v)}
+    eager_bytes = sum(n for ptr, n in eager.items() if ptr not in inputs)
+    plan = jointgraph.plan(fn, x, w, v, partitioner="default")
+    assert plan.saved_bytes == eager_bytes
+    assert aten.clone.default not in _targets(plan.forward)

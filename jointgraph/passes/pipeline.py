@@ -7,6 +7,7 @@ import torch.fx
 from ..split import SplitGraphs
 from .checkpoint import honour_checkpoints
 from .cse import cse
+from .remove_clones import remove_clones
 from .remove_detach import remove_detach
 from .remove_storage_resizes import remove_storage_resizes
 from .reorder_recompute import reorder_recompute
@@ -14,6 +15,7 @@ from .reorder_recompute import reorder_recompute
 JOINT_PASSES = [
     ("remove_storage_resizes", remove_storage_resizes),
     ("remove_detach", remove_detach),
+    ("remove_clones", remove_clones),
     ("cse", cse),
     ("honour_checkpoints", honour_checkpoints),
 ]

@@ -1,0 +1,36 @@
+"""Remove value-preserving clones that eager PyTorch would not have made."""
+
+from __future__ import annotations
+
+import torch
+import torch.fx
+
+from ..ir.graph import output_node
+
+
+def remove_clones(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """Replace ``clone(x)`` by ``x`` where only values matter.
+
+    Some decompositions clone where eager returns its input (``dropout`` with ``p=0`` or
+    in eval mode decomposes to ``input.clone()``); the copy would be saved for the
+    backward next to the original and cost memory eager does not spend.
+
+    Expects: a functional joint graph (nothing is mutated in place). Guarantees: same
+    values; a clone is kept when it is a graph output (outputs must not alias each other
+    or inputs where eager's do not) or when it changes strides (a memory-format copy).
+    """
+    graph = gm.graph
+    outputs = {v for v in output_node(graph).args[0] if isinstance(v, torch.fx.Node)}
+    for node in list(graph.nodes):
+        if node.op != "call_function" or node.target is not torch.ops.aten.clone.default or node in outputs:
+            continue
+        source = node.args[0]
+        before, after = source.meta.get("val"), node.meta.get("val")
+        if not isinstance(before, torch.Tensor) or not isinstance(after, torch.Tensor):
+            continue
+        if before.stride() != after.stride() or before.dtype != after.dtype:
+            continue
+        node.replace_all_uses_with(source)
+        graph.erase_node(node)
+    gm.recompile()
+    return gm
