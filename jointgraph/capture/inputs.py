@@ -82,14 +82,16 @@ class FlatSignature:
 
 
 def leaf_names(args_tree: Any) -> list[str]:
-    """Readable names of the flat leaves: the innermost dict key, else the argument position."""
+    """Readable names of the flat leaves: the innermost dict key (a keyword, a parameter's
+    name), else ``arg`` and the innermost position (``arg0`` for the first argument)."""
     names = []
     for i, (path, _) in enumerate(pytree.tree_flatten_with_path(args_tree)[0]):
         key = next((k.key for k in reversed(path) if isinstance(k, pytree.MappingKey)), None)
         if isinstance(key, str) and key:
-            names.append("".join(c if c.isalnum() else "_" for c in key))
-        else:
-            names.append(f"arg{i}")
+            names.append("".join(c if c.isalnum() else "_" for c in key).strip("_") or f"arg{i}")
+            continue
+        index = next((k.idx for k in reversed(path) if isinstance(k, pytree.SequenceKey)), i)
+        names.append(f"arg{index}")
     return names
 
 
