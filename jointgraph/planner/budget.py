@@ -194,7 +194,7 @@ def _milp_candidates(regions: Regions, budget_bytes: int, default_peak: int,
             return
         result = milp(seconds, constraints=[one_each, LinearConstraint(prefix, -np.inf, upper)],
                       integrality=np.ones(len(variables)), bounds=Bounds(0, 1),
-                      options={"time_limit": 5.0, "disp": False})
+                      options={"time_limit": 2.0, "mip_rel_gap": 1e-3, "disp": False})
         if result.x is None:
             return
         chosen = {variables[i][0]: variables[i][1] for i in np.flatnonzero(result.x > 0.5)}
