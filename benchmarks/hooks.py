@@ -20,10 +20,10 @@ import torch
 import torch.nn.functional as F
 from rich.console import Console
 from rich.table import Table
-from torch.distributed._tools.mem_tracker import MemTracker
 
 import jointgraph
 from jointgraph.bench.gpt import GPT, GPTConfig
+from jointgraph.bench.measure import memtracker_peak
 from jointgraph.hooks import SavedTensorPolicy
 
 POLICIES = {"none": None, "bf16": SavedTensorPolicy(compress="bf16"), "fp8": SavedTensorPolicy(compress="fp8"),
@@ -43,13 +43,7 @@ class TrainStep(torch.nn.Module):
 
 def measured_peak(step: torch.nn.Module, fn, *args: torch.Tensor) -> int:
     """Peak bytes MemTracker sees during one forward+backward (gradients start as None)."""
-    step.zero_grad(set_to_none=True)
-    tracker = MemTracker()
-    tracker.track_external(step, *args)
-    with tracker:
-        fn(*args).backward()
-    device = next(step.parameters()).device
-    return tracker.get_tracker_snapshot("peak")[device]["Total"]
+    return memtracker_peak(step, fn, *args)
 
 
 def grads(step: torch.nn.Module, fn, *args) -> list[torch.Tensor]:

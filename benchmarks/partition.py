@@ -37,13 +37,12 @@ import platform
 import statistics
 import sys
 import time
-import warnings
 from collections.abc import Callable
 
 import torch
-from torch.distributed._tools.mem_tracker import MemTracker
 
 import jointgraph
+from jointgraph.bench.measure import memtracker_peak
 from jointgraph.bench.zoo import Workload, ZooShape, build_workload
 from jointgraph.planner.graph_utils import aliases_input
 
@@ -93,15 +92,7 @@ def setup(quick: bool, depths: str | None, repeat: int | None) -> Setup:
 
 def measured_peak(step: torch.nn.Module, fn: Callable, inputs: tuple) -> int:
     """Peak bytes MemTracker sees during one forward+backward (gradients start as None)."""
-    step.zero_grad(set_to_none=True)
-    tracker = MemTracker()
-    tracker.track_external(step, *inputs)
-    with warnings.catch_warnings():   # "Module is None. Skipping PRE_BW hook." from ModTracker
-        warnings.filterwarnings("ignore", message="Module is None", category=UserWarning)
-        with tracker:
-            fn(*inputs).backward()
-    step.zero_grad(set_to_none=True)
-    return tracker.get_tracker_snapshot("peak")[torch.device("cpu")]["Total"]
+    return memtracker_peak(step, fn, *inputs)
 
 
 def step_seconds(step: torch.nn.Module, fn: Callable, inputs: tuple, repeat: int) -> float:

@@ -7,10 +7,10 @@ import warnings
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.distributed._tools.mem_tracker import MemTracker
 
 import jointgraph
 from jointgraph.bench.gpt import GPT, GPTConfig
+from jointgraph.bench.measure import memtracker_peak
 from jointgraph.hooks import SavedTensorPolicy
 from jointgraph.ir import Decision
 from jointgraph.planner.costs import DEVICES, node_flops
@@ -57,13 +57,7 @@ def _plan(gpt, budget, **options):
 
 
 def _measured_peak(step, fn, *args) -> int:
-    step.zero_grad(set_to_none=True)
-    tracker = MemTracker()
-    tracker.track_external(step, *args)
-    with tracker:
-        fn(*args).backward()
-    step.zero_grad(set_to_none=True)
-    return tracker.get_tracker_snapshot("peak")[torch.device("cpu")]["Total"]
+    return memtracker_peak(step, fn, *args)
 
 
 def _grads(step, fn, *args) -> list[torch.Tensor]:

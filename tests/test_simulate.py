@@ -7,10 +7,10 @@ import operator
 import pytest
 import torch
 import torch.fx
-from torch.distributed._tools.mem_tracker import MemTracker
 
 import jointgraph
 from jointgraph.bench.gpt import GPT, GPTConfig
+from jointgraph.bench.measure import memtracker_peak
 from jointgraph.ir import Role
 from jointgraph.planner.simulate import simulate
 
@@ -146,13 +146,7 @@ class _Step(torch.nn.Module):
 
 
 def _measured_peak(step: torch.nn.Module, compiled, *args) -> int:
-    step.zero_grad(set_to_none=True)
-    tracker = MemTracker()
-    tracker.track_external(step, *args)
-    with tracker:
-        compiled(*args).backward()
-    step.zero_grad(set_to_none=True)
-    return tracker.get_tracker_snapshot("peak")[torch.device("cpu")]["Total"]
+    return memtracker_peak(step, compiled, *args)
 
 
 def _mlp_step():
