@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -86,18 +85,30 @@ def _simulate_into(plan: Plan) -> None:
     plan.timeline_by_kind = result.timeline_by_kind
 
 
-def build_entry(flat_fn: Callable, out_box: list, signature: FlatSignature, tensors: list,
-                options: CompileOptions, *, dynamic: bool, with_backward: bool,
-                saved_hooks=None) -> CompiledEntry:
-    """Compile one entry for graph inputs like ``tensors`` (under the ambient ``saved_hooks``)."""
+def plan_call(flat_fn: Callable, signature: FlatSignature, tensors: list, options: CompileOptions, *,
+              dynamic: bool, saved_hooks=None):
+    """Fake-ify the graph inputs ``tensors`` and run build_plan on them.
+
+    Returns (Plan, JointGraph, SplitGraphs, fake_mode, fakes). The backward is traced when
+    grad mode is on and an input requires grad.
+    """
     fake_mode = FakeTensorMode(shape_env=ShapeEnv() if dynamic else None)
     fakes = fakeify(tensors, fake_mode, dynamic=dynamic)
+    with_backward = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
     # Never run the user's saved-tensor hooks at trace time (on fake tensors): mask them.
     masked = torch.autograd.graph.saved_tensors_hooks(_no_pack, _no_unpack) if saved_hooks else contextlib.nullcontext()
     with masked:
         plan, joint, graphs = build_plan(flat_fn, fakes, signature.roles, fake_mode, options,
                                          with_backward=with_backward, names=list(signature.names),
                                          non_leaf=non_leaf_inputs(tensors), saved_hooks=saved_hooks)
+    return plan, joint, graphs, fake_mode, fakes
+
+
+def build_entry(flat_fn: Callable, out_box: list, signature: FlatSignature, tensors: list,
+                options: CompileOptions, *, dynamic: bool, saved_hooks=None) -> CompiledEntry:
+    """Compile one entry for graph inputs like ``tensors`` (under the ambient ``saved_hooks``)."""
+    plan, joint, graphs, fake_mode, fakes = plan_call(flat_fn, signature, tensors, options, dynamic=dynamic,
+                                                      saved_hooks=saved_hooks)
     entry = compile_entry(plan, joint, graphs, options, signature, out_box[0], fakes)
     entry.saved_hooks = saved_hooks
     entry.fake_mode = fake_mode
@@ -199,12 +210,7 @@ def plan(fn_or_module: Any, *example_args: Any, **options: Any) -> Plan:
     signature = flat_signature(leaves, leaf_roles, leaf_names(pytree.tree_unflatten(leaves, spec)))
     tensors = [leaves[p] for p in signature.tensor_leaf_positions]
     flat_fn, _ = make_flat_fn(fn, spec, signature)
-    fake_mode = FakeTensorMode(shape_env=ShapeEnv() if opts.dynamic else None)
-    fakes = fakeify(tensors, fake_mode, dynamic=bool(opts.dynamic))
-    with_backward = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
-    result, _, _ = build_plan(flat_fn, fakes, signature.roles, fake_mode, opts, with_backward=with_backward,
-                              names=list(signature.names))
-    return result
+    return plan_call(flat_fn, signature, tensors, opts, dynamic=bool(opts.dynamic))[0]
 
 
 def _bind(fn_or_module: Any, args: tuple, kwargs: dict):
@@ -216,8 +222,3 @@ def _bind(fn_or_module: Any, args: tuple, kwargs: dict):
     leaves, spec = pytree.tree_flatten((args, kwargs))
     return fn_or_module, leaves, spec, None
 
-
-def warn_once(holder: set, key: str, message: str) -> None:
-    if key not in holder:
-        holder.add(key)
-        warnings.warn(message, stacklevel=3)

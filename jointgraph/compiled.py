@@ -40,7 +40,7 @@ class _EagerEntry:
 
 def _common_base(members: list) -> torch.Tensor | None:
     """The tensor all ``members`` are views of (or are), if there is one."""
-    roots = {id(m._base if m._base is not None else m): (m._base if m._base is not None else m) for m in members}
+    roots = {id(root): root for root in (m if m._base is None else m._base for m in members)}
     return next(iter(roots.values())) if len(roots) == 1 else None
 
 
@@ -58,7 +58,7 @@ def _views_of_bases(fn: Callable, spec, views: list) -> Callable:
 class CompiledFunction:
     """A function compiled per guard key (Note [Guards] in capture/inputs.py)."""
 
-    def __init__(self, fn: Callable, options: CompileOptions, leaf_roles_fn: Callable | None = None):
+    def __init__(self, fn: Callable, options: CompileOptions):
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.options = options
@@ -67,7 +67,6 @@ class CompiledFunction:
         self._synthetic: dict[tuple, CompiledFunction] = {}   # Note [Aliased inputs]
         self._num_entries = 0
         self._warned: set[str] = set()
-        self._leaf_roles_fn = leaf_roles_fn
         self._positional_specs: dict[int, Any] = {}
 
     @property
@@ -141,10 +140,9 @@ class CompiledFunction:
         signature = flat_signature(leaves, leaf_roles, leaf_names(pytree.tree_unflatten(leaves, spec)))
         tensors = [leaves[p] for p in signature.tensor_leaf_positions]
         flat_fn, out_box = make_flat_fn(self.fn, spec, signature)
-        with_backward = grad_enabled and any(t.requires_grad for t in tensors)
         try:
-            entry = build_entry(flat_fn, out_box, signature, tensors, self.options,
-                                dynamic=dynamic, with_backward=with_backward, saved_hooks=hooks)
+            entry = build_entry(flat_fn, out_box, signature, tensors, self.options, dynamic=dynamic,
+                                saved_hooks=hooks)
         except UnsupportedError as exc:
             if self.options.on_unsupported != "eager":
                 raise

@@ -33,7 +33,7 @@ def compile_dynamo_graph(gm: torch.fx.GraphModule, example_inputs: list, options
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from .api import build_plan, compile_entry, non_leaf_inputs
-    from .capture.inputs import flat_signature, make_flat_fn
+    from .capture.inputs import FlatSignature, make_flat_fn
 
     fake_mode = detect_fake_mode(example_inputs) or FakeTensorMode()
     fakes = []
@@ -49,9 +49,9 @@ def compile_dynamo_graph(gm: torch.fx.GraphModule, example_inputs: list, options
     leaves = list(example_inputs)
     spec = torch.utils._pytree.tree_flatten(((leaves,), {}))[1]
     roles = [Role.PRIMAL if isinstance(x, torch.Tensor) else Role.SIZE for x in example_inputs]
-    signature = flat_signature(leaves, roles)
-    signature = type(signature)(signature.num_leaves, tuple(range(len(leaves))), {}, {},
-                                tuple(roles))
+    # Every input (tensor or symbolic size) is a graph input; Dynamo already deduplicated them.
+    signature = FlatSignature(len(leaves), tuple(range(len(leaves))), {}, {}, tuple(roles),
+                              tuple(f"arg{i}" for i in range(len(leaves))))
 
     def call_graph(inputs):
         return gm(*inputs)

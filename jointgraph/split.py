@@ -11,7 +11,15 @@ from torch.fx.immutable_collections import immutable_list
 from .errors import UnsupportedError
 from .ir import Decision, Role, SavedValue
 from .ir.graph import lazy_graph_module, output_node
-from .planner.graph_utils import SavedChoice, aliases_input, ancestors, is_symbolic_scalar
+from .planner.graph_utils import (
+    SavedChoice,
+    aliases_input,
+    ancestors,
+    is_symbolic_scalar,
+    size_hint,
+    storage_root,
+    tensor_bytes,
+)
 
 
 @dataclasses.dataclass
@@ -110,7 +118,7 @@ def _recomputed_values(graph: torch.fx.Graph, bw_needed: set, stop: set) -> list
         val = node.meta.get("val")
         if not isinstance(val, torch.Tensor):
             continue
-        result.append(SavedValue(node.name, tuple(_hint(s) for s in val.shape), val.dtype, 0, Decision.RECOMPUTE,
+        result.append(SavedValue(node.name, tuple(size_hint(s) for s in val.shape), val.dtype, 0, Decision.RECOMPUTE,
                                  f"recomputed in the backward from {', '.join(sorted(chain)) or 'constants'}"))
     return result
 
@@ -220,48 +228,21 @@ def _saved_value(choice: SavedChoice, stored: dict) -> SavedValue:
     saved value already pays for a storage), and nothing for inputs, which are live anyway."""
     val = choice.node.meta.get("val")
     if isinstance(val, torch.Tensor):
-        shape = tuple(_hint(s) for s in val.shape)
-        nbytes = val.dtype.itemsize
-        for s in shape:
-            nbytes *= s
+        shape = tuple(size_hint(s) for s in val.shape)
+        nbytes = tensor_bytes(val)
         reason = choice.reason
-        root = _storage_root(choice.node)
+        root = storage_root(choice.node)
         if aliases_input(choice.node):   # an input or a view of one: live anyway, no extra bytes
             nbytes = 0
         elif root in stored:
             nbytes, reason = 0, f"{reason} (a view of {stored[root]}: shares its storage)"
         else:
             stored[root] = choice.node.name
-            nbytes = max(nbytes, _root_bytes(root))
+            nbytes = max(nbytes, tensor_bytes(root.meta.get("val")))
         return SavedValue(choice.node.name, shape, val.dtype, nbytes, choice.decision, reason)
     if val is None:
         raise UnsupportedError(f"backward needs {choice.node.name}, which has no value metadata")
     return SavedValue(choice.node.name, (), None, 8, choice.decision, choice.reason)
-
-
-def _storage_root(node: torch.fx.Node) -> torch.fx.Node:
-    """The node that allocated ``node``'s storage (through chains of view ops)."""
-    from .planner.rules import is_view
-
-    while node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and is_view(node.target):
-        node = node.args[0]
-    return node
-
-
-def _root_bytes(root: torch.fx.Node) -> int:
-    val = root.meta.get("val")
-    if not isinstance(val, torch.Tensor):
-        return 0
-    nbytes = val.dtype.itemsize
-    for s in val.shape:
-        nbytes *= _hint(s)
-    return nbytes
-
-
-def _hint(size) -> int:
-    if isinstance(size, torch.SymInt):
-        return int(size.node.hint) if size.node.has_hint() else int(size.node.shape_env.size_hint(size.node.expr))
-    return int(size)
 
 
 __all__ = ["Decision", "SplitGraphs", "split"]

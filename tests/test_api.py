@@ -31,8 +31,11 @@ def test_plan_fields_are_consistent():
     # the peak covers at least the inputs, the parameters and their gradients
     inputs = sum(t.numel() * t.element_size() for t in (x, w1, w2))
     assert plan.peak_bytes >= inputs + (w1.numel() + w2.numel()) * 4
-    assert max(live for _, _, live in plan.timeline) == plan.peak_bytes
     assert {phase for phase, _, _ in plan.timeline} == {"forward", "backward"}
+    # after the step: the inputs are still live, every gradient has been produced, nothing is saved
+    end = plan.timeline_by_kind[-1]
+    assert end["inputs"] == inputs and end["saved"] == 0
+    assert end["gradients"] == (w1.numel() + w2.numel()) * 4
     assert {"trace", "partition"} <= set(plan.timings)
 
 

@@ -10,7 +10,7 @@ import torch.fx
 from ..hooks.codecs import Codec, builtin_codec
 from ..ir import Role, SavedValue
 from ..ir.graph import output_node
-from ..planner.graph_utils import SavedChoice, is_symbolic_scalar
+from ..planner.graph_utils import SavedChoice, is_symbolic_scalar, tensor_bytes
 from ..split import SplitGraphs
 
 
@@ -44,19 +44,22 @@ def apply_saved_codecs(graphs: SplitGraphs, choices: list[SavedChoice],
     saved_at = [i for i, r in enumerate(fw_roles) if r is Role.SAVED_TENSOR]
     bw_phs = [n for n in bw.nodes if n.op == "placeholder" and n.meta.get("role") is Role.SAVED_TENSOR]
     saved_by_name = {s.name: k for k, s in enumerate(graphs.saved)}
+    # Positions of the original nodes, computed once (the loop only reads original users).
+    fw_position = {n: i for i, n in enumerate(fw.nodes)}.__getitem__
+    bw_position = {n: i for i, n in enumerate(bw.nodes)}.__getitem__
     packed_slots: dict[int, list] = {}
     for k, choice in enumerate(tensor_choices):
         if not choice.codec:
             continue
         codec = (codecs or {}).get(choice.codec) or builtin_codec(choice.codec)
         value = fw_values[saved_at[k]]
-        with fw.inserting_before(_last_forward_use(value, fw_out).next):   # nodes in emission order
+        with fw.inserting_before(_last_forward_use(value, fw_out, fw_position).next):   # emission order
             packed = codec.pack(fw, [value])
         packed_slots[k] = packed
         ph = bw_phs[k]
         with bw.inserting_before(ph):
             new_phs = [_placeholder_like(bw, ph, p, j) for j, p in enumerate(packed)]
-        first_use = min(ph.users, key=_position(bw), default=None)
+        first_use = min(ph.users, key=bw_position, default=None)
         if first_use is not None:
             with bw.inserting_before(first_use):
                 (unpacked,) = codec.unpack(bw, new_phs)
@@ -77,18 +80,13 @@ def apply_saved_codecs(graphs: SplitGraphs, choices: list[SavedChoice],
     return graphs
 
 
-def _last_forward_use(value: torch.fx.Node, out: torch.fx.Node) -> torch.fx.Node:
+def _last_forward_use(value: torch.fx.Node, out: torch.fx.Node, position) -> torch.fx.Node:
     users = [u for u in value.users if u is not out]
     if users:
-        return max(users, key=_position(value.graph))
+        return max(users, key=position)
     if value.op == "placeholder":   # after every placeholder
         return [n for n in value.graph.nodes if n.op == "placeholder"][-1]
     return value
-
-
-def _position(graph: torch.fx.Graph):
-    index = {n: i for i, n in enumerate(graph.nodes)}
-    return index.__getitem__
 
 
 def _placeholder_like(graph: torch.fx.Graph, old: torch.fx.Node, packed: torch.fx.Node, j: int) -> torch.fx.Node:
@@ -100,8 +98,7 @@ def _placeholder_like(graph: torch.fx.Graph, old: torch.fx.Node, packed: torch.f
 
 def _stored(saved: SavedValue, packed: list, codec: Codec) -> SavedValue:
     vals = [p.meta["val"] for p in packed]
-    nbytes = sum(0 if p.meta.get("offloaded") else v.numel() * v.dtype.itemsize
-                 for p, v in zip(packed, vals, strict=True))
+    nbytes = sum(0 if p.meta.get("offloaded") else tensor_bytes(v) for p, v in zip(packed, vals, strict=True))
     if saved.nbytes == 0:    # an input (or a view of one): live anyway
         nbytes = 0
     stored = ", ".join(str(v.dtype).replace("torch.", "") for v in vals)

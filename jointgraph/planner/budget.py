@@ -52,11 +52,20 @@ import torch.fx
 
 from ..ir import Decision, Role
 from ..ir.graph import output_node
-from .costs import CODEC_RATIO, codec_seconds, device_for, node_seconds, tensor_bytes
+from .costs import CODEC_RATIO, codec_seconds, device_for, node_seconds
 from .default import plan_default
-from .graph_utils import SavedChoice, aliases_input, is_random, is_symbolic_scalar, tangent_dependent
+from .graph_utils import (
+    SavedChoice,
+    aliases_input,
+    is_multi_output,
+    is_random,
+    is_symbolic_scalar,
+    storage_root,
+    tangent_dependent,
+    tensor_bytes,
+)
 from .mincut import plan_mincut
-from .rules import COMPUTE_HEAVY_OPS, is_view, recompute_rule
+from .rules import COMPUTE_HEAVY_OPS, recompute_rule
 
 # A value crossing a separator must be at least this many times smaller than it.
 SMALL_CROSSING = 8
@@ -250,7 +259,7 @@ class Regions:
         last = {n: end if any(u.op == "output" for u in n.users)
                 else max([pos[n], *(pos[u] for u in n.users if u in pos)]) for n in self.forward}
         for n in reversed(self.forward):   # a view keeps its base's storage live
-            base = _base(n)
+            base = storage_root(n)
             if base is not n and base in last:
                 last[base] = max(last[base], last[n])
         sizes = {n: self._own_bytes(n) for n in self.forward}
@@ -273,9 +282,9 @@ class Regions:
 
     def _own_bytes(self, v: torch.fx.Node) -> int:
         """Bytes of the storage ``v`` allocates (0 for inputs, views and tuples)."""
-        if v.op != "call_function" or aliases_input(v) or isinstance(v.meta.get("val"), (tuple, list)):
+        if v.op != "call_function" or aliases_input(v) or is_multi_output(v):
             return 0
-        if _base(v) is not v:
+        if storage_root(v) is not v:
             return 0
         return tensor_bytes(v.meta.get("val"))
 
@@ -311,7 +320,7 @@ class Regions:
                 for v, codec in saved.items():
                     if self.region_of.get(v) != region:
                         continue
-                    own = self._own_bytes(_base(v))
+                    own = self._own_bytes(storage_root(v))
                     nbytes += own * _ratio(codec)
                     seconds += sum(codec_seconds(s, own, self.device) for s in (codec or "").split("+") if s)
                 scored.append((seconds, nbytes, option))
@@ -349,7 +358,7 @@ class Regions:
             option = options[region]
             crossing = via is not None and via != region and not (
                 via == region + 1 and option.mode == "span" and options[via].mode in ("full", "span"))
-            if _is_tuple(v) or (not crossing and self._recompute(v, option, region)):
+            if is_multi_output(v) or (not crossing and self._recompute(v, option, region)):
                 recomputed.add(v)
                 stack.extend((u, region) for u in v.all_input_nodes)
             else:
@@ -407,7 +416,7 @@ class Regions:
             return "sizes are computed in the forward"
         region = self.region_of[v]
         option = option_of(region)
-        mib = self._own_bytes(_base(v)) / 2**20
+        mib = self._own_bytes(storage_root(v)) / 2**20
         if region < len(self.separators) and v is self.separators[region]:
             return f"kept: boundary of region {region} ({mib:.2f} MiB); the backward recomputes from it"
         if option.mode != "save" and not _may_recompute(v):
@@ -432,24 +441,6 @@ def _ratio(codec: str | None) -> float:
         if stage:
             ratio *= CODEC_RATIO[stage]
     return ratio
-
-
-def _is_tuple(v: torch.fx.Node) -> bool:
-    return isinstance(v.meta.get("val"), (tuple, list))
-
-
-def _is_alias(v: torch.fx.Node) -> bool:
-    target = v.target
-    return target is operator.getitem or target is torch.ops.aten._unsafe_view.default or (
-        isinstance(target, torch._ops.OpOverload) and is_view(target))
-
-
-def _base(v: torch.fx.Node) -> torch.fx.Node:
-    """The node whose storage ``v`` shares (itself if it allocates; a getitem owns its element)."""
-    while v.op == "call_function" and v.target is not operator.getitem and _is_alias(v) \
-            and isinstance(v.args[0], torch.fx.Node):
-        v = v.args[0]
-    return v
 
 
 def _may_recompute(v: torch.fx.Node) -> bool:

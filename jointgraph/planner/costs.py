@@ -18,14 +18,13 @@ device. All device constants live in one table, ``DEVICES``.
 from __future__ import annotations
 
 import dataclasses
-import math
 import operator
 
 import torch
 import torch.fx
 from torch.utils.flop_counter import flop_registry
 
-from .rules import is_view, size_hint
+from .graph_utils import shares_storage, size_hint, tensor_bytes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,14 +65,6 @@ def device_for(graph: torch.fx.Graph) -> DeviceSpec:
     return DEVICES["cpu"]
 
 
-def tensor_bytes(val) -> int:
-    if isinstance(val, torch.Tensor):
-        return math.prod(size_hint(s) for s in val.shape) * val.dtype.itemsize
-    if isinstance(val, (tuple, list)):
-        return sum(tensor_bytes(v) for v in val)
-    return 0
-
-
 def node_flops(node: torch.fx.Node) -> int:
     """FLOPs of one call node from ``torch.utils.flop_counter``'s formulas (0 if unknown)."""
     target = node.target
@@ -94,7 +85,7 @@ def node_seconds(node: torch.fx.Node, device: DeviceSpec) -> float:
     if node.op != "call_function" or node.target is operator.getitem:
         return 0.0
     target = node.target
-    if isinstance(target, torch._ops.OpOverload) and (is_view(target) or target is torch.ops.aten._unsafe_view.default):
+    if shares_storage(target):
         return 0.0
     moved = sum(tensor_bytes(a.meta.get("val")) for a in node.all_input_nodes) + tensor_bytes(node.meta.get("val"))
     # jointgraph.hooks offload / reload: one crossing of the host link.

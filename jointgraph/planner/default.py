@@ -18,6 +18,7 @@ from .graph_utils import (
     SavedChoice,
     ancestors,
     checkpoint_policy,
+    is_multi_output,
     is_random,
     is_symbolic_scalar,
     tangent_dependent,
@@ -40,7 +41,7 @@ def plan_default(graph: torch.fx.Graph) -> list[SavedChoice]:
              and (is_symbolic_scalar(n) or is_random(n))]
     forward |= ancestors(extra)
     # A multi-output node is never saved: its (free) getitem users run in the forward instead.
-    forward |= {u for n in list(forward) if isinstance(n.meta.get("val"), (tuple, list)) for u in n.users
+    forward |= {u for n in list(forward) if is_multi_output(n) for u in n.users
                 if u.op == "call_function" and u not in from_tangents}
     reasons: dict[torch.fx.Node, str] = {}
     for node in graph.nodes:
@@ -69,7 +70,7 @@ def _expand_checkpointed(reasons: dict, forward: set) -> dict:
             continue
         seen.add(node)
         if node.op == "call_function" and checkpoint_policy(node) == "recompute" and not is_random(node) \
-                and not any(isinstance(a.meta.get("val"), (tuple, list)) and checkpoint_policy(a) != "recompute"
+                and not any(is_multi_output(a) and checkpoint_policy(a) != "recompute"
                             for a in node.all_input_nodes):
             stack.extend(a for a in node.all_input_nodes if a in forward)
             continue

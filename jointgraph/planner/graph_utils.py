@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
+import math
 
 import torch
 import torch.fx
@@ -72,13 +74,52 @@ def checkpoint_policy(node: torch.fx.Node) -> str | None:
     return None
 
 
-def aliases_input(node: torch.fx.Node) -> bool:
-    """True for a graph input or a chain of view ops of one (its storage is live anyway)."""
-    from .rules import is_view
+@functools.cache
+def is_view(target: torch._ops.OpOverload) -> bool:
+    """The op's output is a view of its first input, per its schema."""
+    returns = target._schema.returns
+    return bool(returns) and returns[0].alias_info is not None and not returns[0].alias_info.is_write
 
-    while node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and is_view(node.target):
+
+def shares_storage(target) -> bool:
+    """The op's output shares its first input's storage: a view per its schema, or
+    ``aten._unsafe_view`` (which shares storage without saying so)."""
+    return target is torch.ops.aten._unsafe_view.default or (
+        isinstance(target, torch._ops.OpOverload) and is_view(target))
+
+
+def storage_root(node: torch.fx.Node) -> torch.fx.Node:
+    """The node that allocated ``node``'s storage, through chains of storage-sharing ops."""
+    while node.op == "call_function" and shares_storage(node.target) and isinstance(node.args[0], torch.fx.Node):
         node = node.args[0]
-    return node.op == "placeholder"
+    return node
+
+
+def aliases_input(node: torch.fx.Node) -> bool:
+    """True for a graph input or a view of one (its storage is live anyway)."""
+    return storage_root(node).op == "placeholder"
+
+
+def is_multi_output(node: torch.fx.Node) -> bool:
+    """The node returns a tuple of values (its ``getitem`` users pick them)."""
+    return isinstance(node.meta.get("val"), (tuple, list))
+
+
+def size_hint(size) -> int:
+    """An int for a size that may be symbolic (its hint)."""
+    if isinstance(size, torch.SymInt):
+        node = size.node
+        return int(node.hint) if node.has_hint() else int(node.shape_env.size_hint(node.expr))
+    return int(size)
+
+
+def tensor_bytes(val) -> int:
+    """Bytes of a tensor's elements (or of every tensor in a tuple), with size hints."""
+    if isinstance(val, torch.Tensor):
+        return math.prod(size_hint(s) for s in val.shape) * val.dtype.itemsize
+    if isinstance(val, (tuple, list)):
+        return sum(tensor_bytes(v) for v in val)
+    return 0
 
 
 def is_random(node: torch.fx.Node) -> bool:

@@ -35,6 +35,7 @@ from .graph_utils import (
     aliases_input,
     ancestors,
     checkpoint_policy,
+    is_multi_output,
     is_random,
     tangent_dependent,
     unsaved_inputs,
@@ -54,7 +55,7 @@ def plan_mincut(graph: torch.fx.Graph) -> list[SavedChoice]:
     from_tangents = tangent_dependent(graph) | {n for n in graph.nodes if n.meta.get("phase") == "backward"}
     # Note [Activation checkpointing]: tagged regions are recomputed (sink side) or saved (banned).
     from_tangents |= {n for n in graph.nodes if n.op == "call_function" and not is_random(n)
-                      and checkpoint_policy(n) == "recompute" and not _is_tuple(n)}
+                      and checkpoint_policy(n) == "recompute" and not is_multi_output(n)}
     out = output_node(graph)
     user_outputs = {v for v, r in zip(out.args[0], out.meta["roles"], strict=True)
                     if r is Role.USER_OUTPUT and isinstance(v, torch.fx.Node)}
@@ -65,10 +66,6 @@ def plan_mincut(graph: torch.fx.Graph) -> list[SavedChoice]:
     saved = _solve(nodes, index, from_tangents, user_outputs, rules)
     saved = _needed_by_backward(out, saved)
     return [SavedChoice(n, Decision.SAVE, _reason(n, rules, user_outputs)) for n in nodes if n in saved]
-
-
-def _is_tuple(node: torch.fx.Node) -> bool:
-    return isinstance(node.meta.get("val"), (tuple, list))
 
 
 def _solve(nodes: list, index: dict, from_tangents: set, user_outputs: set, rules: dict) -> set:

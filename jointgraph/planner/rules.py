@@ -8,14 +8,13 @@ and schemas in ``recompute_rule``, in the order of the Notes below.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import operator
 
 import torch
 import torch.fx
 
-from .graph_utils import is_random, is_symbolic_scalar
+from .graph_utils import is_random, is_symbolic_scalar, is_view, size_hint
 
 aten = torch.ops.aten
 
@@ -123,12 +122,6 @@ def recompute_rule(node: torch.fx.Node) -> RecomputeRule:
     return RecomputeRule(False, f"no recompute rule for {packet.__name__}")
 
 
-@functools.cache
-def is_view(target: torch._ops.OpOverload) -> bool:
-    returns = target._schema.returns
-    return bool(returns) and returns[0].alias_info is not None and not returns[0].alias_info.is_write
-
-
 def _shrink(node: torch.fx.Node) -> float:
     source = node.args[0] if node.args else None
     if not isinstance(source, torch.fx.Node):
@@ -141,11 +134,3 @@ def _shrink(node: torch.fx.Node) -> float:
 
 def _numel(t: torch.Tensor) -> int:
     return math.prod(size_hint(s) for s in t.shape)
-
-
-def size_hint(size) -> int:
-    """An int for a size that may be symbolic (its hint)."""
-    if isinstance(size, torch.SymInt):
-        node = size.node
-        return int(node.hint) if node.has_hint() else int(node.shape_env.size_hint(node.expr))
-    return int(size)

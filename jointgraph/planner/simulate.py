@@ -40,7 +40,7 @@ import torch.fx
 
 from ..ir import Role
 from ..ir.graph import output_node
-from .rules import is_view, size_hint
+from .graph_utils import shares_storage, size_hint
 
 MEMORY_KINDS = ("inputs", "gradients", "saved", "temporaries")
 
@@ -208,8 +208,7 @@ def _alias_source(node: torch.fx.Node):
     target = node.target
     if target is operator.getitem:
         return (node.args[0], node.args[1])
-    if target is torch.ops.aten._unsafe_view.default or (isinstance(target, torch._ops.OpOverload)
-                                                         and is_view(target)):
+    if shares_storage(target):
         base = node.args[0]
         return base if isinstance(base, torch.fx.Node) else None
     return None

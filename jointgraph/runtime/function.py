@@ -48,7 +48,7 @@ class EntryLayout:
     saved_copies: tuple[int, ...]               # saved inputs that are also mutated: saved as copies
     num_saved_tensors: int
     num_saved_sizes: int
-    tangent_positions: tuple[int, ...]          # among user tensor outputs
+    tangent_positions: tuple[int, ...]          # among Function outputs (user tensors, then mutated values)
     non_differentiable: tuple[int, ...]         # among Function outputs
     grad_inputs: tuple[bool, ...]               # per graph input: receives a gradient
     saved_input_positions: tuple[tuple[int, int], ...]  # (saved index, graph input index)
@@ -68,6 +68,9 @@ class CompiledEntry:
         self.plan = plan
         self.function = _make_function(forward, backward, layout) if backward is not None else None
         self._mutation_check = bool(layout.mutated_inputs)
+        # Note [Input mutations]: (input index, output index, record the copy in autograd)
+        self._copies = tuple((i, layout.num_user_tensors + k, i in layout.mutated_with_grad)
+                             for k, i in enumerate(layout.mutated_inputs))
         self._positions = layout.signature.tensor_leaf_positions
         self._single_output = layout.out_spec.is_leaf()   # the function returned one tensor
         self.saved_hooks = None   # the ambient saved_tensors_hooks pair this entry was compiled under
@@ -91,7 +94,6 @@ class CompiledEntry:
         else:  # no differentiable outputs: autograd must not record the graph's ops
             with torch.no_grad():
                 outs = self.forward(*inputs)
-        n = layout.num_user_tensors
         if layout.storage_resizes:
             for i, nbytes in layout.storage_resizes:   # Note [Storage resize]: before any data copy
                 inputs[i].untyped_storage().resize_(nbytes)
@@ -99,8 +101,8 @@ class CompiledEntry:
             with torch.no_grad():
                 for i, size, stride, offset in layout.metadata_mutations:
                     inputs[i].as_strided_(size, stride, offset)
-        if layout.mutated_inputs:
-            _apply_mutations(inputs, outs, n, layout.mutated_inputs, layout.mutated_with_grad)
+        if self._copies:
+            _apply_mutations(inputs, outs, self._copies)
         flat = []
         for kind, value in layout.output_plan:
             if kind == "tensor":
@@ -109,15 +111,9 @@ class CompiledEntry:
                 flat.append(value)
             elif kind == "input":
                 flat.append(inputs[value])
-            elif kind == "output_view":   # a view of an earlier output, as eager returns
+            else:  # a view of the caller's tensor ("input_view") or of an earlier output, as eager returns
                 index, (size, stride, offset, dtype, requires_grad) = value
-                base = flat[index]
-                if base.requires_grad and not requires_grad:
-                    base = base.detach()
-                flat.append(_regenerate_view(base, size, stride, offset, dtype))
-            else:  # "input_view": a view of the caller's tensor, as eager returns
-                index, (size, stride, offset, dtype, requires_grad) = value
-                base = inputs[index]
+                base = flat[index] if kind == "output_view" else inputs[index]
                 if base.requires_grad and not requires_grad:   # x.detach(), views under no_grad
                     base = base.detach()
                 flat.append(_regenerate_view(base, size, stride, offset, dtype))
@@ -142,14 +138,14 @@ def _regenerate_view(base: torch.Tensor, size, stride, offset, dtype) -> torch.T
     return base.view(dtype).as_strided(size, stride, offset)   # view(dtype): not differentiable
 
 
-def _apply_mutations(inputs: list, outs, n: int, mutated: tuple, with_grad: tuple) -> None:
+def _apply_mutations(inputs: list, outs, copies: tuple) -> None:
     """The epilogue of Note [Input mutations]: copy new values into the caller's tensors."""
-    for k, i in enumerate(mutated):
-        if i in with_grad:
-            inputs[i].copy_(outs[n + k])   # autograd records it, as it recorded eager's in-place op
+    for i, k, recorded in copies:
+        if recorded:
+            inputs[i].copy_(outs[k])   # autograd records it, as it recorded eager's in-place op
         else:
             with torch.no_grad():
-                inputs[i].copy_(outs[n + k])
+                inputs[i].copy_(outs[k])
 
 
 def _check_leaf_mutation(inputs: list, with_grad: tuple) -> None:
