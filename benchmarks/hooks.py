@@ -17,28 +17,17 @@ from __future__ import annotations
 import argparse
 
 import torch
-import torch.nn.functional as F
 from rich.console import Console
 from rich.table import Table
 
 import jointgraph
 from jointgraph.bench.gpt import GPT, GPTConfig
 from jointgraph.bench.measure import memtracker_peak
+from jointgraph.bench.zoo import TrainStep, lm_loss
 from jointgraph.hooks import SavedTensorPolicy
 
 POLICIES = {"none": None, "bf16": SavedTensorPolicy(compress="bf16"), "fp8": SavedTensorPolicy(compress="fp8"),
             "offload": SavedTensorPolicy(offload=True)}
-
-
-class TrainStep(torch.nn.Module):
-    """GPT + next-token cross-entropy."""
-
-    def __init__(self, model: GPT):
-        super().__init__()
-        self.model = model
-
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(self.model(idx).flatten(0, 1), targets.flatten())
 
 
 def measured_peak(step: torch.nn.Module, fn, *args: torch.Tensor) -> int:
@@ -67,7 +56,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     torch.manual_seed(0)
     config = GPTConfig(layers=args.layers, d_model=args.d_model, seq=args.seq, vocab=1024, heads=4)
-    step = TrainStep(GPT(config)).to(args.device)
+    step = TrainStep(GPT(config), lm_loss).to(args.device)
     idx = torch.randint(0, config.vocab, (args.batch, config.seq), device=args.device)
     targets = torch.randint(0, config.vocab, (args.batch, config.seq), device=args.device)
     ref = grads(step, step, idx, targets)

@@ -6,11 +6,11 @@ import warnings
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 import jointgraph
 from jointgraph.bench.gpt import GPT, GPTConfig
 from jointgraph.bench.measure import memtracker_peak
+from jointgraph.bench.zoo import TrainStep, lm_loss
 from jointgraph.hooks import SavedTensorPolicy
 from jointgraph.ir import Decision
 from jointgraph.planner.costs import DEVICES, node_flops
@@ -21,19 +21,10 @@ FRACTIONS = (1.0, 0.8, 0.6, 0.45)
 POLICY = SavedTensorPolicy(compress="bf16", offload=True)
 
 
-class Step(torch.nn.Module):
-    def __init__(self, model: GPT):
-        super().__init__()
-        self.model = model
-
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(self.model(idx).flatten(0, 1), targets.flatten())
-
-
 @pytest.fixture(scope="module")
 def gpt():
     torch.manual_seed(0)
-    step = Step(GPT(CONFIG))
+    step = TrainStep(GPT(CONFIG), lm_loss)
     idx = torch.randint(0, CONFIG.vocab, (4, CONFIG.seq))
     return step, idx, torch.randint(0, CONFIG.vocab, (4, CONFIG.seq))
 

@@ -9,6 +9,7 @@ import torch.fx
 
 import jointgraph
 from jointgraph.bench.gpt import GPT, GPTConfig
+from jointgraph.bench.zoo import TrainStep, lm_loss
 from jointgraph.ir import Role
 from jointgraph.passes.reorder_recompute import reorder_recompute
 from jointgraph.planner.graph_utils import is_random
@@ -64,24 +65,15 @@ def test_every_saved_value_has_a_reason():
 
 # ---------------------------------------------------------------- eager parity
 
-class _Step(torch.nn.Module):
-    def __init__(self, model: torch.nn.Module):
-        super().__init__()
-        self.model = model
-
-    def forward(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        return torch.nn.functional.cross_entropy(self.model(x).flatten(0, -2), target.flatten())
-
-
 def _gpt_step():
     config = GPTConfig(layers=2, d_model=64, heads=4, vocab=128, seq=32)
-    return _Step(GPT(config)), torch.randint(0, 128, (4, 32)), torch.randint(0, 128, (4, 32))
+    return TrainStep(GPT(config), lm_loss), torch.randint(0, 128, (4, 32)), torch.randint(0, 128, (4, 32))
 
 
 def _mlp_step():
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.LayerNorm(64),
                                 torch.nn.Linear(64, 64), torch.nn.Tanh(), torch.nn.Linear(64, 10))
-    return _Step(model), torch.randn(16, 32), torch.randint(0, 10, (16,))
+    return TrainStep(model, lm_loss), torch.randn(16, 32), torch.randint(0, 10, (16,))
 
 
 def _check_parity(step, x, target):

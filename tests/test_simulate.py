@@ -11,6 +11,7 @@ import torch.fx
 import jointgraph
 from jointgraph.bench.gpt import GPT, GPTConfig
 from jointgraph.bench.measure import memtracker_peak
+from jointgraph.bench.zoo import TrainStep, lm_loss
 from jointgraph.ir import Role
 from jointgraph.planner.simulate import simulate
 
@@ -133,18 +134,6 @@ def test_saved_view_of_an_input_costs_nothing():
 
 # ---------------------------------------------------------------- measured peaks
 
-class _Step(torch.nn.Module):
-    """Model + loss: one training step's forward."""
-
-    def __init__(self, model: torch.nn.Module):
-        super().__init__()
-        self.model = model
-
-    def forward(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        out = self.model(x)
-        return torch.nn.functional.cross_entropy(out.flatten(0, -2), target.flatten())
-
-
 def _measured_peak(step: torch.nn.Module, compiled, *args) -> int:
     return memtracker_peak(step, compiled, *args)
 
@@ -152,12 +141,12 @@ def _measured_peak(step: torch.nn.Module, compiled, *args) -> int:
 def _mlp_step():
     model = torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.GELU(), torch.nn.Linear(2048, 2048),
                                 torch.nn.ReLU(), torch.nn.Linear(2048, 64))
-    return _Step(model), torch.randn(512, 512), torch.randint(0, 64, (512,))
+    return TrainStep(model, lm_loss), torch.randn(512, 512), torch.randint(0, 64, (512,))
 
 
 def _gpt_step():
     config = GPTConfig(layers=2, d_model=128, heads=4, vocab=512, seq=128)
-    return _Step(GPT(config)), torch.randint(0, 512, (4, 128)), torch.randint(0, 512, (4, 128))
+    return TrainStep(GPT(config), lm_loss), torch.randint(0, 512, (4, 128)), torch.randint(0, 512, (4, 128))
 
 
 @pytest.mark.parametrize("partitioner", ["default", "mincut"])
@@ -173,7 +162,8 @@ def test_simulated_peak_matches_measured_peak(make_step, partitioner):
 
 
 def test_symbolic_sizes_use_hints():
-    step = _Step(torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.Tanh(), torch.nn.Linear(256, 8)))
+    step = TrainStep(torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.Tanh(), torch.nn.Linear(256, 8)),
+                     lm_loss)
     x, target = torch.randn(32, 64), torch.randint(0, 8, (32,))
     static = jointgraph.plan(step, x, target, partitioner="default")
     dynamic = jointgraph.plan(step, x, target, partitioner="default", dynamic=True)

@@ -65,8 +65,9 @@ class TrainStep(nn.Module):
 ### Loss functions
 
 def lm_loss(model: nn.Module, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of the model's last dimension against ``targets`` (tokens or classes)."""
     logits = model(idx)
-    return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
+    return F.cross_entropy(logits.flatten(0, -2).float(), targets.flatten())
 
 
 def hf_loss(model: nn.Module, input_ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
