@@ -165,27 +165,35 @@ def _extract(root: torch.fx.GraphModule, inputs: list, needed: set, outputs: lis
         ph.meta["role"] = input_roles[i] if input_roles else node.meta["role"]
         env[node] = ph
     lookup = env.__getitem__
+    static = not any(_is_symbolic(ph.meta.get("val")) for ph in graph.find_nodes(op="placeholder"))
     for node in graph.nodes:
         if node in env or node not in needed or node.op in ("placeholder", "output"):
             continue
-        env[node] = _copy_node(new, node, lookup)
+        env[node] = _copy_node(new, node, lookup, static=static)
     result = new.output(tuple(env[v] if isinstance(v, torch.fx.Node) else v for v in outputs))
     result.meta["roles"] = list(out_roles)
     return lazy_graph_module(root, new)  # copies the tensor constants the new graph reads
 
 
-def _copy_node(new: torch.fx.Graph, node: torch.fx.Node, lookup) -> torch.fx.Node:
+def _is_symbolic(val) -> bool:
+    if isinstance(val, torch.Tensor):
+        return any(isinstance(s, torch.SymInt) for s in val.shape)
+    return isinstance(val, _SYMBOLIC)
+
+
+def _copy_node(new: torch.fx.Graph, node: torch.fx.Node, lookup, *, static: bool = False) -> torch.fx.Node:
     """``new.node_copy(node, lookup)``, without the per-node pytree walk of ``create_node``.
 
     Note [Fast node copy]: ``Graph.create_node`` walks every call's arguments with pytree
     to warn about raw symbolic scalars; on a transformer's joint graph that walk was most
     of the split. Here the node is created without arguments and they are set after,
     the way ``Node.__init__`` sets them (users and inputs stay right); arguments
-    holding a raw SymInt/SymFloat/SymBool still go through ``node_copy``, so its warning stays.
+    holding a raw SymInt/SymFloat/SymBool still go through ``node_copy``, so its warning stays;
+    a graph whose inputs have static sizes (``static``) holds none, and is not searched.
     """
     args = torch.fx.node.map_arg(node.args, lookup)
     kwargs = torch.fx.node.map_arg(node.kwargs, lookup)
-    if _has_raw_symbolic(args) or _has_raw_symbolic(kwargs):
+    if not static and (_has_raw_symbolic(args) or _has_raw_symbolic(kwargs)):
         return new.node_copy(node, lookup)
     copy = new.create_node(node.op, node.target, None, None, node.name, node.type)
     if not (args or kwargs):

@@ -148,3 +148,91 @@ def test_cost_model_counts_matmul_flops():
     mm.meta["val"] = torch.empty(64, 16, device="meta")
     assert node_flops(mm) == 2 * 64 * 32 * 16
     assert set(DEVICES) == {"cpu", "h100"}
+
+
+def _joint_graph(monkeypatch, layers: int) -> torch.fx.Graph:
+    """The joint graph the budget planner receives for a GPT of ``layers`` layers."""
+    from jointgraph.planner import pareto as pareto_module
+
+    seen = {}
+    real = pareto_module.plan_budget
+
+    def spy(graph, budget, verify, **options):
+        seen["graph"] = graph
+        return real(graph, budget, verify, **options)
+
+    monkeypatch.setattr(pareto_module, "plan_budget", spy)
+    torch.manual_seed(0)
+    config = GPTConfig(layers=layers, d_model=32, heads=2, vocab=64, seq=32)
+    idx = torch.randint(0, config.vocab, (2, config.seq))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        jointgraph.plan(TrainStep(GPT(config), lm_loss), idx, idx, partitioner="budget", memory_budget=0.5)
+    return seen["graph"]
+
+
+def test_repeated_layers_share_classes(monkeypatch):
+    from jointgraph.planner.budget import Regions
+
+    shallow, deep = Regions(_joint_graph(monkeypatch, 2)), Regions(_joint_graph(monkeypatch, 6))
+    assert len(deep.order) > len(shallow.order)
+    assert len(set(deep.class_of)) == len(set(shallow.class_of)) < len(deep.order)
+    for r in deep.order:   # equal classes: one ladder, equal scores
+        for q in deep.order:
+            if r < q and deep.class_of[r] == deep.class_of[q]:
+                assert deep.ladders[r] is deep.ladders[q]
+                assert [deep.scores[(r, o)] for o in deep.ladders[r]] == [deep.scores[(q, o)] for o in deep.ladders[q]]
+
+
+def _region_milp_seconds(regions, limit: float) -> float | None:
+    """The per-region formulation (one binary per region and option, no symmetry handling)."""
+    import numpy as np
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    variables = [(r, o) for r in regions.order for o in regions.ladders[r]]
+    seconds = np.array([regions.scores[v][0] for v in variables])
+    nbytes = np.array([regions.scores[v][1] for v in variables]) / 2**20
+    working = [max(regions.scores[(r, o)][1] for o in regions.ladders[r]) / 2**20 for r in regions.order]
+    one_each = LinearConstraint(np.array([[1.0 if v[0] == r else 0.0 for v in variables] for r in regions.order]), 1, 1)
+    prefix = np.array([[nbytes[i] if v[0] < q else 0.0 for i, v in enumerate(variables)] for q in regions.order]
+                      + [nbytes.tolist()])
+    upper = np.array([limit / 2**20 - working[q] for q in regions.order] + [limit / 2**20])
+    result = milp(seconds, constraints=[one_each, LinearConstraint(prefix, -np.inf, upper)],
+                  integrality=np.ones(len(variables)), bounds=Bounds(0, 1),
+                  options={"time_limit": 20.0, "mip_rel_gap": 1e-6})
+    return None if result.x is None else float(result.fun)
+
+
+def test_class_milp_finds_the_per_region_optimum(monkeypatch):
+    from jointgraph.planner.budget import ClassMILP, Regions
+
+    regions = Regions(_joint_graph(monkeypatch, 4))
+    model = ClassMILP(regions)
+    save_all = model.model_peak
+    solved = 0
+    for fraction in (0.9, 0.7, 0.5, 0.35):
+        limit = fraction * save_all
+        options = model.solve(limit)
+        expected = _region_milp_seconds(regions, limit)
+        assert (options is None) == (expected is None)
+        if options is None:
+            continue
+        solved += 1
+        assert regions.model_seconds(options.__getitem__) == pytest.approx(expected, rel=2e-3, abs=1e-9)
+        kept = [regions.scores[(r, options[r])][1] for r in regions.order]
+        working = [max(regions.scores[(r, o)][1] for o in regions.ladders[r]) for r in regions.order]
+        assert all(sum(kept[:q]) + working[q] <= limit * (1 + 1e-6) for q in regions.order)
+    assert solved >= 2
+
+
+def test_stored_estimates_equal_the_cost_model(plans):
+    from jointgraph.planner.costs import _node_seconds, device_for, node_seconds
+
+    result, _ = plans[0.45]
+    device = device_for(result.forward.graph)
+    for graph in (result.forward.graph, result.backward.graph):
+        stored = [n for n in graph.nodes if n.op == "call_function" and "est_seconds" in n.meta]
+        assert stored
+        for node in graph.nodes:
+            assert node_seconds(node, device) == pytest.approx(_node_seconds(node, device) if
+                                                                node.op == "call_function" else 0.0)

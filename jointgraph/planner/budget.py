@@ -37,6 +37,23 @@ checked plan within the budget wins, else the lowest-peak one, with a warning th
 names that minimum achievable peak. Besides the staircase, HiGHS picks one option per
 region under per-region peak constraints (Note [Budget MILP]); its solutions are
 verified the same way and win when they are faster.
+
+Note [Repeated layers]
+----------------------
+A deep model repeats the same block: its regions come in a few *classes* of equal
+structure (the same ops on the same shapes, wired the same way, with the same values
+read by the backward, followed by a region of the same class). A class's ladder and
+scores are computed once, from its first region, and shared by the others. In the
+MILP, equal regions are interchangeable except for their position, and an earlier
+region's kept bytes stay live for longer in the backward, so every solution can be
+reordered so that earlier regions of a class sit at least as far down the ladder as
+later ones without changing its time or breaking a constraint. With that order
+imposed, a class's choice is just how many of its regions (the first ones) go down
+each ladder step: the MILP's integer variables are those counts (Note [Budget MILP]),
+a few dozen whatever the depth, instead of one per region and option, whose symmetric
+copies HiGHS would search through (1-2 s per solve at 48 layers; now ~0.1 s). The
+staircase search is bounded by the estimated time of the best verified plan, so a
+deep model needs a handful of verified candidates (``_staircase_search``).
 """
 
 from __future__ import annotations
@@ -44,6 +61,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 import statistics
+import time
 import warnings
 from collections.abc import Callable
 
@@ -104,6 +122,7 @@ class BudgetResult:
     peak_bytes: int
     est_seconds: float
     candidates: list[Verified]
+    timings: dict[str, float] = dataclasses.field(default_factory=dict)   # regions / milp / verify seconds
 
 
 Verify = Callable[[list[SavedChoice]], tuple[int, float]]
@@ -118,13 +137,18 @@ def plan_budget(graph: torch.fx.Graph, budget: float | int, verify: Verify, *, p
     ``verify(choices) -> (simulated peak bytes, estimated step seconds)`` runs the real split +
     simulator; ``policy`` (a ``SavedTensorPolicy`` or None) says which storages may be used.
     """
+    timings = {"regions": 0.0, "milp": 0.0, "verify": 0.0}
+    start = time.perf_counter()
     regions = Regions(graph, policy)
+    timings["regions"] = time.perf_counter() - start
     checked: dict[tuple, Verified] = {}
 
     def check(label: str, choices: list[SavedChoice]) -> Verified:
         key = tuple((c.node, c.codec) for c in choices)
         if key not in checked:
+            start = time.perf_counter()
             peak, seconds = verify(choices)
+            timings["verify"] += time.perf_counter() - start
             checked[key] = Verified(choices, peak, seconds, label)
         return checked[key]
 
@@ -138,17 +162,10 @@ def plan_budget(graph: torch.fx.Graph, budget: float | int, verify: Verify, *, p
     default = check("default", plan_default(graph))
     budget_bytes = int(budget * default.peak_bytes) if isinstance(budget, float) else int(budget)
     check("mincut", plan_mincut(graph))
+    start, verifying = time.perf_counter(), timings["verify"]
     _milp_candidates(regions, budget_bytes, default.peak_bytes, check)
-    fitting = [level for level in range(regions.levels) if fits(level, 0)]
-    count = len(regions.order)
-    if fitting and fitting[0] > 0:
-        _first_true(lambda k: fits(fitting[0] - 1, k), 0, count)
-    elif not fitting:   # the lowest peak may lie between two levels
-        lowest = min(range(regions.levels), key=lambda lv: checked_peak(lv, 0))
-        for k in (count // 4, count // 2, 3 * count // 4):
-            fits(lowest, k)
-            if lowest:
-                fits(lowest - 1, k)
+    timings["milp"] = time.perf_counter() - start - (timings["verify"] - verifying)
+    _staircase_search(regions, default.est_seconds, budget_bytes, checked, fits, checked_peak)
     candidates = list(checked.values())
     feasible = [c for c in candidates if c.peak_bytes <= budget_bytes]
     if feasible:
@@ -159,58 +176,177 @@ def plan_budget(graph: torch.fx.Graph, budget: float | int, verify: Verify, *, p
                       f"{best.peak_bytes / 2**20:.2f} MiB found by the budget planner; using that plan",
                       stacklevel=3)
     return BudgetResult(best.choices, regions.recompute_reasons(best.choices), best.peak_bytes, best.est_seconds,
-                        candidates)
+                        candidates, timings)
+
+
+def _staircase_search(regions: Regions, base_seconds: float, budget_bytes: int, checked: dict,
+                      fits: Callable[[int, int], bool], checked_peak: Callable[[int, int], int]) -> None:
+    """Find the first staircase step that fits (Note [Budget formulation]), skipping the steps
+    whose estimated time (``base_seconds`` plus the regions' scores) is already no better than
+    the fastest verified plan within the budget: they cannot win, and each check is a split and
+    a simulation (Note [Repeated layers]: this is what keeps a deep model to a handful)."""
+    def fastest() -> float:
+        return min((c.est_seconds for c in checked.values() if c.peak_bytes <= budget_bytes), default=float("inf"))
+
+    def promising(level: int, k: int) -> bool:
+        return base_seconds + regions.model_seconds(regions.staircase(level, k)) < fastest()
+
+    count = len(regions.order)
+    level_fits = None   # the first level whose step k=0 fits
+    for level in range(regions.levels):
+        if not promising(level, 0):
+            break
+        if fits(level, 0):
+            level_fits = level
+            break
+    else:
+        if fastest() == float("inf"):   # nothing fits: the lowest peak may lie between two levels
+            lowest = min(range(regions.levels), key=lambda lv: checked_peak(lv, 0))
+            for k in (count // 4, count // 2, 3 * count // 4):
+                fits(lowest, k)
+                if lowest:
+                    fits(lowest - 1, k)
+        return
+    # Between (level, 0) and (level, count) == (level + 1, 0) time grows with k and the peak
+    # falls: the first fitting k, among the promising ones, is the one to find.
+    level = (level if level_fits is None else level_fits) - 1
+    if level < 0:
+        return
+    top = _first_true(lambda k: not promising(level, k), 0, count)   # the first k that cannot win
+    hi = count if level_fits is not None and top == count else top - 1
+    if hi >= 0 and fits(level, hi):
+        _first_true(lambda k: fits(level, k), 0, hi)
 
 
 def _milp_candidates(regions: Regions, budget_bytes: int, default_peak: int,
                      check: Callable[[str, list[SavedChoice]], Verified], *, rounds: int = 4) -> None:
-    """Note [Budget MILP]: one option per region, chosen by HiGHS.
+    """Note [Budget MILP]: one ladder step per region, chosen by HiGHS, one block per class.
 
-    Variables ``x[r, o]`` (region ``r`` takes ladder option ``o``); minimize the estimated
-    recompute / codec seconds. The backward runs the regions last to first; while region
-    ``q``'s backward runs, every earlier region still holds what its option keeps and region
-    ``q`` holds its whole working set (what "save" would keep), so for every ``q``::
+    The backward runs the regions last to first; while region ``q``'s backward runs, every
+    earlier region still holds what its option keeps and region ``q`` holds its whole working
+    set (what "save" keeps), so for every ``q``::
 
-        sum_{r < q} sum_o bytes[r, o] x[r, o]  <=  B' - working[q]
+        sum_{r < q} kept_bytes[r]  <=  B' - working[q]
 
-    plus the end of the forward (every region's kept bytes). ``B'`` is the budget minus the
-    bytes this region model does not see (parameters, gradients, temporaries), calibrated on
-    the simulated peak of the all-"save" plan. Each solution is verified with the real
-    simulator (``check``); when it is over budget, ``B'`` shrinks by twice the excess and
-    HiGHS solves again. The staircase search runs as well; the fastest verified plan wins.
+    plus the end of the forward (every region's kept bytes); minimize the estimated recompute
+    and codec seconds. ``B'`` is the budget minus the bytes this region model does not see
+    (parameters, gradients, temporaries), calibrated on the simulated peak of the all-"save"
+    plan.
+
+    By Note [Repeated layers] the first ``n[c, l]`` regions of class ``c`` sit at ladder step
+    ``l`` or further, so the integer variables are the counts ``n[c, l]`` (non-increasing in
+    ``l``): a few dozen for any depth. Class ``c`` has ``m_c(q)`` regions before ``q``, of
+    which ``min(n[c, l], m_c(q))`` are at step ``l`` or further; each step lowers the kept
+    bytes, so the constraints only need a lower bound on that minimum and a continuous
+    ``w[c, l, q] <= n[c, l]`` bounded by ``m_c(q)`` stands for it (the solver raises ``w``
+    to the minimum whenever that helps). Bytes are in MiB to keep HiGHS's tolerances sane.
+
+    Each solution is verified with the real simulator (``check``); when it is over budget,
+    ``B'`` shrinks by twice the excess and HiGHS solves again. The staircase search runs as
+    well; the fastest verified plan wins.
     """
-    import numpy as np
-    from scipy.optimize import Bounds, LinearConstraint, milp
-
-    variables = [(r, o) for r in regions.order for o in regions.ladders[r] if (r, o) in regions.scores]
-    if not variables:
+    model = ClassMILP(regions)
+    if not model.count_vars:
         return
-    index = {v: i for i, v in enumerate(variables)}
-    seconds = np.array([regions.scores[v][0] for v in variables])
-    nbytes = np.array([regions.scores[v][1] for v in variables])
-    working = [max(regions.scores[(r, o)][1] for o in regions.ladders[r] if (r, o) in regions.scores)
-               for r in regions.order]
-    model_peak = max(sum(working[:q]) + working[q] for q in regions.order)
-    unseen = max(default_peak - model_peak, 0)
-    rows = [np.array([1.0 if v[0] == r else 0.0 for v in variables]) for r in regions.order]
-    one_each = LinearConstraint(np.array(rows), 1, 1)
-    prefix = np.array([[nbytes[index[v]] if v[0] < q else 0.0 for v in variables] for q in regions.order]
-                      + [nbytes.tolist()])
-    limit = float(budget_bytes - unseen)
+    limit = budget_bytes - max(default_peak - model.model_peak, 0)
     for round_ in range(rounds):
-        upper = np.array([limit - working[q] for q in regions.order] + [limit])
-        if (upper < 0).any():
+        options = model.solve(limit)
+        if options is None:
             return
-        result = milp(seconds, constraints=[one_each, LinearConstraint(prefix, -np.inf, upper)],
-                      integrality=np.ones(len(variables)), bounds=Bounds(0, 1),
-                      options={"time_limit": 2.0, "mip_rel_gap": 1e-3, "disp": False})
-        if result.x is None:
-            return
-        chosen = {variables[i][0]: variables[i][1] for i in np.flatnonzero(result.x > 0.5)}
-        verified = check(f"MILP round {round_ + 1}", regions.choices(lambda r, chosen=chosen: chosen.get(r, SAVE)))
+        verified = check(f"MILP round {round_ + 1}", regions.choices(options.__getitem__))
         if verified.peak_bytes <= budget_bytes:
             return
         limit -= 2 * (verified.peak_bytes - budget_bytes)   # the model underestimates: overshoot the fix
+
+
+class ClassMILP:
+    """The region model of Note [Budget MILP] with one count per (class, ladder step)."""
+
+    MIB = float(2**20)
+
+    def __init__(self, regions: Regions):
+        import numpy as np
+
+        self.regions = regions
+        mib = self.MIB
+        self.members: dict[int, list[int]] = {}
+        for r in regions.order:
+            self.members.setdefault(regions.class_of[r], []).append(r)
+        members = self.members
+        self.steps = steps = {c: [regions.scores[(rs[0], o)] for o in regions.ladders[rs[0]]]
+                              for c, rs in members.items()}
+        # Integer n[c, l] for l >= 1 (step 0, "save" or the cheapest option, needs no variable).
+        keys = [(c, step) for c in members for step in range(1, len(steps[c]))]
+        self.count_vars = {key: i for i, key in enumerate(keys)}
+        var_n = self.count_vars
+        working = [max(b for _, b in steps[regions.class_of[q]]) for q in regions.order]
+        self.model_peak = max(sum(working[:q]) + working[q] for q in regions.order)
+        objective = [steps[c][step][0] - steps[c][step - 1][0] for c, step in keys]
+        lower, upper = [0.0] * len(keys), [float(len(members[c])) for c, _ in keys]
+        integral = [1] * len(keys)
+        rows: list[tuple[list[int], list[float], float, float]] = []   # (columns, values, low, high)
+        for (c, step), i in var_n.items():
+            if (c, step + 1) in var_n:
+                rows.append(([i, var_n[(c, step + 1)]], [1.0, -1.0], 0.0, np.inf))
+        peak_rows = []   # (columns, values, constant MiB, working MiB) per position q, then the end
+        for q in [*regions.order, len(regions.order)]:
+            cols, vals, constant = [], [], 0.0
+            for c, rs in members.items():
+                before = sum(1 for r in rs if r < q)
+                if before == 0:
+                    continue
+                constant += before * steps[c][0][1] / mib
+                for step in range(1, len(steps[c])):
+                    if before >= len(rs):
+                        cols.append(var_n[(c, step)])
+                    else:   # w = min(n[c, l], before), from below
+                        w = len(objective)
+                        objective.append(0.0)
+                        lower.append(0.0)
+                        upper.append(float(before))
+                        integral.append(0)
+                        rows.append(([w, var_n[(c, step)]], [1.0, -1.0], -np.inf, 0.0))
+                        cols.append(w)
+                    vals.append((steps[c][step][1] - steps[c][step - 1][1]) / mib)
+            peak_rows.append((cols, vals, constant, working[q] / mib if q < len(regions.order) else 0.0))
+        self.objective = np.array(objective)
+        self.bounds = (np.array(lower), np.array(upper))
+        self.integral = np.array(integral)
+        self.rows, self.peak_rows = rows, peak_rows
+
+    def _matrix(self, spec):
+        from scipy.sparse import coo_matrix
+
+        data, rr, cc = [], [], []
+        for k, (cols, vals, *_rest) in enumerate(spec):
+            rr += [k] * len(cols)
+            cc += cols
+            data += vals
+        return coo_matrix((data, (rr, cc)), shape=(len(spec), len(self.objective))).tocsr()
+
+    def solve(self, limit_bytes: float) -> list[Option] | None:
+        """Per-region options minimizing the estimated seconds with the region model's peak at most
+        ``limit_bytes`` (None if HiGHS finds no such choice within its time limit)."""
+        import numpy as np
+        from scipy.optimize import Bounds, LinearConstraint, milp
+
+        limit = limit_bytes / self.MIB
+        high = np.array([limit - work - constant for _, _, constant, work in self.peak_rows])
+        constraints = [LinearConstraint(self._matrix(self.peak_rows), -np.inf, high)]
+        if self.rows:
+            constraints.append(LinearConstraint(self._matrix(self.rows), [r[2] for r in self.rows],
+                                                [r[3] for r in self.rows]))
+        result = milp(self.objective, constraints=constraints, integrality=self.integral,
+                      bounds=Bounds(*self.bounds), options={"time_limit": 2.0, "mip_rel_gap": 1e-3, "disp": False})
+        if result.x is None:
+            return None
+        options = []
+        for r in self.regions.order:
+            c = self.regions.class_of[r]
+            j = self.members[c].index(r)
+            level = sum(1 for step in range(1, len(self.steps[c])) if j < round(result.x[self.count_vars[(c, step)]]))
+            options.append(self.regions.ladders[r][level])
+        return options
 
 
 def _first_true(predicate: Callable[[int], bool], lo: int, hi: int) -> int:
@@ -247,7 +383,16 @@ class Regions:
         for node in self.forward:
             self.members[self.region_of[node]].append(node)
         self.scores: dict[tuple[int, Option], tuple[float, float]] = {}   # (seconds, bytes) per ladder option
-        self.ladders = [self._ladder(r) for r in self.order]
+        self.class_of = self._classes()
+        first: dict[int, int] = {}
+        self.ladders = []
+        for r in self.order:   # Note [Repeated layers]: one ladder per class
+            leader = first.setdefault(self.class_of[r], r)
+            if leader == r:
+                self.ladders.append(self._ladder(r))
+            else:
+                self.ladders.append(self.ladders[leader])
+                self.scores.update({(r, o): self.scores[(leader, o)] for o in self.ladders[leader]})
         self.levels = max(len(ladder) for ladder in self.ladders)
 
     ### Regions
@@ -279,6 +424,32 @@ class Regions:
             if nbytes and last[node] > i:
                 active[node] = last[node]
         return region_of, separators
+
+    def _classes(self) -> list[int]:
+        """Class index of every region: equal for regions of equal structure followed by regions
+        of equal structure (Note [Repeated layers])."""
+        local = {n: (self.region_of[n], i) for r in self.order for i, n in enumerate(self.members[r])}
+        needed = set(self.needed)
+        separators = set(self.separators)
+
+        def arg(a, region: int):
+            if isinstance(a, torch.fx.Node):
+                if a in local:
+                    other, i = local[a]
+                    return ("node", other - region, i)
+                return ("value", a.op, a.meta.get("role"), _shape_key(a.meta.get("val")))
+            if isinstance(a, (list, tuple)):
+                return tuple(arg(x, region) for x in a)
+            return (type(a).__name__, repr(a))
+
+        keys = []
+        for r in self.order:
+            keys.append(tuple((str(n.target), _shape_key(n.meta.get("val")), arg(n.args, r),
+                               arg(tuple(sorted(n.kwargs.items())), r), n in needed, n in separators,
+                               n.meta.get("recompute"))
+                              for n in self.members[r]))
+        ids: dict[tuple, int] = {}
+        return [ids.setdefault((keys[r], keys[r + 1] if r + 1 < len(keys) else None), len(ids)) for r in self.order]
 
     def _own_bytes(self, v: torch.fx.Node) -> int:
         """Bytes of the storage ``v`` allocates (0 for inputs, views and tuples)."""
@@ -331,6 +502,10 @@ class Regions:
                 self.scores[(region, option)] = (seconds, nbytes)
                 best_bytes = nbytes
         return ladder
+
+    def model_seconds(self, option_of: Callable[[int], Option]) -> float:
+        """The estimated seconds the regions' options add, from their scores."""
+        return sum(self.scores[(r, option_of(r))][0] for r in self.order)
 
     def staircase(self, level: int, k: int) -> Callable[[int], Option]:
         """Every region at ladder step ``level``, the first ``k`` regions one step further."""
@@ -433,6 +608,15 @@ class Regions:
             reasons[v.name] = (f"recomputed: frees {mib:.2f} MiB of region {self.region_of[v]} at "
                                f"{node_seconds(v, self.device) * 1e3:.3f} ms")
         return reasons
+
+
+def _shape_key(val) -> tuple | str:
+    if isinstance(val, torch.Tensor):
+        return (tuple(str(s) for s in val.shape), tuple(str(s) for s in val.stride()), str(val.dtype),
+                val.requires_grad)
+    if isinstance(val, (list, tuple)):
+        return tuple(_shape_key(v) for v in val)
+    return type(val).__name__
 
 
 def _ratio(codec: str | None) -> float:

@@ -13,6 +13,11 @@ Offloading a saved value costs its bytes twice over the host link (device to hos
 in the forward, back in the backward); compressing it costs ``codec_s_per_byte``
 per original byte (quantize + dequantize) and keeps ``bytes * ratio`` on the
 device. All device constants live in one table, ``DEVICES``.
+
+A node's estimate depends only on its target and fake values, so the budget planner
+computes it once per joint-graph node (``annotate_seconds``) into ``meta["est_seconds"]``
+(keyed by device); the graphs ``split`` builds copy node meta, so every candidate plan's
+estimate is a sum of stored numbers.
 """
 
 from __future__ import annotations
@@ -80,8 +85,23 @@ def node_flops(node: torch.fx.Node) -> int:
         return 0
 
 
+def annotate_seconds(graph: torch.fx.Graph, device: DeviceSpec) -> None:
+    """Store every node's estimate in its meta (Note [Cost model]); ``node_seconds`` reads it back."""
+    for node in graph.nodes:
+        node.meta["est_seconds"] = (device.name, _node_seconds(node, device))
+
+
 def node_seconds(node: torch.fx.Node, device: DeviceSpec) -> float:
     """Estimated run time of one call node (Note [Cost model])."""
+    if node.op != "call_function":   # a placeholder made from a forward node keeps its meta
+        return 0.0
+    stored = node.meta.get("est_seconds")
+    if stored is not None and stored[0] == device.name:
+        return stored[1]
+    return _node_seconds(node, device)
+
+
+def _node_seconds(node: torch.fx.Node, device: DeviceSpec) -> float:
     if node.op != "call_function" or node.target is operator.getitem:
         return 0.0
     target = node.target
