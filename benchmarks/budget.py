@@ -1,87 +1,251 @@
-"""The budget planner side by side with PyTorch's ``activation_memory_budget`` (GPT, HF GPT-2 / Llama).
+"""The budget planner side by side with PyTorch's ``activation_memory_budget``, in one process.
 
-For each nominal budget: jointgraph's simulated and measured peak (MemTracker), estimated
-and measured step time, planning seconds; PyTorch's min-cut partitioner under
-``torch._functorch.config.activation_memory_budget`` at the same value: measured peak and
-step time; then the ratios ours / PyTorch's. Everything runs in one process.
+For each model (``--models``: the plain GPT of ``jointgraph.bench.gpt``, Hugging Face GPT-2 and
+Llama from small configs with random weights; see ``jointgraph.bench.zoo``) and each nominal
+budget (``--budgets``, fractions):
 
-    python benchmarks/budget.py
-    python benchmarks/budget.py --layers 2 --budgets 1.0 0.8 0.6
-    python benchmarks/budget.py --model gpt2 --layers 2 --width 128 --seq 128
+* jointgraph ``aot_module(partitioner="budget", memory_budget=b)``: simulated peak
+  (``Plan.peak_bytes``), measured peak (``MemTracker`` around one forward+backward, gradients
+  starting as ``None``), estimated and measured step time, compile seconds (the first call:
+  trace + plan + compile);
+* PyTorch ``aot_module`` with the min-cut partitioner under
+  ``torch._functorch.config.activation_memory_budget = b`` (no-op graph compilers): measured
+  peak, step time, compile seconds.
+
+Step times are medians of ``--repeat`` steps, ours and PyTorch's interleaved, so a noisy
+machine slows both alike. Ratios are ours / PyTorch's. Two comparisons: at the same nominal
+budget (peak), and *at equal or lower peak*: for each PyTorch point, our fastest point whose
+measured peak is at most its measured peak (step time ratio).
+
+Then planning time versus depth (``--depths``): ``jointgraph.plan(partitioner="budget",
+memory_budget=0.5)`` on a narrow GPT (trace and partition seconds) against PyTorch's first
+call under the same budget (trace + min-cut + compile).
+
+    python benchmarks/budget.py                               # gpt, gpt2, llama; depths 12, 24, 48
+    python benchmarks/budget.py --models gpt2 --layers 12 --depths 0    # the 12-layer GPT-2 target
+    python benchmarks/budget.py --quick                       # CI-sized
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
+import statistics
+import sys
 import time
 import warnings
+from collections.abc import Callable
 
 import torch
-from partition import make_step, measured_peak
+from partition import _collect, aot_module, machine, measured_peak
 
 import jointgraph
-from jointgraph.bench.gpt import GPTConfig
 from jointgraph.bench.zoo import ZooShape, build_workload
 from jointgraph.planner.pareto import estimated_seconds
 
-
-def step_seconds(fn, *args, repeat: int = 3) -> float:
-    fn(*args).backward()
-    start = time.perf_counter()
-    for _ in range(repeat):
-        fn(*args).backward()
-    return (time.perf_counter() - start) / repeat
+MODELS = ("gpt", "gpt2", "llama")
+BUDGETS = (1.0, 0.8, 0.6, 0.45)
 
 
-def pytorch_budget(step, budget: float):
-    from torch._functorch.aot_autograd import aot_module
+@dataclasses.dataclass
+class Point:
+    """One contender at one nominal budget on one model."""
+
+    model: str
+    contender: str            # "jointgraph" | "pytorch"
+    budget: float
+    measured_peak: int
+    step_seconds: float
+    compile_seconds: float
+    simulated_peak: int | None = None
+    est_seconds: float | None = None
+
+
+@dataclasses.dataclass
+class DepthRow:
+    layers: int
+    joint_nodes: int
+    trace_seconds: float
+    partition_seconds: float
+    pytorch_seconds: float
+
+
+def pytorch_budget(step: torch.nn.Module, budget: float) -> tuple[Callable, Callable]:
+    """PyTorch's aot_module with min-cut under ``activation_memory_budget``; (call, first call)."""
+    from torch._functorch import config
     from torch._functorch.compilers import nop
     from torch._functorch.partitioners import min_cut_rematerialization_partition
 
-    with torch._functorch.config.patch(activation_memory_budget=budget):
-        compiled = aot_module(step, fw_compiler=nop, bw_compiler=nop,
-                              partition_fn=min_cut_rematerialization_partition)
-        return compiled
+    compiled = aot_module(step, fw_compiler=nop, bw_compiler=nop, partition_fn=min_cut_rematerialization_partition)
+
+    def first(*inputs):
+        with config.patch(activation_memory_budget=budget):   # read when it partitions
+            return compiled(*inputs)
+
+    return compiled, first
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--model", default="gpt", help="gpt (jointgraph.bench.gpt) or a zoo name: gpt2, llama")
+def _timed_first(step: torch.nn.Module, first: Callable, inputs: tuple) -> float:
+    step.zero_grad(set_to_none=True)
+    _collect()
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        first(*inputs).backward()
+    seconds = time.perf_counter() - start
+    step.zero_grad(set_to_none=True)
+    return seconds
+
+
+def interleaved_seconds(step: torch.nn.Module, fns: list[Callable], inputs: tuple, repeat: int) -> list[float]:
+    """Median seconds of one forward+backward per function, the functions taking turns."""
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(repeat):
+        for fn, sink in zip(fns, times, strict=True):
+            step.zero_grad(set_to_none=True)
+            start = time.perf_counter()
+            fn(*inputs).backward()
+            sink.append(time.perf_counter() - start)
+    step.zero_grad(set_to_none=True)
+    return [statistics.median(t) for t in times]
+
+
+def sweep(model: str, shape: ZooShape, budgets: tuple[float, ...], repeat: int) -> list[Point]:
+    work = build_workload(model, shape)
+    step, inputs = work.step, work.inputs
+    points = []
+    for budget in budgets:
+        print(f"{model}: budget {budget} ...", file=sys.stderr, flush=True)
+        ours = jointgraph.aot_module(step, partitioner="budget", memory_budget=budget)
+        ours_compile = _timed_first(step, ours, inputs)
+        plan = ours._compiled.entries[-1].plan
+        theirs, first = pytorch_budget(step, budget)
+        theirs_compile = _timed_first(step, first, inputs)
+        ours_peak, theirs_peak = measured_peak(step, ours, inputs), measured_peak(step, theirs, inputs)
+        ours_time, theirs_time = interleaved_seconds(step, [ours, theirs], inputs, repeat)
+        points.append(Point(model, "jointgraph", budget, ours_peak, ours_time, ours_compile, plan.peak_bytes,
+                            estimated_seconds(plan)))
+        points.append(Point(model, "pytorch", budget, theirs_peak, theirs_time, theirs_compile))
+    return points
+
+
+def depth_rows(depths: tuple[int, ...], width: int) -> list[DepthRow]:
+    rows = []
+    for layers in depths:
+        print(f"planning time: GPT with {layers} layers ...", file=sys.stderr, flush=True)
+        work = build_workload("gpt", ZooShape(layers=layers, width=width, batch=4, seq=64))
+        _collect()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            plan = jointgraph.plan(work.step, *work.inputs, partitioner="budget", memory_budget=0.5)
+        _, first = pytorch_budget(work.step, 0.5)
+        theirs = _timed_first(work.step, first, work.inputs)
+        nodes = len(plan.forward.graph.nodes) + len(plan.backward.graph.nodes)
+        rows.append(DepthRow(layers, nodes, plan.timings["trace"], plan.timings["partition"], theirs))
+    return rows
+
+
+### Report
+
+def _mib(n: int | None) -> str:
+    return "-" if n is None else f"{n / 2**20:.2f}"
+
+
+def tables(points: list[Point], depths: list[DepthRow]) -> list[tuple[str, list[str], list[list[str]]]]:
+    result = []
+    by_key = {(p.model, p.contender, p.budget): p for p in points}
+    rows = []
+    for p in points:
+        if p.contender != "jointgraph":
+            continue
+        t = by_key[(p.model, "pytorch", p.budget)]
+        rows.append([p.model, f"{p.budget:g}", _mib(p.simulated_peak), _mib(p.measured_peak), _mib(t.measured_peak),
+                     f"{p.measured_peak / t.measured_peak:.2f}x", f"{p.est_seconds * 1e3:.1f}",
+                     f"{p.step_seconds * 1e3:.1f}", f"{t.step_seconds * 1e3:.1f}",
+                     f"{p.step_seconds / t.step_seconds:.2f}x", f"{p.compile_seconds:.1f}", f"{t.compile_seconds:.1f}"])
+    if rows:
+        result.append(("Same nominal budget (CPU, fp32; MiB = 2**20 bytes; ms per step; s to compile)",
+                       ["model", "budget", "ours sim", "ours meas", "torch meas", "peak ratio", "ours est ms",
+                        "ours ms", "torch ms", "time ratio", "ours compile s", "torch compile s"], rows))
+    rows = []
+    for t in points:
+        if t.contender != "pytorch":
+            continue
+        ours = [p for p in points if p.model == t.model and p.contender == "jointgraph"
+                and p.measured_peak <= t.measured_peak]
+        if not ours:
+            rows.append([t.model, f"{t.budget:g}", _mib(t.measured_peak), "-", "-", "-"])
+            continue
+        best = min(ours, key=lambda p: p.step_seconds)
+        rows.append([t.model, f"{t.budget:g}", _mib(t.measured_peak), f"{best.budget:g} ({_mib(best.measured_peak)})",
+                     f"{best.step_seconds * 1e3:.1f} / {t.step_seconds * 1e3:.1f}",
+                     f"{best.step_seconds / t.step_seconds:.2f}x"])
+    if rows:
+        result.append(("At equal or lower peak: our fastest point whose measured peak <= PyTorch's",
+                       ["model", "torch budget", "torch meas", "ours budget (meas)", "ms ours / torch", "time ratio"],
+                       rows))
+    if depths:
+        result.append(("Planning time vs depth (GPT width 64, batch 4, seq 64, budget 0.5)",
+                       ["layers", "graph nodes", "ours trace s", "ours partition s", "ours total s",
+                        "torch first call s", "ratio"],
+                       [[str(d.layers), f"{d.joint_nodes:,}", f"{d.trace_seconds:.1f}", f"{d.partition_seconds:.1f}",
+                         f"{d.trace_seconds + d.partition_seconds:.1f}", f"{d.pytorch_seconds:.1f}",
+                         f"{(d.trace_seconds + d.partition_seconds) / d.pytorch_seconds:.2f}x"] for d in depths]))
+    return result
+
+
+def report(points: list[Point], depths: list[DepthRow], seconds: float) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=170)
+    for title, head, body in tables(points, depths):
+        table = Table(title=title)
+        for column in head:
+            table.add_column(column, justify="left" if column == "model" else "right")
+        for line in body:
+            table.add_row(*line)
+        console.print(table)
+    info = machine()
+    print(f"{info['cpus']} CPUs, {info['threads']} torch threads, torch {info['torch']}, "
+          f"load average {info['load_average']}; total {seconds:.0f} s")
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, from {', '.join(MODELS)}")
+    parser.add_argument("--budgets", type=float, nargs="*", default=list(BUDGETS))
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--width", type=int, default=64)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seq", type=int, default=128)
-    parser.add_argument("--budgets", type=float, nargs="*", default=[1.0, 0.8, 0.6, 0.45])
-    args = parser.parse_args()
-    if args.model == "gpt":
-        config = GPTConfig(layers=args.layers, d_model=args.width, heads=2, vocab=128, seq=args.seq)
-        step, idx, targets = make_step(config, args.batch)
-    else:
-        work = build_workload(args.model, ZooShape(layers=args.layers, width=args.width, batch=args.batch,
-                                                   seq=args.seq))
-        step, (idx, targets) = work.step, work.inputs
-    print(f"{args.model} layers={args.layers} width={args.width} seq={args.seq} batch={args.batch} (CPU, MiB, ms)")
-    print("budget | sim peak | measured | est ms | step ms | plan s || torch measured | torch step ms || "
-          "peak ours/torch | time ours/torch")
-    for budget in args.budgets:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            start = time.perf_counter()
-            plan = jointgraph.plan(step, idx, targets, partitioner="budget", memory_budget=budget)
-            planning = time.perf_counter() - start
-            compiled = jointgraph.aot_module(step, partitioner="budget", memory_budget=budget)
-            compiled(idx, targets).backward()
-        est = estimated_seconds(plan)
-        ours_peak = measured_peak(step, compiled, idx, targets)
-        ours_time = step_seconds(compiled, idx, targets)
-        theirs = pytorch_budget(step, budget)
-        with torch._functorch.config.patch(activation_memory_budget=budget):
-            theirs(idx, targets).backward()
-            theirs_peak = measured_peak(step, theirs, idx, targets)
-            theirs_time = step_seconds(theirs, idx, targets)
-        print(f"{budget:.2f} | {plan.peak_bytes / 2**20:.2f} | {ours_peak / 2**20:.2f} | {est * 1e3:.2f} | "
-              f"{ours_time * 1e3:.1f} | {planning:.2f} || {theirs_peak / 2**20:.2f} | {theirs_time * 1e3:.1f} || "
-              f"{ours_peak / theirs_peak:.2f}x | {ours_time / theirs_time:.2f}x")
+    parser.add_argument("--repeat", type=int, default=7, help="timed steps per contender (median)")
+    parser.add_argument("--depths", default="12,24,48", help="GPT depths for the planning-time table; 0 to skip")
+    parser.add_argument("--quick", action="store_true", help="CI-sized: gpt, 1 layer, two budgets, depth 2")
+    parser.add_argument("--json", metavar="PATH", help="also write every figure as JSON")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.models, args.budgets, args.layers, args.seq, args.batch = "gpt", [1.0, 0.5], 1, 32, 2
+        args.repeat, args.depths = 1, "2"
+    models = [m for m in args.models.split(",") if m]
+    unknown = [m for m in models if m not in MODELS]
+    if unknown:
+        parser.error(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(MODELS)}")
+    torch.set_num_threads(min(torch.get_num_threads(), 2))
+    start = time.perf_counter()
+    shape = ZooShape(layers=args.layers, width=args.width, batch=args.batch, seq=args.seq)
+    points = [p for model in models for p in sweep(model, shape, tuple(args.budgets), args.repeat)]
+    depths = depth_rows(tuple(int(d) for d in args.depths.split(",") if int(d) > 0), width=64)
+    seconds = time.perf_counter() - start
+    report(points, depths, seconds)
+    result = {"machine": machine(), "seconds": seconds,
+              "shape": {k: getattr(shape, k) for k in ("layers", "width", "batch", "seq")},
+              "points": [dataclasses.asdict(p) for p in points], "depths": [dataclasses.asdict(d) for d in depths]}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
+    return result
 
 
 if __name__ == "__main__":

@@ -150,8 +150,9 @@ def test_cost_model_counts_matmul_flops():
     assert set(DEVICES) == {"cpu", "h100"}
 
 
-def _joint_graph(monkeypatch, layers: int) -> torch.fx.Graph:
-    """The joint graph the budget planner receives for a GPT of ``layers`` layers."""
+def _joint_graph(monkeypatch, layers: int, model: str = "gpt") -> torch.fx.Graph:
+    """The joint graph the budget planner receives for a zoo model of ``layers`` layers."""
+    from jointgraph.bench.zoo import ZooShape, build_workload
     from jointgraph.planner import pareto as pareto_module
 
     seen = {}
@@ -162,12 +163,10 @@ def _joint_graph(monkeypatch, layers: int) -> torch.fx.Graph:
         return real(graph, budget, verify, **options)
 
     monkeypatch.setattr(pareto_module, "plan_budget", spy)
-    torch.manual_seed(0)
-    config = GPTConfig(layers=layers, d_model=32, heads=2, vocab=64, seq=32)
-    idx = torch.randint(0, config.vocab, (2, config.seq))
+    work = build_workload(model, ZooShape(layers=layers, width=32, batch=2, seq=64))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        jointgraph.plan(TrainStep(GPT(config), lm_loss), idx, idx, partitioner="budget", memory_budget=0.5)
+        jointgraph.plan(work.step, *work.inputs, partitioner="budget", memory_budget=0.5)
     return seen["graph"]
 
 
@@ -182,6 +181,22 @@ def test_repeated_layers_share_classes(monkeypatch):
             if r < q and deep.class_of[r] == deep.class_of[q]:
                 assert deep.ladders[r] is deep.ladders[q]
                 assert [deep.scores[(r, o)] for o in deep.ladders[r]] == [deep.scores[(q, o)] for o in deep.ladders[q]]
+
+
+def test_masks_do_not_hide_the_layers(monkeypatch):
+    """Hugging Face GPT-2's attention mask (batch x 1 x seq x seq, larger than the residual stream
+    here) is read by every layer; it is a side value, so the layers still become regions."""
+    from jointgraph.planner.budget import Regions
+
+    layers = 3
+    regions = Regions(_joint_graph(monkeypatch, layers, "gpt2"))
+    side = regions._side_values()
+    masks = [n for n in side if isinstance(n.meta.get("val"), torch.Tensor) and n.meta["val"].dim() == 4
+             and n.meta["val"].shape[-1] == n.meta["val"].shape[-2] == 64]
+    assert masks
+    assert len(regions.order) >= 2 * layers
+    repeated = [c for c in set(regions.class_of) if regions.class_of.count(c) >= 2]
+    assert repeated
 
 
 def _region_milp_seconds(regions, limit: float) -> float | None:

@@ -5,7 +5,8 @@ Note [Budget formulation]
 The forward is cut into *regions* at its *separators*: forward values that every
 later forward computation reaches only through them (the residual stream between
 two transformer sub-blocks; small values such as masks and graph inputs do not
-count). A region is ``(previous separator, separator]``; repeated layers give
+count, nor do values no differentiable input reaches, such as attention masks and rotary
+tables, which every layer reads). A region is ``(previous separator, separator]``; repeated layers give
 repeated regions. Each region gets one *option* (``Option``): a mode
 
 - ``save``: the backward receives every value of the region it reads (as eager);
@@ -409,6 +410,7 @@ class Regions:
                 last[base] = max(last[base], last[n])
         sizes = {n: self._own_bytes(n) for n in self.forward}
         typical = statistics.median([b for b in sizes.values() if b] or [0])
+        side = self._side_values()
         region_of: dict = {}
         separators: list = []
         active: dict = {}
@@ -417,8 +419,8 @@ class Regions:
             for u in [u for u, stop in active.items() if stop <= i]:
                 del active[u]
             nbytes = sizes[node]
-            crossing = [u for u in active if u is not node]
-            if (nbytes and nbytes * 2 >= typical and last[node] > i
+            crossing = [u for u in active if u is not node and u not in side]
+            if (nbytes and nbytes * 2 >= typical and last[node] > i and node not in side
                     and all(sizes[u] * SMALL_CROSSING <= nbytes for u in crossing)):
                 separators.append(node)
             if nbytes and last[node] > i:
@@ -431,9 +433,12 @@ class Regions:
         local = {n: (self.region_of[n], i) for r in self.order for i, n in enumerate(self.members[r])}
         needed = set(self.needed)
         separators = set(self.separators)
+        side = self._side_values()
 
         def arg(a, region: int):
             if isinstance(a, torch.fx.Node):
+                if a in side and local.get(a, (None,))[0] != region:   # the same mask for every layer
+                    return ("side", *local.get(a, (a.name,)))
                 if a in local:
                     other, i = local[a]
                     return ("node", other - region, i)
@@ -450,6 +455,19 @@ class Regions:
                               for n in self.members[r]))
         ids: dict[tuple, int] = {}
         return [ids.setdefault((keys[r], keys[r + 1] if r + 1 < len(keys) else None), len(ids)) for r in self.order]
+
+    def _side_values(self) -> set[torch.fx.Node]:
+        """Forward values no differentiable input reaches (attention masks, rotary tables, position
+        ids): computed once, read by every layer, never differentiated, so they may cross a
+        separator whatever their size (Note [Budget formulation])."""
+        out = output_node(self.graph)
+        gradients = [v for v, r in zip(out.args[0], out.meta["roles"], strict=True) if r is Role.GRADIENT]
+        inputs = [n for n in self.graph.nodes if n.op == "placeholder" and n.meta.get("role") is not Role.TANGENT]
+        reached = {ph for ph, grad in zip(inputs, gradients, strict=False) if isinstance(grad, torch.fx.Node)}
+        for node in self.forward:
+            if not reached.isdisjoint(node.all_input_nodes):
+                reached.add(node)
+        return {n for n in self.forward if n not in reached}
 
     def _own_bytes(self, v: torch.fx.Node) -> int:
         """Bytes of the storage ``v`` allocates (0 for inputs, views and tuples)."""

@@ -1,0 +1,27 @@
+"""The budget benchmark runs end to end at CI size (so it cannot rot) and its figures are consistent."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def test_budget_benchmark_quick(monkeypatch, capsys):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    monkeypatch.delitem(sys.modules, "budget", raising=False)
+    import budget
+
+    result = budget.main(["--quick"])
+    points = result["points"]
+    assert {(p["contender"], p["budget"]) for p in points} == {(c, b) for c in ("jointgraph", "pytorch")
+                                                               for b in (1.0, 0.5)}
+    for p in points:
+        assert p["measured_peak"] > 0 and p["step_seconds"] > 0 and p["compile_seconds"] > 0
+        if p["contender"] == "jointgraph":   # simulated is what the planner promised; measured must agree
+            assert abs(p["measured_peak"] - p["simulated_peak"]) <= 0.1 * p["simulated_peak"]
+    ours = {p["budget"]: p["simulated_peak"] for p in points if p["contender"] == "jointgraph"}
+    assert ours[0.5] <= ours[1.0]
+    assert [d["layers"] for d in result["depths"]] == [2]
+    assert "At equal or lower peak" in capsys.readouterr().out
