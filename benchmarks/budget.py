@@ -13,16 +13,17 @@ budget (``--budgets``, fractions):
   peak, step time, compile seconds.
 
 Step times are medians of ``--repeat`` steps, ours and PyTorch's interleaved, so a noisy
-machine slows both alike. Ratios are ours / PyTorch's. Two comparisons: at the same nominal
-budget (peak), and *at equal or lower peak*: for each PyTorch point, our fastest point whose
-measured peak is at most its measured peak (step time ratio).
+machine slows all alike. Ratios are ours / PyTorch's. Two comparisons: at the same nominal
+budget (the numbers mean different things: ours a fraction of the step's peak, PyTorch's a
+fraction of saved activation bytes), and *at equal peak*: ours planned again with PyTorch's
+measured peak as a byte budget (``memory_budget=int(bytes)``), step times side by side.
 
-Then planning time versus depth (``--depths``): ``jointgraph.plan(partitioner="budget",
-memory_budget=0.5)`` on a narrow GPT (trace and partition seconds) against PyTorch's first
+Then planning time versus depth (``--depths``, ``--depth-model``): ``jointgraph.plan(partitioner=
+"budget", memory_budget=0.5)`` on a narrow model (trace and partition seconds) against PyTorch's first
 call under the same budget (trace + min-cut + compile).
 
     python benchmarks/budget.py                               # gpt, gpt2, llama; depths 12, 24, 48
-    python benchmarks/budget.py --models gpt2 --layers 12 --depths 0    # the 12-layer GPT-2 target
+    python benchmarks/budget.py --models "" --depth-model gpt2 --depths 12     # the 12-layer GPT-2 target
     python benchmarks/budget.py --quick                       # CI-sized
 """
 
@@ -53,7 +54,7 @@ class Point:
     """One contender at one nominal budget on one model."""
 
     model: str
-    contender: str            # "jointgraph" | "pytorch"
+    contender: str            # "jointgraph" | "pytorch" | "jointgraph at pytorch peak"
     budget: float
     measured_peak: int
     step_seconds: float
@@ -119,22 +120,27 @@ def sweep(model: str, shape: ZooShape, budgets: tuple[float, ...], repeat: int) 
         print(f"{model}: budget {budget} ...", file=sys.stderr, flush=True)
         ours = jointgraph.aot_module(step, partitioner="budget", memory_budget=budget)
         ours_compile = _timed_first(step, ours, inputs)
-        plan = ours._compiled.entries[-1].plan
         theirs, first = pytorch_budget(step, budget)
         theirs_compile = _timed_first(step, first, inputs)
-        ours_peak, theirs_peak = measured_peak(step, ours, inputs), measured_peak(step, theirs, inputs)
-        ours_time, theirs_time = interleaved_seconds(step, [ours, theirs], inputs, repeat)
-        points.append(Point(model, "jointgraph", budget, ours_peak, ours_time, ours_compile, plan.peak_bytes,
-                            estimated_seconds(plan)))
-        points.append(Point(model, "pytorch", budget, theirs_peak, theirs_time, theirs_compile))
+        theirs_peak = measured_peak(step, theirs, inputs)
+        # Ours again, with PyTorch's measured peak as a byte budget: the step time at equal peak.
+        equal = jointgraph.aot_module(step, partitioner="budget", memory_budget=int(theirs_peak))
+        equal_compile = _timed_first(step, equal, inputs)
+        times = interleaved_seconds(step, [ours, theirs, equal], inputs, repeat)
+        for label, fn, compile_s, seconds in (("jointgraph", ours, ours_compile, times[0]),
+                                              ("jointgraph at pytorch peak", equal, equal_compile, times[2])):
+            plan = fn._compiled.entries[-1].plan
+            points.append(Point(model, label, budget, measured_peak(step, fn, inputs), seconds, compile_s,
+                                plan.peak_bytes, estimated_seconds(plan)))
+        points.append(Point(model, "pytorch", budget, theirs_peak, times[1], theirs_compile))
     return points
 
 
-def depth_rows(depths: tuple[int, ...], width: int) -> list[DepthRow]:
+def depth_rows(model: str, depths: tuple[int, ...], width: int) -> list[DepthRow]:
     rows = []
     for layers in depths:
-        print(f"planning time: GPT with {layers} layers ...", file=sys.stderr, flush=True)
-        work = build_workload("gpt", ZooShape(layers=layers, width=width, batch=4, seq=64))
+        print(f"planning time: {model} with {layers} layers ...", file=sys.stderr, flush=True)
+        work = build_workload(model, ZooShape(layers=layers, width=width, batch=4, seq=64))
         _collect()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -152,7 +158,8 @@ def _mib(n: int | None) -> str:
     return "-" if n is None else f"{n / 2**20:.2f}"
 
 
-def tables(points: list[Point], depths: list[DepthRow]) -> list[tuple[str, list[str], list[list[str]]]]:
+def tables(points: list[Point], depths: list[DepthRow], depth_model: str = "gpt"
+           ) -> list[tuple[str, list[str], list[list[str]]]]:
     result = []
     by_key = {(p.model, p.contender, p.budget): p for p in points}
     rows = []
@@ -169,24 +176,20 @@ def tables(points: list[Point], depths: list[DepthRow]) -> list[tuple[str, list[
                        ["model", "budget", "ours sim", "ours meas", "torch meas", "peak ratio", "ours est ms",
                         "ours ms", "torch ms", "time ratio", "ours compile s", "torch compile s"], rows))
     rows = []
-    for t in points:
-        if t.contender != "pytorch":
+    for p in points:
+        if p.contender != "jointgraph at pytorch peak":
             continue
-        ours = [p for p in points if p.model == t.model and p.contender == "jointgraph"
-                and p.measured_peak <= t.measured_peak]
-        if not ours:
-            rows.append([t.model, f"{t.budget:g}", _mib(t.measured_peak), "-", "-", "-"])
-            continue
-        best = min(ours, key=lambda p: p.step_seconds)
-        rows.append([t.model, f"{t.budget:g}", _mib(t.measured_peak), f"{best.budget:g} ({_mib(best.measured_peak)})",
-                     f"{best.step_seconds * 1e3:.1f} / {t.step_seconds * 1e3:.1f}",
-                     f"{best.step_seconds / t.step_seconds:.2f}x"])
+        t = by_key[(p.model, "pytorch", p.budget)]
+        rows.append([p.model, f"{p.budget:g}", _mib(t.measured_peak), _mib(p.simulated_peak), _mib(p.measured_peak),
+                     f"{p.step_seconds * 1e3:.1f} / {t.step_seconds * 1e3:.1f}",
+                     f"{p.step_seconds / t.step_seconds:.2f}x"])
     if rows:
-        result.append(("At equal or lower peak: our fastest point whose measured peak <= PyTorch's",
-                       ["model", "torch budget", "torch meas", "ours budget (meas)", "ms ours / torch", "time ratio"],
-                       rows))
+        result.append(("At equal peak: ours planned with PyTorch's measured peak as a byte budget",
+                       ["model", "torch budget", "torch meas", "ours sim", "ours meas", "ms ours / torch",
+                        "time ratio"], rows))
     if depths:
-        result.append(("Planning time vs depth (GPT width 64, batch 4, seq 64, budget 0.5)",
+        result.append((f"Planning time vs depth ({depth_model}, width 64, batch 4, seq 64, budget 0.5; PyTorch's "
+                       "first call: trace, min-cut, one step)",
                        ["layers", "graph nodes", "ours trace s", "ours partition s", "ours total s",
                         "torch first call s", "ratio"],
                        [[str(d.layers), f"{d.joint_nodes:,}", f"{d.trace_seconds:.1f}", f"{d.partition_seconds:.1f}",
@@ -195,12 +198,12 @@ def tables(points: list[Point], depths: list[DepthRow]) -> list[tuple[str, list[
     return result
 
 
-def report(points: list[Point], depths: list[DepthRow], seconds: float) -> None:
+def report(points: list[Point], depths: list[DepthRow], seconds: float, depth_model: str = "gpt") -> None:
     from rich.console import Console
     from rich.table import Table
 
     console = Console(width=170)
-    for title, head, body in tables(points, depths):
+    for title, head, body in tables(points, depths, depth_model):
         table = Table(title=title)
         for column in head:
             table.add_column(column, justify="left" if column == "model" else "right")
@@ -221,7 +224,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--repeat", type=int, default=7, help="timed steps per contender (median)")
-    parser.add_argument("--depths", default="12,24,48", help="GPT depths for the planning-time table; 0 to skip")
+    parser.add_argument("--depths", default="12,24,48", help="depths for the planning-time table; 0 to skip")
+    parser.add_argument("--depth-model", default="gpt", choices=MODELS, help="model of the planning-time table")
     parser.add_argument("--quick", action="store_true", help="CI-sized: gpt, 1 layer, two budgets, depth 2")
     parser.add_argument("--json", metavar="PATH", help="also write every figure as JSON")
     args = parser.parse_args(argv)
@@ -236,9 +240,9 @@ def main(argv: list[str] | None = None) -> dict:
     start = time.perf_counter()
     shape = ZooShape(layers=args.layers, width=args.width, batch=args.batch, seq=args.seq)
     points = [p for model in models for p in sweep(model, shape, tuple(args.budgets), args.repeat)]
-    depths = depth_rows(tuple(int(d) for d in args.depths.split(",") if int(d) > 0), width=64)
+    depths = depth_rows(args.depth_model, tuple(int(d) for d in args.depths.split(",") if int(d) > 0), width=64)
     seconds = time.perf_counter() - start
-    report(points, depths, seconds)
+    report(points, depths, seconds, args.depth_model)
     result = {"machine": machine(), "seconds": seconds,
               "shape": {k: getattr(shape, k) for k in ("layers", "width", "batch", "seq")},
               "points": [dataclasses.asdict(p) for p in points], "depths": [dataclasses.asdict(d) for d in depths]}
