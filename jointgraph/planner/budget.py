@@ -143,30 +143,37 @@ def plan_budget(graph: torch.fx.Graph, budget: float | int, verify: Verify, *, p
     regions = Regions(graph, policy)
     timings["regions"] = time.perf_counter() - start
     checked: dict[tuple, Verified] = {}
+    model_errors: list[float] = []   # |verified - estimated from region scores| of region-built plans
 
-    def check(label: str, choices: list[SavedChoice]) -> Verified:
+    def check(label: str, choices: list[SavedChoice], model: float | None = None) -> Verified:
         key = tuple((c.node, c.codec) for c in choices)
         if key not in checked:
             start = time.perf_counter()
             peak, seconds = verify(choices)
             timings["verify"] += time.perf_counter() - start
             checked[key] = Verified(choices, peak, seconds, label)
+            if model is not None:
+                model_errors.append(abs(seconds - (checked_base[0] + model)))
         return checked[key]
 
     def checked_peak(level: int, k: int) -> int:
-        return check(f"staircase level {level}, first {k} regions +1",
-                     regions.choices(regions.staircase(level, k))).peak_bytes
+        option_of = regions.staircase(level, k)
+        return check(f"staircase level {level}, first {k} regions +1", regions.choices(option_of),
+                     regions.model_seconds(option_of)).peak_bytes
 
     def fits(level: int, k: int) -> bool:
         return checked_peak(level, k) <= budget_bytes
 
+    checked_base: list[float] = []   # the default plan's estimate: region scores count on top of it
     default = check("default", plan_default(graph))
+    checked_base.append(default.est_seconds)
     budget_bytes = int(budget * default.peak_bytes) if isinstance(budget, float) else int(budget)
     check("mincut", plan_mincut(graph))
     start, verifying = time.perf_counter(), timings["verify"]
     _milp_candidates(regions, budget_bytes, default.peak_bytes, check)
     timings["milp"] = time.perf_counter() - start - (timings["verify"] - verifying)
-    _staircase_search(regions, default.est_seconds, budget_bytes, checked, fits, checked_peak)
+    _staircase_search(regions, default.est_seconds, budget_bytes, checked, fits, checked_peak,
+                      slack=lambda: 2 * max(model_errors, default=0.0) + 0.02 * default.est_seconds)
     candidates = list(checked.values())
     feasible = [c for c in candidates if c.peak_bytes <= budget_bytes]
     if feasible:
@@ -181,16 +188,18 @@ def plan_budget(graph: torch.fx.Graph, budget: float | int, verify: Verify, *, p
 
 
 def _staircase_search(regions: Regions, base_seconds: float, budget_bytes: int, checked: dict,
-                      fits: Callable[[int, int], bool], checked_peak: Callable[[int, int], int]) -> None:
+                      fits: Callable[[int, int], bool], checked_peak: Callable[[int, int], int],
+                      slack: Callable[[], float] = lambda: 0.0) -> None:
     """Find the first staircase step that fits (Note [Budget formulation]), skipping the steps
-    whose estimated time (``base_seconds`` plus the regions' scores) is already no better than
-    the fastest verified plan within the budget: they cannot win, and each check is a split and
-    a simulation (Note [Repeated layers]: this is what keeps a deep model to a handful)."""
+    that cannot beat the fastest verified plan within the budget: those whose estimated time
+    (``base_seconds`` plus the regions' scores) minus ``slack()`` (the largest gap seen so far
+    between such an estimate and a verified plan's time) is no better. Each check is a split
+    and a simulation; this is what keeps a deep model to a handful (Note [Repeated layers])."""
     def fastest() -> float:
         return min((c.est_seconds for c in checked.values() if c.peak_bytes <= budget_bytes), default=float("inf"))
 
     def promising(level: int, k: int) -> bool:
-        return base_seconds + regions.model_seconds(regions.staircase(level, k)) < fastest()
+        return base_seconds + regions.model_seconds(regions.staircase(level, k)) - slack() < fastest()
 
     count = len(regions.order)
     level_fits = None   # the first level whose step k=0 fits
@@ -213,14 +222,15 @@ def _staircase_search(regions: Regions, base_seconds: float, budget_bytes: int, 
     level = (level if level_fits is None else level_fits) - 1
     if level < 0:
         return
-    top = _first_true(lambda k: not promising(level, k), 0, count)   # the first k that cannot win
-    hi = count if level_fits is not None and top == count else top - 1
+    top = _first_true(lambda k: not promising(level, k), 0, count)   # the first k judged unable to win
+    # The judgement is an estimate: the boundary step itself is checked too.
+    hi = count if level_fits is not None and top == count else min(top, count - 1)
     if hi >= 0 and fits(level, hi):
         _first_true(lambda k: fits(level, k), 0, hi)
 
 
 def _milp_candidates(regions: Regions, budget_bytes: int, default_peak: int,
-                     check: Callable[[str, list[SavedChoice]], Verified], *, rounds: int = 4) -> None:
+                     check: Callable[..., Verified], *, rounds: int = 4) -> None:
     """Note [Budget MILP]: one ladder step per region, chosen by HiGHS, one block per class.
 
     The backward runs the regions last to first; while region ``q``'s backward runs, every
@@ -254,7 +264,8 @@ def _milp_candidates(regions: Regions, budget_bytes: int, default_peak: int,
         options = model.solve(limit)
         if options is None:
             return
-        verified = check(f"MILP round {round_ + 1}", regions.choices(options.__getitem__))
+        verified = check(f"MILP round {round_ + 1}", regions.choices(options.__getitem__),
+                         regions.model_seconds(options.__getitem__))
         if verified.peak_bytes <= budget_bytes:
             return
         limit -= 2 * (verified.peak_bytes - budget_bytes)   # the model underestimates: overshoot the fix
@@ -342,9 +353,10 @@ class ClassMILP:
         if result.x is None:
             return None
         options = []
+        position = {r: j for rs in self.members.values() for j, r in enumerate(rs)}
         for r in self.regions.order:
             c = self.regions.class_of[r]
-            j = self.members[c].index(r)
+            j = position[r]
             level = sum(1 for step in range(1, len(self.steps[c])) if j < round(result.x[self.count_vars[(c, step)]]))
             options.append(self.regions.ladders[r][level])
         return options
@@ -378,6 +390,7 @@ class Regions:
         # Forward values the backward reads directly (a gradient that is a forward value included).
         self.needed = [n for n in graph.nodes if n.op != "output" and n not in backward
                        and (n in grad_roots or any(u in backward and u.op != "output" for u in n.users))]
+        self.side = self._side_values()
         self.region_of, self.separators = self._cut()
         self.order = list(range(len(self.separators) + 1))
         self.members: list[list[torch.fx.Node]] = [[] for _ in self.order]
@@ -410,7 +423,7 @@ class Regions:
                 last[base] = max(last[base], last[n])
         sizes = {n: self._own_bytes(n) for n in self.forward}
         typical = statistics.median([b for b in sizes.values() if b] or [0])
-        side = self._side_values()
+        side = self.side
         region_of: dict = {}
         separators: list = []
         active: dict = {}
@@ -433,7 +446,7 @@ class Regions:
         local = {n: (self.region_of[n], i) for r in self.order for i, n in enumerate(self.members[r])}
         needed = set(self.needed)
         separators = set(self.separators)
-        side = self._side_values()
+        side = self.side
 
         def arg(a, region: int):
             if isinstance(a, torch.fx.Node):
@@ -441,7 +454,10 @@ class Regions:
                     return ("side", *local.get(a, (a.name,)))
                 if a in local:
                     other, i = local[a]
-                    return ("node", other - region, i)
+                    if other == region:
+                        return ("node", 0, i)
+                    # Read from another region: its cost and storage depend on what it is too.
+                    return ("node", other - region, i, str(a.target), _shape_key(a.meta.get("val")))
                 return ("value", a.op, a.meta.get("role"), _shape_key(a.meta.get("val")))
             if isinstance(a, (list, tuple)):
                 return tuple(arg(x, region) for x in a)

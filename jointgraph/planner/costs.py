@@ -88,7 +88,7 @@ def node_flops(node: torch.fx.Node) -> int:
 def annotate_seconds(graph: torch.fx.Graph, device: DeviceSpec) -> None:
     """Store every node's estimate in its meta (Note [Cost model]); ``node_seconds`` reads it back."""
     for node in graph.nodes:
-        node.meta["est_seconds"] = (device.name, _node_seconds(node, device))
+        node.meta["est_seconds"] = (device, _node_seconds(node, device))
 
 
 def node_seconds(node: torch.fx.Node, device: DeviceSpec) -> float:
@@ -96,7 +96,7 @@ def node_seconds(node: torch.fx.Node, device: DeviceSpec) -> float:
     if node.op != "call_function":   # a placeholder made from a forward node keeps its meta
         return 0.0
     stored = node.meta.get("est_seconds")
-    if stored is not None and stored[0] == device.name:
+    if stored is not None and stored[0] == device:   # equal constants, not just an equal name
         return stored[1]
     return _node_seconds(node, device)
 
