@@ -32,14 +32,22 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import statistics
 import sys
 import time
 import warnings
 from collections.abc import Callable
 
 import torch
-from partition import _collect, aot_module, machine, measured_peak
+from partition import (
+    _collect,
+    _plan_of,
+    _warm,
+    aot_module,
+    interleaved_seconds,
+    machine,
+    measured_peak,
+    print_tables,
+)
 
 import jointgraph
 from jointgraph.bench.zoo import ZooShape, build_workload
@@ -87,31 +95,6 @@ def pytorch_budget(step: torch.nn.Module, budget: float) -> tuple[Callable, Call
     return compiled, first
 
 
-def _timed_first(step: torch.nn.Module, first: Callable, inputs: tuple) -> float:
-    step.zero_grad(set_to_none=True)
-    _collect()
-    start = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        first(*inputs).backward()
-    seconds = time.perf_counter() - start
-    step.zero_grad(set_to_none=True)
-    return seconds
-
-
-def interleaved_seconds(step: torch.nn.Module, fns: list[Callable], inputs: tuple, repeat: int) -> list[float]:
-    """Median seconds of one forward+backward per function, the functions taking turns."""
-    times: list[list[float]] = [[] for _ in fns]
-    for _ in range(repeat):
-        for fn, sink in zip(fns, times, strict=True):
-            step.zero_grad(set_to_none=True)
-            start = time.perf_counter()
-            fn(*inputs).backward()
-            sink.append(time.perf_counter() - start)
-    step.zero_grad(set_to_none=True)
-    return [statistics.median(t) for t in times]
-
-
 def sweep(model: str, shape: ZooShape, budgets: tuple[float, ...], repeat: int) -> list[Point]:
     work = build_workload(model, shape)
     step, inputs = work.step, work.inputs
@@ -119,17 +102,17 @@ def sweep(model: str, shape: ZooShape, budgets: tuple[float, ...], repeat: int) 
     for budget in budgets:
         print(f"{model}: budget {budget} ...", file=sys.stderr, flush=True)
         ours = jointgraph.aot_module(step, partitioner="budget", memory_budget=budget)
-        ours_compile = _timed_first(step, ours, inputs)
+        ours_compile = _warm(ours, step, inputs)
         theirs, first = pytorch_budget(step, budget)
-        theirs_compile = _timed_first(step, first, inputs)
+        theirs_compile = _warm(first, step, inputs)
         theirs_peak = measured_peak(step, theirs, inputs)
         # Ours again, with PyTorch's measured peak as a byte budget: the step time at equal peak.
         equal = jointgraph.aot_module(step, partitioner="budget", memory_budget=int(theirs_peak))
-        equal_compile = _timed_first(step, equal, inputs)
+        equal_compile = _warm(equal, step, inputs)
         times = interleaved_seconds(step, [ours, theirs, equal], inputs, repeat)
         for label, fn, compile_s, seconds in (("jointgraph", ours, ours_compile, times[0]),
                                               ("jointgraph at pytorch peak", equal, equal_compile, times[2])):
-            plan = fn._compiled.entries[-1].plan
+            plan = _plan_of(fn)
             points.append(Point(model, label, budget, measured_peak(step, fn, inputs), seconds, compile_s,
                                 plan.peak_bytes, estimated_seconds(plan)))
         points.append(Point(model, "pytorch", budget, theirs_peak, times[1], theirs_compile))
@@ -146,7 +129,7 @@ def depth_rows(model: str, depths: tuple[int, ...], width: int) -> list[DepthRow
             warnings.simplefilter("ignore")
             plan = jointgraph.plan(work.step, *work.inputs, partitioner="budget", memory_budget=0.5)
         _, first = pytorch_budget(work.step, 0.5)
-        theirs = _timed_first(work.step, first, work.inputs)
+        theirs = _warm(first, work.step, work.inputs)
         nodes = len(plan.forward.graph.nodes) + len(plan.backward.graph.nodes)
         rows.append(DepthRow(layers, nodes, plan.timings["trace"], plan.timings["partition"], theirs))
     return rows
@@ -162,27 +145,22 @@ def tables(points: list[Point], depths: list[DepthRow], depth_model: str = "gpt"
            ) -> list[tuple[str, list[str], list[list[str]]]]:
     result = []
     by_key = {(p.model, p.contender, p.budget): p for p in points}
-    rows = []
-    for p in points:
-        if p.contender != "jointgraph":
-            continue
-        t = by_key[(p.model, "pytorch", p.budget)]
-        rows.append([p.model, f"{p.budget:g}", _mib(p.simulated_peak), _mib(p.measured_peak), _mib(t.measured_peak),
-                     f"{p.measured_peak / t.measured_peak:.2f}x", f"{p.est_seconds * 1e3:.1f}",
-                     f"{p.step_seconds * 1e3:.1f}", f"{t.step_seconds * 1e3:.1f}",
-                     f"{p.step_seconds / t.step_seconds:.2f}x", f"{p.compile_seconds:.1f}", f"{t.compile_seconds:.1f}"])
+
+    def against_pytorch(contender: str) -> list[tuple[Point, Point]]:
+        return [(p, by_key[(p.model, "pytorch", p.budget)]) for p in points if p.contender == contender]
+
+    rows = [[p.model, f"{p.budget:g}", _mib(p.simulated_peak), _mib(p.measured_peak), _mib(t.measured_peak),
+             f"{p.measured_peak / t.measured_peak:.2f}x", f"{p.est_seconds * 1e3:.1f}",
+             f"{p.step_seconds * 1e3:.1f}", f"{t.step_seconds * 1e3:.1f}",
+             f"{p.step_seconds / t.step_seconds:.2f}x", f"{p.compile_seconds:.1f}", f"{t.compile_seconds:.1f}"]
+            for p, t in against_pytorch("jointgraph")]
     if rows:
         result.append(("Same nominal budget (CPU, fp32; MiB = 2**20 bytes; ms per step; s to compile)",
                        ["model", "budget", "ours sim", "ours meas", "torch meas", "peak ratio", "ours est ms",
                         "ours ms", "torch ms", "time ratio", "ours compile s", "torch compile s"], rows))
-    rows = []
-    for p in points:
-        if p.contender != "jointgraph at pytorch peak":
-            continue
-        t = by_key[(p.model, "pytorch", p.budget)]
-        rows.append([p.model, f"{p.budget:g}", _mib(t.measured_peak), _mib(p.simulated_peak), _mib(p.measured_peak),
-                     f"{p.step_seconds * 1e3:.1f} / {t.step_seconds * 1e3:.1f}",
-                     f"{p.step_seconds / t.step_seconds:.2f}x"])
+    rows = [[p.model, f"{p.budget:g}", _mib(t.measured_peak), _mib(p.simulated_peak), _mib(p.measured_peak),
+             f"{p.step_seconds * 1e3:.1f} / {t.step_seconds * 1e3:.1f}", f"{p.step_seconds / t.step_seconds:.2f}x"]
+            for p, t in against_pytorch("jointgraph at pytorch peak")]
     if rows:
         result.append(("At equal peak: ours planned with PyTorch's measured peak as a byte budget",
                        ["model", "torch budget", "torch meas", "ours sim", "ours meas", "ms ours / torch",
@@ -196,23 +174,6 @@ def tables(points: list[Point], depths: list[DepthRow], depth_model: str = "gpt"
                          f"{d.trace_seconds + d.partition_seconds:.1f}", f"{d.pytorch_seconds:.1f}",
                          f"{(d.trace_seconds + d.partition_seconds) / d.pytorch_seconds:.2f}x"] for d in depths]))
     return result
-
-
-def report(points: list[Point], depths: list[DepthRow], seconds: float, depth_model: str = "gpt") -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console(width=170)
-    for title, head, body in tables(points, depths, depth_model):
-        table = Table(title=title)
-        for column in head:
-            table.add_column(column, justify="left" if column == "model" else "right")
-        for line in body:
-            table.add_row(*line)
-        console.print(table)
-    info = machine()
-    print(f"{info['cpus']} CPUs, {info['threads']} torch threads, torch {info['torch']}, "
-          f"load average {info['load_average']}; total {seconds:.0f} s")
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -242,7 +203,7 @@ def main(argv: list[str] | None = None) -> dict:
     points = [p for model in models for p in sweep(model, shape, tuple(args.budgets), args.repeat)]
     depths = depth_rows(args.depth_model, tuple(int(d) for d in args.depths.split(",") if int(d) > 0), width=64)
     seconds = time.perf_counter() - start
-    report(points, depths, seconds, args.depth_model)
+    print_tables(tables(points, depths, args.depth_model), seconds, width=170)
     result = {"machine": machine(), "seconds": seconds,
               "shape": {k: getattr(shape, k) for k in ("layers", "width", "batch", "seq")},
               "points": [dataclasses.asdict(p) for p in points], "depths": [dataclasses.asdict(d) for d in depths]}

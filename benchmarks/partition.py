@@ -37,6 +37,7 @@ import platform
 import statistics
 import sys
 import time
+import warnings
 from collections.abc import Callable
 
 import torch
@@ -97,14 +98,20 @@ def measured_peak(step: torch.nn.Module, fn: Callable, inputs: tuple) -> int:
 
 def step_seconds(step: torch.nn.Module, fn: Callable, inputs: tuple, repeat: int) -> float:
     """Median seconds of one forward+backward (after the warm-up the caller did)."""
-    times = []
+    return interleaved_seconds(step, [fn], inputs, repeat)[0]
+
+
+def interleaved_seconds(step: torch.nn.Module, fns: list[Callable], inputs: tuple, repeat: int) -> list[float]:
+    """Median seconds of one forward+backward per function, the functions taking turns."""
+    times: list[list[float]] = [[] for _ in fns]
     for _ in range(repeat):
-        step.zero_grad(set_to_none=True)
-        start = time.perf_counter()
-        fn(*inputs).backward()
-        times.append(time.perf_counter() - start)
+        for fn, sink in zip(fns, times, strict=True):
+            step.zero_grad(set_to_none=True)
+            start = time.perf_counter()
+            fn(*inputs).backward()
+            sink.append(time.perf_counter() - start)
     step.zero_grad(set_to_none=True)
-    return statistics.median(times)
+    return [statistics.median(t) for t in times]
 
 
 def pytorch_compiled(step: torch.nn.Module, partition_fn: Callable) -> tuple[Callable, dict]:
@@ -172,12 +179,18 @@ def _plan_of(compiled: torch.nn.Module) -> jointgraph.Plan:
     return compiled._compiled.entries[-1].plan
 
 
-def _warm(fn: Callable, step: torch.nn.Module, inputs: tuple) -> None:
-    """The first call: traces, partitions and compiles (after a full collection, see ``_collect``)."""
+def _warm(fn: Callable, step: torch.nn.Module, inputs: tuple) -> float:
+    """The first call: traces, partitions and compiles (after a full collection, see ``_collect``);
+    its seconds, warnings silenced."""
     step.zero_grad(set_to_none=True)
     _collect()
-    fn(*inputs).backward()
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fn(*inputs).backward()
+    seconds = time.perf_counter() - start
     step.zero_grad(set_to_none=True)
+    return seconds
 
 
 def compare(work: Workload, repeat: int) -> list[Row]:
@@ -332,25 +345,22 @@ def report(rows: list[Row], scale: list[ScaleRow], run: Setup, models: list[str]
     if scale:
         tables.append((f"Min-cut partition time vs depth (GPT, width {run.scaling_width}, batch 2, seq 32)",
                        *scale_table(scale)))
-    try:
-        from rich.console import Console
-        from rich.table import Table
-    except ImportError:  # plain text
-        for title, head, body in tables:
-            print(title)
-            print(" | ".join(head))
-            for line in body:
-                print(" | ".join(line))
-            print()
-    else:
-        console = Console(width=160)
-        for title, head, body in tables:
-            table = Table(title=title)
-            for column in head:
-                table.add_column(column, justify="left" if column in ("model", "contender") else "right")
-            for line in body:
-                table.add_row(*line)
-            console.print(table)
+    print_tables(tables, seconds)
+
+
+def print_tables(tables: list[tuple[str, list[str], list[list[str]]]], seconds: float, width: int = 160) -> None:
+    """Rich tables (title, header, rows), then the machine and the run's total seconds."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=width)
+    for title, head, body in tables:
+        table = Table(title=title)
+        for column in head:
+            table.add_column(column, justify="left" if column in ("model", "contender") else "right")
+        for line in body:
+            table.add_row(*line)
+        console.print(table)
     info = machine()
     print(f"{info['cpus']} CPUs, {info['threads']} torch threads, torch {info['torch']}, "
           f"load average {info['load_average']}; total {seconds:.0f} s")

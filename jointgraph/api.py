@@ -50,7 +50,7 @@ def build_plan(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake
 
         choices, recompute_reasons = plan_to_budget(joint.gm, options)
     else:
-        choices = PARTITIONERS.get(options.partitioner, plan_default)(joint.gm.graph) if joint.has_backward else []
+        choices = PARTITIONERS[options.partitioner](joint.gm.graph) if joint.has_backward else []
     if options.partitioner != "budget":   # with "budget" the policy says what the planner may use
         choices = apply_policy(choices, options.saved_tensors)
     codecs, hooks_inlined = {}, False

@@ -18,7 +18,9 @@ from .planner.graph_utils import (
     is_symbolic_scalar,
     size_hint,
     storage_root,
+    tangent_dependent,
     tensor_bytes,
+    unsaved_inputs,
 )
 
 
@@ -60,11 +62,9 @@ def split(joint_gm: torch.fx.GraphModule, choices: list[SavedChoice], *, has_bac
     tangent_phs = [n for n in graph.nodes if n.op == "placeholder" and n.meta["role"] is Role.TANGENT]
 
     # Forward side effects with no users (error checks such as _linalg_check_errors) still run.
+    from_tangents = tangent_dependent(graph)
     checks = [n for n in graph.nodes if n.op == "call_function" and not n.users and n.is_impure()
-              and n.meta.get("phase") != "backward"]
-    if checks:
-        from_tangents = _tangent_dependent(graph)
-        checks = [n for n in checks if n not in from_tangents]
+              and n.meta.get("phase") != "backward" and n not in from_tangents]
     fw_needed = ancestors([*fw_values, *(c.node for c in choices), *checks])
     fw_outputs = [*fw_values, *(c.node for c in saved_tensors), *(c.node for c in saved_sizes)]
     fw_out_roles = [*fw_roles, *[Role.SAVED_TENSOR] * len(saved_tensors), *[Role.SAVED_SIZE] * len(saved_sizes)]
@@ -81,11 +81,11 @@ def split(joint_gm: torch.fx.GraphModule, choices: list[SavedChoice], *, has_bac
     stored: dict[torch.fx.Node, str] = {}   # storage root -> the saved value that pays for it
     saved = [_saved_value(c, stored) for c in [*saved_tensors, *saved_sizes]]
     if has_backward:
-        saved += _recomputed_values(graph, bw_needed, stop)
+        saved += _recomputed_values(graph, bw_needed, stop, from_tangents)
     return SplitGraphs(forward, backward, saved, len(saved_tensors), len(saved_sizes))
 
 
-def _recomputed_values(graph: torch.fx.Graph, bw_needed: set, stop: set) -> list[SavedValue]:
+def _recomputed_values(graph: torch.fx.Graph, bw_needed: set, stop: set, tangent_side: set) -> list[SavedValue]:
     """The forward values the backward recomputes instead of receiving (decision RECOMPUTE).
 
     Listed are the recomputed nodes a backward computation reads directly, each with
@@ -93,7 +93,6 @@ def _recomputed_values(graph: torch.fx.Graph, bw_needed: set, stop: set) -> list
     it without passing through another backward input).
     """
     order = [n for n in graph.nodes if n in bw_needed]
-    tangent_side = _tangent_dependent_within(order, stop)
     # sources[n]: the backward inputs n's recompute chain reads, in one pass in graph order.
     sources: dict[torch.fx.Node, frozenset] = {}
     empty: frozenset = frozenset()
@@ -123,32 +122,9 @@ def _recomputed_values(graph: torch.fx.Graph, bw_needed: set, stop: set) -> list
     return result
 
 
-def _tangent_dependent_within(ordered: list, stop: set) -> set:
-    """Nodes of ``ordered`` (in graph order) that depend on a tangent placeholder."""
-    dependent: set = set()
-    for node in ordered:
-        if node.op == "placeholder" and node.meta.get("role") is Role.TANGENT:
-            dependent.add(node)
-        elif node not in stop and not dependent.isdisjoint(node.all_input_nodes):
-            dependent.add(node)
-    return dependent
-
-
-def _tangent_dependent(graph: torch.fx.Graph) -> set:
-    """Nodes of ``graph`` that have a tangent placeholder among their ancestors."""
-    dependent: set = set()
-    for node in graph.nodes:
-        if node.op == "placeholder":
-            if node.meta.get("role") is Role.TANGENT:
-                dependent.add(node)
-        elif not dependent.isdisjoint(node.all_input_nodes):
-            dependent.add(node)
-    return dependent
-
-
 def _backward_closure(roots, stop: set) -> set:
     seen = ancestors(roots, stop)
-    missing = [n for n in seen if n.op == "placeholder" and n not in stop]
+    missing = unsaved_inputs(seen, stop)
     if missing:
         raise AssertionError(f"backward needs input {missing[0].name} but it was not saved")
     return seen

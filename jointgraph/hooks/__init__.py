@@ -42,7 +42,7 @@ import torch.fx
 
 from ..ir import Decision
 from ..planner.graph_utils import SavedChoice, aliases_input, is_symbolic_scalar
-from .codecs import Codec, trace_hooks
+from .codecs import Codec, codec_decision, trace_hooks
 
 # ### Policies
 
@@ -121,8 +121,7 @@ def apply_policy(choices: list[SavedChoice], policy: SavedTensorPolicy | None) -
         if codec is None:
             result.append(choice)
             continue
-        decision = Decision.OFFLOAD if "offload" in codec else Decision.COMPRESS
-        result.append(dataclasses.replace(choice, decision=decision, codec=codec,
+        result.append(dataclasses.replace(choice, decision=codec_decision(codec), codec=codec,
                                           reason=f"{choice.reason}; saved_tensors policy: {codec}"))
     return result
 

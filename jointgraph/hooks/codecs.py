@@ -84,6 +84,13 @@ _PACKERS = {"bf16": _bf16_pack, "fp8": _fp8_pack, "offload": _offload_pack}
 BUILTIN_CODECS = ("bf16", "fp8", "offload", "bf16+offload", "fp8+offload")
 
 
+def codec_decision(name: str | None) -> Decision:
+    """How a value stored through the built-in codec ``name`` reaches the backward (None: as is)."""
+    if name is None:
+        return Decision.SAVE
+    return Decision.OFFLOAD if "offload" in name.split("+") else Decision.COMPRESS
+
+
 def builtin_codec(name: str) -> Codec:
     """The codec named ``name``: stages joined by ``+``, applied left to right when packing."""
     stages = name.split("+")
@@ -104,8 +111,7 @@ def builtin_codec(name: str) -> Codec:
             nodes = _unpacker(stage, like)(graph, nodes)
         return nodes
 
-    decision = Decision.OFFLOAD if "offload" in stages else Decision.COMPRESS
-    return Codec(name, decision, pack, unpack)
+    return Codec(name, codec_decision(name), pack, unpack)
 
 
 # ### User hooks

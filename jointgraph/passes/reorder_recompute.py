@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.fx
 
-from ..ir import Role
+from ..planner.graph_utils import tangent_dependent
 
 
 def reorder_recompute(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
@@ -24,10 +24,7 @@ def reorder_recompute(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     """
     graph = gm.graph
     nodes = list(graph.nodes)
-    dependent = {n for n in nodes if n.op == "placeholder" and n.meta.get("role") is Role.TANGENT}
-    for node in nodes:
-        if node.op == "call_function" and any(a in dependent for a in node.all_input_nodes):
-            dependent.add(node)
+    dependent = tangent_dependent(graph)
     recompute = {n for n in nodes if n.op == "call_function" and n not in dependent}
     order: list[torch.fx.Node] = []
     emitted: set[torch.fx.Node] = set()

@@ -8,7 +8,7 @@ import torch
 import torch.fx
 
 from ..hooks.codecs import Codec, builtin_codec
-from ..ir import Role, SavedValue
+from ..ir import Decision, Role, SavedValue
 from ..ir.graph import output_node
 from ..planner.graph_utils import SavedChoice, is_symbolic_scalar, tensor_bytes
 from ..split import SplitGraphs
@@ -102,10 +102,10 @@ def _stored(saved: SavedValue, packed: list, codec: Codec) -> SavedValue:
     if saved.nbytes == 0:    # an input (or a view of one): live anyway
         nbytes = 0
     stored = ", ".join(str(v.dtype).replace("torch.", "") for v in vals)
-    where = "host" if codec.decision.name == "OFFLOAD" else "device"
+    where = "host" if codec.decision is Decision.OFFLOAD else "device"
     reason = f"{saved.reason}; stored by {codec.name} as {stored} on the {where} ({saved.nbytes:,} bytes unpacked)"
     return dataclasses.replace(saved, dtype=vals[0].dtype, nbytes=nbytes, reason=reason,
-                               decision=codec.decision if codec.decision.name != "SAVE" else saved.decision)
+                               decision=codec.decision if codec.decision is not Decision.SAVE else saved.decision)
 
 
 __all__ = ["apply_saved_codecs"]

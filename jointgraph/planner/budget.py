@@ -69,18 +69,19 @@ from collections.abc import Callable
 import torch
 import torch.fx
 
-from ..ir import Decision, Role
+from ..hooks.codecs import codec_decision
+from ..ir import Role
 from ..ir.graph import output_node
 from .costs import CODEC_RATIO, codec_seconds, device_for, node_seconds
 from .default import plan_default
 from .graph_utils import (
     SavedChoice,
     aliases_input,
+    backward_nodes,
     is_multi_output,
     is_random,
     is_symbolic_scalar,
     storage_root,
-    tangent_dependent,
     tensor_bytes,
 )
 from .mincut import plan_mincut
@@ -112,6 +113,7 @@ class Verified:
     peak_bytes: int
     est_seconds: float
     label: str
+    model_seconds: float | None = None   # what the region scores predicted it adds (region-built plans)
 
 
 @dataclasses.dataclass
@@ -143,7 +145,6 @@ def plan_budget(graph: torch.fx.Graph, budget: float | int, verify: Verify, *, p
     regions = Regions(graph, policy)
     timings["regions"] = time.perf_counter() - start
     checked: dict[tuple, Verified] = {}
-    model_errors: list[float] = []   # |verified - estimated from region scores| of region-built plans
 
     def check(label: str, choices: list[SavedChoice], model: float | None = None) -> Verified:
         key = tuple((c.node, c.codec) for c in choices)
@@ -151,9 +152,7 @@ def plan_budget(graph: torch.fx.Graph, budget: float | int, verify: Verify, *, p
             start = time.perf_counter()
             peak, seconds = verify(choices)
             timings["verify"] += time.perf_counter() - start
-            checked[key] = Verified(choices, peak, seconds, label)
-            if model is not None:
-                model_errors.append(abs(seconds - (checked_base[0] + model)))
+            checked[key] = Verified(choices, peak, seconds, label, model)
         return checked[key]
 
     def checked_peak(level: int, k: int) -> int:
@@ -164,16 +163,13 @@ def plan_budget(graph: torch.fx.Graph, budget: float | int, verify: Verify, *, p
     def fits(level: int, k: int) -> bool:
         return checked_peak(level, k) <= budget_bytes
 
-    checked_base: list[float] = []   # the default plan's estimate: region scores count on top of it
     default = check("default", plan_default(graph))
-    checked_base.append(default.est_seconds)
     budget_bytes = int(budget * default.peak_bytes) if isinstance(budget, float) else int(budget)
     check("mincut", plan_mincut(graph))
     start, verifying = time.perf_counter(), timings["verify"]
     _milp_candidates(regions, budget_bytes, default.peak_bytes, check)
     timings["milp"] = time.perf_counter() - start - (timings["verify"] - verifying)
-    _staircase_search(regions, default.est_seconds, budget_bytes, checked, fits, checked_peak,
-                      slack=lambda: 2 * max(model_errors, default=0.0) + 0.02 * default.est_seconds)
+    _staircase_search(regions, default.est_seconds, budget_bytes, checked, fits, checked_peak)
     candidates = list(checked.values())
     feasible = [c for c in candidates if c.peak_bytes <= budget_bytes]
     if feasible:
@@ -188,15 +184,21 @@ def plan_budget(graph: torch.fx.Graph, budget: float | int, verify: Verify, *, p
 
 
 def _staircase_search(regions: Regions, base_seconds: float, budget_bytes: int, checked: dict,
-                      fits: Callable[[int, int], bool], checked_peak: Callable[[int, int], int],
-                      slack: Callable[[], float] = lambda: 0.0) -> None:
+                      fits: Callable[[int, int], bool], checked_peak: Callable[[int, int], int]) -> None:
     """Find the first staircase step that fits (Note [Budget formulation]), skipping the steps
     that cannot beat the fastest verified plan within the budget: those whose estimated time
-    (``base_seconds`` plus the regions' scores) minus ``slack()`` (the largest gap seen so far
-    between such an estimate and a verified plan's time) is no better. Each check is a split
-    and a simulation; this is what keeps a deep model to a handful (Note [Repeated layers])."""
+    (``base_seconds``, the default plan's, plus the regions' scores) minus a slack is no better.
+    The slack is twice the largest gap seen so far between such an estimate and a verified
+    plan's time, plus 2% of ``base_seconds``: the estimate is off by a few percent either way.
+    Each check is a split and a simulation; this keeps a deep model to a handful (Note
+    [Repeated layers])."""
     def fastest() -> float:
         return min((c.est_seconds for c in checked.values() if c.peak_bytes <= budget_bytes), default=float("inf"))
+
+    def slack() -> float:
+        gaps = [abs(c.est_seconds - base_seconds - c.model_seconds) for c in checked.values()
+                if c.model_seconds is not None]
+        return 2 * max(gaps, default=0.0) + 0.02 * base_seconds
 
     def promising(level: int, k: int) -> bool:
         return base_seconds + regions.model_seconds(regions.staircase(level, k)) - slack() < fastest()
@@ -382,7 +384,7 @@ class Regions:
         self.graph = graph
         self.policy = policy
         self.device = device_for(graph)
-        backward = tangent_dependent(graph) | {n for n in graph.nodes if n.meta.get("phase") == "backward"}
+        backward = backward_nodes(graph)
         out = output_node(graph)
         grad_roots = {v for v, r in zip(out.args[0], out.meta["roles"], strict=True)
                       if r in (Role.GRADIENT, Role.BACKWARD_MUTATION) and isinstance(v, torch.fx.Node)}
@@ -613,8 +615,7 @@ class Regions:
             if v not in saved:
                 continue
             codec = saved[v]
-            decision = Decision.SAVE if codec is None else (
-                Decision.OFFLOAD if "offload" in codec else Decision.COMPRESS)
+            decision = codec_decision(codec)
             result.append(SavedChoice(v, decision, self._save_reason(v, option_of), codec))
         return result
 

@@ -56,6 +56,12 @@ def tangent_dependent(graph: torch.fx.Graph) -> set[torch.fx.Node]:
     return dependent
 
 
+def backward_nodes(graph: torch.fx.Graph) -> set[torch.fx.Node]:
+    """Nodes that run in the backward whatever the plan: tangent-dependent ones and those traced
+    while the backward was (Note [Phases])."""
+    return tangent_dependent(graph) | {n for n in graph.nodes if n.meta.get("phase") == "backward"}
+
+
 def is_symbolic_scalar(node: torch.fx.Node) -> bool:
     return isinstance(node.meta.get("val"), (torch.SymInt, torch.SymFloat, torch.SymBool, int, float, bool))
 

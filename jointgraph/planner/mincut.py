@@ -34,10 +34,10 @@ from .graph_utils import (
     SavedChoice,
     aliases_input,
     ancestors,
+    backward_nodes,
     checkpoint_policy,
     is_multi_output,
     is_random,
-    tangent_dependent,
     unsaved_inputs,
 )
 from .rules import RecomputeRule, recompute_rule
@@ -52,7 +52,7 @@ def plan_mincut(graph: torch.fx.Graph) -> list[SavedChoice]:
     nodes = [n for n in graph.nodes if n.op != "output"]
     index = {n: i for i, n in enumerate(nodes)}
     # Note [Phases]: backward nodes stay in the backward, tangent-dependent or not.
-    from_tangents = tangent_dependent(graph) | {n for n in graph.nodes if n.meta.get("phase") == "backward"}
+    from_tangents = backward_nodes(graph)
     # Note [Activation checkpointing]: tagged regions are recomputed (sink side) or saved (banned).
     from_tangents |= {n for n in graph.nodes if n.op == "call_function" and not is_random(n)
                       and checkpoint_policy(n) == "recompute" and not is_multi_output(n)}

@@ -49,10 +49,7 @@ def simulate_choices(joint_gm: torch.fx.GraphModule, choices: list[SavedChoice])
     if any(c.codec for c in choices):
         graphs = apply_saved_codecs(graphs, choices)
     graphs = run_split_passes(graphs)
-    result = simulate(graphs.forward, graphs.backward)
-    device = device_for(joint_gm.graph)
-    return result.peak_bytes, graph_seconds(graphs.forward.graph, device) + graph_seconds(graphs.backward.graph,
-                                                                                           device)
+    return simulate(graphs.forward, graphs.backward).peak_bytes, step_seconds(graphs.forward, graphs.backward)
 
 
 def plan_to_budget(joint_gm: torch.fx.GraphModule, options: CompileOptions) -> tuple[list[SavedChoice],
@@ -105,8 +102,11 @@ def pareto(fn_or_module: Any, *example_args: Any, fractions: tuple[float, ...] =
 
 
 def estimated_seconds(result: Plan) -> float:
-    device = device_for(result.forward.graph)
-    seconds = graph_seconds(result.forward.graph, device)
-    if result.backward is not None:
-        seconds += graph_seconds(result.backward.graph, device)
-    return seconds
+    """The estimated step time of a plan (Note [Cost model])."""
+    return step_seconds(result.forward, result.backward)
+
+
+def step_seconds(forward: torch.fx.GraphModule, backward: torch.fx.GraphModule | None) -> float:
+    """Estimated seconds of one forward and (if any) backward graph."""
+    device = device_for(forward.graph)
+    return sum(graph_seconds(g.graph, device) for g in (forward, backward) if g is not None)

@@ -10,6 +10,8 @@ Example::
 from __future__ import annotations
 
 import io
+import itertools
+import operator
 from typing import Any
 
 # Bottom to top: what is live all step, then what the step accumulates, then what comes and goes.
@@ -35,11 +37,10 @@ def plot_timeline(plan: Any, *, budget_bytes: int | None = None, figsize: tuple[
     timeline = list(plan.timeline or [])
     if not timeline:
         return None
-    plt = _pyplot()
     by_kind = list(getattr(plan, "timeline_by_kind", None) or [])
     peak = max(live for _, _, live in timeline)
     scale, unit = _unit(max(peak, budget_bytes or 0))
-    fig, ax = plt.subplots(figsize=figsize, dpi=dpi)
+    fig, ax = _figure(figsize, dpi)
     xs = list(range(len(timeline) + 1))   # one past the end: the last step spans its node
     if len(by_kind) == len(timeline):
         _stacked(ax, xs, by_kind, scale)
@@ -63,7 +64,7 @@ def plot_timeline(plan: Any, *, budget_bytes: int | None = None, figsize: tuple[
     ax.set_xlim(0, len(timeline))
     ax.legend(loc="lower left", bbox_to_anchor=(0, 1.01), fontsize=8, ncols=5, frameon=False)
     ax.grid(alpha=0.3)
-    return _png(fig, plt)
+    return _png(fig)
 
 
 def plot_pareto(points: list, *, chosen_peak_bytes: int | None = None, budget_bytes: int | None = None
@@ -73,10 +74,9 @@ def plot_pareto(points: list, *, chosen_peak_bytes: int | None = None, budget_by
     ``chosen_peak_bytes`` marks the report's own plan; ``budget_bytes`` draws its budget."""
     if not points:
         return None
-    plt = _pyplot()
     peaks = [p.peak_bytes for p in points]
     scale, unit = _unit(max([*peaks, budget_bytes or 0]))
-    fig, ax = plt.subplots(figsize=(7, 3.8), dpi=110)
+    fig, ax = _figure((7, 3.8), 110)
     ax.plot([p / scale for p in peaks], [p.est_seconds * 1e3 for p in points], marker="o", color="#1f77b4",
             label="Pareto front (budget planner)")
     for p in points:
@@ -90,7 +90,7 @@ def plot_pareto(points: list, *, chosen_peak_bytes: int | None = None, budget_by
     ax.set_ylabel("estimated step time (ms)")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    return _png(fig, plt)
+    return _png(fig)
 
 
 ### Implementation
@@ -129,29 +129,21 @@ def _phase_marks(ax: Any, timeline: list, top: float) -> None:
 
 def _phases(timeline: list) -> list[tuple[str, int]]:
     """Runs of consecutive entries of the same phase, in order."""
-    runs: list[tuple[str, int]] = []
-    for phase, _, _ in timeline:
-        if runs and runs[-1][0] == phase:
-            runs[-1] = (phase, runs[-1][1] + 1)
-        else:
-            runs.append((phase, 1))
-    return runs
+    return [(phase, sum(1 for _ in run)) for phase, run in itertools.groupby(timeline, key=operator.itemgetter(0))]
 
 
-def _pyplot() -> Any:
-    import matplotlib
+def _figure(figsize: tuple[float, float], dpi: int) -> tuple[Any, Any]:
+    """A figure with one axes, outside pyplot: no global backend switch, nothing to close."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    fig = Figure(figsize=figsize, dpi=dpi)
+    return fig, fig.add_subplot()
 
 
-def _png(fig: Any, plt: Any) -> bytes:
+def _png(fig: Any) -> bytes:
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")
-    plt.close(fig)
     return buffer.getvalue()
 
 
