@@ -1,6 +1,7 @@
 """The public API contract (docs/API.md), checked name by name."""
 
 import copy
+import warnings
 
 import pytest
 import torch
@@ -62,10 +63,13 @@ def test_backend_with_budget_options_as_documented():
     torch._dynamo.reset()
     model = nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 64), nn.GELU(), nn.Linear(64, 1))
     twin = copy.deepcopy(model)
-    compiled = torch.compile(twin, backend=jointgraph.backend(partitioner="budget", memory_budget=0.6))
-    x = torch.randn(16, 32)
+    compiled = torch.compile(twin, backend=jointgraph.backend(partitioner="budget", memory_budget=0.9))
+    x = torch.randn(2048, 32)   # activations dominate the weights: 0.9 of the peak is within reach (min ~0.82)
     model(x).sum().backward()
-    compiled(x).sum().backward()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compiled(x).sum().backward()
+    assert not [w for w in caught if "memory budget" in str(w.message)]
     for p_e, p_c in zip(model.parameters(), twin.parameters(), strict=True):
         torch.testing.assert_close(p_c.grad, p_e.grad)
 

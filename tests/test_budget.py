@@ -109,7 +109,7 @@ def test_measured_peak_gradients_and_halving(gpt, plans):
             assert torch.equal(grad, want)
         measured[fraction] = _measured_peak(step, compiled, idx, targets)
         simulated = plans[fraction][0].peak_bytes
-        assert abs(measured[fraction] - simulated) <= 0.10 * simulated, fraction
+        assert abs(measured[fraction] - simulated) <= 1024, fraction   # the issue asks 10%; it is bytes
     assert measured[0.45] <= 0.6 * measured[1.0]
 
 
@@ -135,7 +135,7 @@ def test_regions_follow_layers(gpt):
 
 def test_pareto_time_does_not_increase_with_peak(gpt):
     points = pareto(*gpt, fractions=(1.0, 0.8, 0.5))
-    assert points
+    assert len(points) >= 2
     for lower, higher in zip(points, points[1:]):
         assert lower.peak_bytes < higher.peak_bytes and higher.est_seconds <= lower.est_seconds
 
@@ -248,6 +248,9 @@ def test_stored_estimates_equal_the_cost_model(plans):
     for graph in (result.forward.graph, result.backward.graph):
         stored = [n for n in graph.nodes if n.op == "call_function" and "est_seconds" in n.meta]
         assert stored
+        for node in stored:   # the stored number itself, for this device, is the model's
+            spec, seconds = node.meta["est_seconds"]
+            assert spec == device and seconds == pytest.approx(_node_seconds(node, device))
         for node in graph.nodes:
             assert node_seconds(node, device) == pytest.approx(_node_seconds(node, device) if
                                                                 node.op == "call_function" else 0.0)

@@ -103,18 +103,18 @@ def test_pareto_on_bench_needs_a_report(capsys):
 
 def test_bench_with_budget_and_saved_tensors_end_to_end(tmp_path, capsys):
     path, report = tmp_path / "bench.json", tmp_path / "bench.html"
-    tiny_gpt = ["--layers", "1", "--width", "32", "--batch", "2", "--seq", "16"]
-    assert main(["bench", "gpt", *tiny_gpt, "--repeat", "1", "--budget", "0.6", "--saved-tensors", "bf16",
+    tiny_gpt = ["--layers", "1", "--width", "32", "--batch", "2", "--seq", "64"]
+    assert main(["bench", "gpt", *tiny_gpt, "--repeat", "1", "--budget", "0.9", "--saved-tensors", "bf16",
                  "--json", str(path), "--report", str(report)]) == 0
     out = capsys.readouterr().out
-    assert "jointgraph budget 0.6 saved=bf16" in out and "torch.compile min-cut budget=0.6" in out
+    assert "jointgraph budget 0.9 saved=bf16" in out and "torch.compile min-cut budget=0.9" in out
     data = json.loads(path.read_text())
     assert [c["name"] for c in data["contenders"]] == [
-        "eager", "torch.compile aot_eager", "torch.compile min-cut budget=0.6", "jointgraph budget 0.6 saved=bf16"]
+        "eager", "torch.compile aot_eager", "torch.compile min-cut budget=0.9", "jointgraph budget 0.9 saved=bf16"]
     ours = data["contenders"][-1]
     assert ours["error"] is None and ours["max_grad_diff"] < 1e-1
     assert 0 < data["budget_bytes"] and ours["simulated_peak_bytes"] > 0
-    # the planner keeps to the budget unless it says the budget is below its minimum
-    assert ours["simulated_peak_bytes"] <= data["budget_bytes"] or "below the minimum" in out
+    # a budget this model can reach (its minimum is ~0.87 of the default peak): kept, no warning
+    assert ours["simulated_peak_bytes"] <= data["budget_bytes"] and "below the minimum" not in out
     page = report.read_text(encoding="utf-8")
     assert "<tr><th>memory budget</th>" in page and "the dashed line is the budget" in page

@@ -76,7 +76,9 @@ def test_packed_values_replace_originals_in_forward_outputs(args):
 def test_pack_after_last_forward_use(args):
     plan = jointgraph.plan(mlp, *args, partitioner="default", saved_tensors=SavedTensorPolicy(compress="bf16"))
     nodes = list(plan.forward.graph.nodes)
-    for pack in (n for n in nodes if n.target is torch.ops.jointgraph.pack_bf16.default):
+    packs = [n for n in nodes if n.target is torch.ops.jointgraph.pack_bf16.default]
+    assert packs
+    for pack in packs:
         value = pack.args[0]
         last_use = max(nodes.index(u) for u in value.users if u.op != "output")
         assert nodes.index(pack) == last_use or nodes.index(pack) == last_use + 1 or all(

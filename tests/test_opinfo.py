@@ -84,9 +84,9 @@ def test_no_wrong_values_across_op_db(shard):
     wrong = []
     for label in labels:
         for i, result in enumerate(_results(label, 1)):
-            if result.status == "wrong":
-                wrong.append(f"{label}[{i}]: {result.cause}")
-    assert not wrong, "jointgraph returned wrong values:\n" + "\n".join(wrong)
+            if result.status in ("wrong", "error"):   # pass, skip or a clean UnsupportedError only
+                wrong.append(f"{label}[{i}] {result.status}: {result.cause}")
+    assert not wrong, "jointgraph returned wrong values or crashed:\n" + "\n".join(wrong)
 
 
 ### Regressions the sweep found, as small programs (eager is the oracle)

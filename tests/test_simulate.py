@@ -158,7 +158,8 @@ def test_simulated_peak_matches_measured_peak(make_step, partitioner):
     plan = jointgraph.plan(step, x, target, partitioner=partitioner)
     measured = _measured_peak(step, compiled, x, target)
     assert plan.peak_bytes > 1_000_000
-    assert abs(measured - plan.peak_bytes) <= 0.10 * measured, (measured, plan.peak_bytes)
+    # MemTracker has counted 8 bytes more than the simulator on every model tried: allow 1 KiB, not a fraction
+    assert abs(measured - plan.peak_bytes) <= 1024, (measured, plan.peak_bytes)
 
 
 def test_symbolic_sizes_use_hints():
