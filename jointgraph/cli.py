@@ -255,21 +255,6 @@ def _print_notes(console, notes: list[str]) -> None:
 
 ### Tables
 
-def fmt_bytes(n: int | None) -> str:
-    if n is None:
-        return "n/a"
-    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
-        if abs(n) >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{n} B"
-
-
-def fmt_seconds(s: float | None) -> str:
-    if s is None:
-        return "n/a"
-    return f"{s * 1e3:.1f} ms" if s < 1 else f"{s:.2f} s"
-
-
 def bench_table(result):
     from rich.table import Table
 
@@ -277,18 +262,15 @@ def bench_table(result):
     table = Table(title=f"{result.workload}: {result.parameters:,} parameters, layers={o.layers} width={o.width} "
                   f"batch={o.batch} seq={o.seq} {o.dtype} on {o.device}")
     from .bench.runner import BENCH_COLUMNS
+    from .report.html import bench_cells
 
     for name in BENCH_COLUMNS:
         table.add_column(name, justify="left" if name == "contender" else "right", no_wrap=True)
     for r in result.results:
         if r.error:
-            table.add_row(r.name, "[red]failed[/red]", *["" for _ in range(6)])
+            table.add_row(r.name, "[red]failed[/red]", *["" for _ in BENCH_COLUMNS[2:]])
             continue
-        diff = "ref" if r.kind == "eager" else "n/a" if r.max_grad_diff is None else f"{r.max_grad_diff:.1e}"
-        table.add_row(r.name, fmt_bytes(r.measured_peak_bytes), fmt_bytes(r.simulated_peak_bytes),
-                      fmt_bytes(r.saved_bytes_measured), fmt_bytes(r.saved_bytes_planned),
-                      fmt_seconds(r.step_seconds), "—" if r.kind == "eager" else fmt_seconds(r.compile_seconds),
-                      diff)
+        table.add_row(r.name, *bench_cells(r))
     return table
 
 
@@ -305,7 +287,7 @@ def ratio_lines(result) -> list[str]:
 def saved_table(plan, title: str = "saved for the backward"):
     from rich.table import Table
 
-    from .report.html import saved_rows
+    from .report.html import fmt_bytes, saved_rows
 
     table = Table(title=title, caption=f"saved {fmt_bytes(plan.saved_bytes)} in {len(plan.saved)} values; "
                   f"simulated peak {fmt_bytes(plan.peak_bytes)}")

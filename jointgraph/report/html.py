@@ -20,7 +20,7 @@ import torch
 
 from ..ir import Decision
 from .graphs import draw_graph
-from .timeline import KIND_STYLES, plot_pareto, plot_timeline
+from .timeline import BYTE_UNITS, KIND_STYLES, plot_pareto, plot_timeline
 
 CSS = """
 body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2em auto; max-width: 1200px;
@@ -78,6 +78,29 @@ def saved_rows(plan: Any) -> list[tuple[str, str, str, str, str, str]]:
     return rows
 
 
+def bench_cells(r: Any) -> list[str]:
+    """One ``jointgraph bench`` contender's figures as strings, in ``BENCH_COLUMNS`` order after the name."""
+    diff = "ref" if r.kind == "eager" else "n/a" if r.max_grad_diff is None else f"{r.max_grad_diff:.1e}"
+    return [fmt_bytes(r.measured_peak_bytes), fmt_bytes(r.simulated_peak_bytes), fmt_bytes(r.saved_bytes_measured),
+            fmt_bytes(r.saved_bytes_planned), fmt_seconds(r.step_seconds),
+            "—" if r.kind == "eager" else fmt_seconds(r.compile_seconds), diff]
+
+
+def fmt_bytes(n: int | None) -> str:
+    if n is None:
+        return "n/a"
+    for unit, size in BYTE_UNITS:
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n} B"
+
+
+def fmt_seconds(s: float | None) -> str:
+    if s is None:
+        return "n/a"
+    return f"{s * 1e3:.1f} ms" if s < 1 else f"{s:.2f} s"
+
+
 ### Sections
 
 def _header(plan: Any, title: str, budget_bytes: int | None) -> str:
@@ -97,20 +120,17 @@ def _header(plan: Any, title: str, budget_bytes: int | None) -> str:
 
 
 def _bench_section(bench: Any) -> str:
+    from ..bench.runner import BENCH_COLUMNS, PEAK_METHOD
+
     rows = []
     for r in bench.results:
         if r.error:
-            rows.append(f"<tr><td>{html.escape(r.name)}</td><td colspan='7'>failed: {html.escape(r.error)}</td></tr>")
+            rows.append(f"<tr><td>{html.escape(r.name)}</td><td colspan='{len(BENCH_COLUMNS) - 1}'>failed: "
+                        f"{html.escape(r.error)}</td></tr>")
             continue
-        diff = "ref" if r.kind == "eager" else "n/a" if r.max_grad_diff is None else f"{r.max_grad_diff:.1e}"
-        cells = [_bytes(r.measured_peak_bytes), _bytes(r.simulated_peak_bytes), _bytes(r.saved_bytes_measured),
-                 _bytes(r.saved_bytes_planned), _seconds(r.step_seconds),
-                 "—" if r.kind == "eager" else _seconds(r.compile_seconds), diff]
-        rows.append(f"<tr><td>{html.escape(r.name)}</td>" + "".join(f"<td class='num'>{c}</td>" for c in cells)
-                    + "</tr>")
+        rows.append(f"<tr><td>{html.escape(r.name)}</td>"
+                    + "".join(f"<td class='num'>{html.escape(c)}</td>" for c in bench_cells(r)) + "</tr>")
     o = bench.options
-    from ..bench.runner import BENCH_COLUMNS, PEAK_METHOD
-
     method = PEAK_METHOD["cuda" if o.device.startswith("cuda") else "cpu"]
     return (f"<h2>Side by side: {html.escape(bench.workload)}</h2>"
             f"<p class='meta'>{html.escape(bench.description)}; {bench.parameters:,} parameters; layers={o.layers} "
@@ -204,12 +224,8 @@ def _img(mime: str, data: bytes, alt: str, cls: str = "", onclick: str = "") -> 
 
 
 def _bytes(n: int | None) -> str:
-    from ..cli import fmt_bytes
-
-    return html.escape(fmt_bytes(n)) if n is not None else "n/a"
+    return html.escape(fmt_bytes(n))
 
 
 def _seconds(s: float | None) -> str:
-    from ..cli import fmt_seconds
-
     return html.escape(fmt_seconds(s))

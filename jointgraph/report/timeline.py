@@ -147,8 +147,12 @@ def _png(fig: Any) -> bytes:
     return buffer.getvalue()
 
 
+# Byte units, largest first (MB = 2**20 bytes, as the CLI and reports print them).
+BYTE_UNITS = (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10))
+
+
 def _unit(peak: int) -> tuple[float, str]:
-    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+    for unit, size in BYTE_UNITS:
         if peak >= size:
             return float(size), unit
     return 1.0, "B"
