@@ -94,7 +94,9 @@ def plan_call(flat_fn: Callable, signature: FlatSignature, tensors: list, option
     """
     fake_mode = FakeTensorMode(shape_env=ShapeEnv() if dynamic else None)
     fakes = fakeify(tensors, fake_mode, dynamic=dynamic)
-    with_backward = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+    # Traced with grad mode on whenever it is on: the function may make tensors require grad
+    # (requires_grad_() on an input, a leaf created inside); has_backward says if it did.
+    with_backward = torch.is_grad_enabled()
     # Never run the user's saved-tensor hooks at trace time (on fake tensors): mask them.
     masked = torch.autograd.graph.saved_tensors_hooks(_no_pack, _no_unpack) if saved_hooks else contextlib.nullcontext()
     with masked:
@@ -148,8 +150,8 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec) -> EntryLayout:
     outputs = joint.outputs
     tensor_outs = [i for i, o in enumerate(outputs) if o.kind == "tensor"]
     mutated = tuple(i for i, info in enumerate(joint.inputs) if info.mutates_data)
-    # Note [Input mutations]: a mutated input that requires grad has a differentiable new value.
-    mutated_grad = tuple(joint.has_backward and joint.inputs[i].requires_grad for i in mutated)
+    # Note [Input mutations]: a mutation autograd recorded has a differentiable new value.
+    mutated_grad = tuple(joint.has_backward and joint.inputs[i].mutation_recorded for i in mutated)
     n_user = len(tensor_outs)
     tangent_positions = tuple(k for k, i in enumerate(tensor_outs) if outputs[i].requires_grad)
     tangent_positions += tuple(n_user + k for k, needs in enumerate(mutated_grad) if needs)
@@ -167,7 +169,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec) -> EntryLayout:
         elif info.kind == "output_view":
             plan_entries.append(("output_view", (info.input_index, info.view_meta)))
         else:
-            plan_entries.append(("input_view", (info.input_index, info.view_meta)))
+            plan_entries.append(("input_view", (info.input_index, info.view_meta, info.view_replay)))
     saved_inputs, saved_copies = [], []
     if graphs.backward is not None:
         fw_out = [n for n in graphs.forward.graph.nodes if n.op == "output"][0]
@@ -184,8 +186,9 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec) -> EntryLayout:
         storage_resizes=tuple((i, info.storage_bytes) for i, info in enumerate(joint.inputs)
                               if info.storage_bytes is not None),
         backward_mutations=tuple(i for i, info in enumerate(joint.inputs) if info.mutated_in_backward),
-        metadata_mutations=tuple((i, *info.new_metadata) for i, info in enumerate(joint.inputs)
-                                 if info.new_metadata is not None),
+        metadata_mutations=tuple((i, *info.new_metadata, info.metadata_recorded and joint.has_backward)
+                                 for i, info in enumerate(joint.inputs) if info.new_metadata is not None),
+        requires_grad_set=tuple(i for i, info in enumerate(joint.inputs) if info.requires_grad_set),
         mutated_with_grad=tuple(i for i, needs in zip(mutated, mutated_grad, strict=True) if needs),
         saved_copies=tuple(saved_copies),
         num_saved_tensors=graphs.num_saved_tensors,
@@ -193,7 +196,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec) -> EntryLayout:
         tangent_positions=tangent_positions,
         hooks_inlined=graphs.hooks_inlined,
         non_differentiable=non_diff,
-        grad_inputs=tuple(info.requires_grad for info in joint.inputs),
+        grad_inputs=tuple(info.requires_grad or info.requires_grad_set for info in joint.inputs),
         saved_input_positions=tuple(saved_inputs),
         output_plan=tuple(plan_entries),
         out_spec=out_spec,

@@ -57,8 +57,7 @@ def compile_dynamo_graph(gm: torch.fx.GraphModule, example_inputs: list, options
         return gm(*inputs)
 
     flat_fn, out_box = make_flat_fn(call_graph, spec, signature)
-    with_backward = torch.is_grad_enabled() and any(
-        isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs)
+    with_backward = torch.is_grad_enabled()
     plan, joint, graphs = build_plan(flat_fn, fakes, signature.roles, fake_mode, options,
                                      with_backward=with_backward, non_leaf=non_leaf_inputs(example_inputs))
     entry = compile_entry(plan, joint, graphs, options, signature, out_box[0], fakes)

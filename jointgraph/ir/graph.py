@@ -18,10 +18,22 @@ class InputInfo:
     role: Role
     requires_grad: bool
     mutates_data: bool = False
-    mutation_hidden_from_autograd: bool = False
-    new_metadata: tuple | None = None   # (size, stride, storage_offset) after a metadata mutation
+    mutation_hidden_from_autograd: bool = False   # under no_grad, through .detach() or .data
+    # (size, stride, storage_offset, view replay or None) after a metadata mutation
+    new_metadata: tuple | None = None
+    metadata_recorded: bool = False     # autograd recorded the metadata mutation (the input requires grad)
+    requires_grad_set: bool = False     # requires_grad_() was called on it: the runtime sets it first
     mutated_in_backward: bool = False   # Note [Backward mutations]
     storage_bytes: int | None = None    # final storage size after a resize (Note [Storage resize])
+
+    @property
+    def mutation_recorded(self) -> bool:
+        """Autograd recorded the data mutation: the new value is differentiable."""
+        return self.mutates_data and not self.mutation_hidden_from_autograd
+
+    @property
+    def final_shape(self) -> tuple | None:
+        return self.new_metadata[0] if self.new_metadata is not None else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +47,7 @@ class OutputInfo:
     input_index: int | None = None
     constant: Any = None
     view_meta: tuple | None = None  # (size, stride, storage_offset, dtype, requires_grad) for views
+    view_replay: tuple | None = None  # view ops from the input to this output (Note [Input mutations])
 
 
 @dataclasses.dataclass

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+import torch._C._functionalization as functionalization
 import torch.utils._pytree as pytree
 from torch.autograd.function import once_differentiable
 
@@ -43,7 +44,9 @@ class EntryLayout:
     mutated_inputs: tuple[int, ...]
     storage_resizes: tuple[tuple[int, int], ...]  # (input index, final storage bytes)
     backward_mutations: tuple[int, ...]         # Note [Backward mutations] in capture/trace.py
-    metadata_mutations: tuple[tuple, ...]       # (input index, size, stride, storage_offset)
+    # (input index, size, stride, storage_offset, view replay or None, recorded by autograd)
+    metadata_mutations: tuple[tuple, ...]
+    requires_grad_set: tuple[int, ...]          # inputs the function called requires_grad_() on
     mutated_with_grad: tuple[int, ...]          # mutated inputs whose mutation autograd records
     saved_copies: tuple[int, ...]               # saved inputs that are also mutated: saved as copies
     num_saved_tensors: int
@@ -72,6 +75,10 @@ class CompiledEntry:
         self._copies = tuple((i, layout.num_user_tensors + k, i in layout.mutated_with_grad)
                              for k, i in enumerate(layout.mutated_inputs))
         self._positions = layout.signature.tensor_leaf_positions
+        # Inputs whose views are replayed from their geometry before a metadata mutation.
+        meta_mutated = {m[0] for m in layout.metadata_mutations}
+        self._pre_alias = tuple(sorted({v[1][0] for v in layout.output_plan if v[0] == "input_view"
+                                        and v[1][2] is not None and v[1][0] in meta_mutated}))
         self._single_output = layout.out_spec.is_leaf()   # the function returned one tensor
         self.saved_hooks = None   # the ambient saved_tensors_hooks pair this entry was compiled under
 
@@ -89,6 +96,8 @@ class CompiledEntry:
         if self._mutation_check:
             _check_no_aliasing(inputs, layout.mutated_inputs)
             _check_leaf_mutation(inputs, layout.mutated_with_grad)
+        for i in layout.requires_grad_set:   # Note [Input mutations]: a prologue, as the user's call did
+            inputs[i].requires_grad_()
         if self.function is not None:
             outs = self.function.apply(*inputs)
         else:  # no differentiable outputs: autograd must not record the graph's ops
@@ -97,10 +106,9 @@ class CompiledEntry:
         if layout.storage_resizes:
             for i, nbytes in layout.storage_resizes:   # Note [Storage resize]: before any data copy
                 inputs[i].untyped_storage().resize_(nbytes)
+        pre = {i: torch.ops.aten.alias(inputs[i]) for i in self._pre_alias} if self._pre_alias else None
         if layout.metadata_mutations:
-            with torch.no_grad():
-                for i, size, stride, offset in layout.metadata_mutations:
-                    inputs[i].as_strided_(size, stride, offset)
+            _apply_metadata_mutations(inputs, layout.metadata_mutations)
         if self._copies:
             _apply_mutations(inputs, outs, self._copies)
         flat = []
@@ -111,8 +119,12 @@ class CompiledEntry:
                 flat.append(value)
             elif kind == "input":
                 flat.append(inputs[value])
+            elif kind == "input_view" and value[2] is not None:   # replay the view ops on the caller's tensor
+                index, (*_, requires_grad), replay = value
+                base = pre[index] if pre and index in pre else inputs[index]
+                flat.append(_replay_view(base, replay, requires_grad))
             else:  # a view of the caller's tensor ("input_view") or of an earlier output, as eager returns
-                index, (size, stride, offset, dtype, requires_grad) = value
+                index, (size, stride, offset, dtype, requires_grad) = value[:2]
                 base = flat[index] if kind == "output_view" else inputs[index]
                 if base.requires_grad and not requires_grad:   # x.detach(), views under no_grad
                     base = base.detach()
@@ -138,6 +150,27 @@ def _regenerate_view(base: torch.Tensor, size, stride, offset, dtype) -> torch.T
     return base.view(dtype).as_strided(size, stride, offset)   # view(dtype): not differentiable
 
 
+def _replay_view(base: torch.Tensor, replay: tuple, requires_grad: bool) -> torch.Tensor:
+    if base.requires_grad and not requires_grad:   # x.detach(), views under no_grad
+        base = base.detach()
+    return functionalization.apply_view_meta_sequence(base, list(replay))
+
+
+def _apply_metadata_mutations(inputs: list, mutations: tuple) -> None:
+    """Give the caller's tensors the geometry the function left them with (before any data copy)."""
+    for i, size, stride, offset, replay, recorded in mutations:
+        target = inputs[i]
+        if replay is not None:   # replayed on the caller's own strides and offset
+            with torch.no_grad():
+                view = functionalization.apply_view_meta_sequence(target, list(replay))
+            size, stride, offset = view.shape, view.stride(), view.storage_offset()
+        if recorded:
+            target.as_strided_(size, stride, offset)
+        else:
+            with torch.no_grad():
+                target.as_strided_(size, stride, offset)
+
+
 def _apply_mutations(inputs: list, outs, copies: tuple) -> None:
     """The epilogue of Note [Input mutations]: copy new values into the caller's tensors."""
     for i, k, recorded in copies:
@@ -150,7 +183,7 @@ def _apply_mutations(inputs: list, outs, copies: tuple) -> None:
 
 def _check_leaf_mutation(inputs: list, with_grad: tuple) -> None:
     for i in with_grad:
-        if inputs[i].is_leaf:
+        if inputs[i].is_leaf and inputs[i].requires_grad:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
 
 
@@ -191,6 +224,7 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout) -
     bw_mutated = layout.backward_mutations
     n_grads = len(grad_mask)
     hooks_inlined = layout.hooks_inlined
+    meta_mutated = frozenset(m[0] for m in layout.metadata_mutations)
 
     class CompiledStep(torch.autograd.Function):
         @staticmethod
@@ -209,8 +243,8 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout) -
             else:
                 ctx.stash = list(saved)
             ctx.sizes = list(outs[n_fw_outs + n_saved:])
-            if saved_inputs:
-                ctx.versions = [(s, inputs[i], inputs[i]._version) for s, i in saved_inputs]
+            if saved_inputs:   # the epilogue's own as_strided_ (a metadata mutation) is not the user's write
+                ctx.versions = [(s, inputs[i], inputs[i]._version + (i in meta_mutated)) for s, i in saved_inputs]
             if bw_mutated:
                 ctx.bw_targets = [inputs[i] for i in bw_mutated]
             if non_diff:

@@ -1,0 +1,222 @@
+"""What runs around the user's function while it is traced: functional wrappers, grad mode,
+refusals of what would happen at trace time only, eager's in-place overlap checks, and the
+translation of tracer failures into UnsupportedError.
+
+Note [Eager's in-place checks]
+------------------------------
+Functionalization turns every in-place op into an out-of-place op plus a write-back, so
+it never sees what eager's kernels refuse: writing into a tensor whose elements share
+memory (``x.expand(2, 3).add_(1)``) or reading from a tensor that partly overlaps the one
+written (``x[1:].copy_(x[:-1])``). ``EagerInPlaceChecks`` (a TorchFunctionMode, so it sees
+the user's tensors with their real view geometry) raises eager's own RuntimeError for
+both, at the call, as eager does. Writes into an ``expand``ed tensor that eager allows
+(``fill_`` / ``zero_``: every copy of an element gets the same value) are applied to the
+tensor that was expanded, which holds exactly the written memory; functionalization's
+inverse of ``expand`` (a sum over the expanded dimensions) would otherwise multiply the
+written value. Other writes into tensors with overlapping elements (``unfold`` windows)
+depend on the order eager's kernel visits them and are refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+
+import torch
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    UnsupportedOperatorException,
+)
+from torch._subclasses.functional_tensor import FunctionalTensor
+from torch.multiprocessing.reductions import StorageWeakRef
+
+from ..errors import UnsupportedError, source_from_traceback, user_source_line
+
+try:  # the name moved between releases
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode as _DataDependentGuard
+except ImportError:  # pragma: no cover
+    _DataDependentGuard = RuntimeError
+
+_FAKE_DATA_ACCESS = "data is not allocated yet"   # c10's message when a kernel reads a fake tensor's data
+_DATA_DEPENDENT = (DataDependentOutputException, DynamicOutputShapeException, _DataDependentGuard)
+_FUNCTIONALIZATION_LIMITS = ("functionalization",)   # RuntimeErrors functionalization raises on what it cannot express
+
+INTERNAL_OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a single "
+                    "memory location. Please clone() the tensor before performing the operation.")
+PARTIAL_OVERLAP = ("unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
+                   "single memory location. Please clone() the tensor before performing the operation.")
+
+
+def to_fun(x):
+    return FunctionalTensor.to_functional(x) if isinstance(x, torch.Tensor) else x
+
+
+def from_fun(x):
+    if isinstance(x, FunctionalTensor):
+        torch._sync(x)
+        return torch._from_functional_tensor(x.elem)
+    return x
+
+
+def grad_context(with_backward: bool):
+    return torch.enable_grad() if with_backward else torch.no_grad()
+
+
+class RefuseTraceTimeHooks(torch.overrides.TorchFunctionMode):
+    """Refuse autograd hooks registered inside the traced function.
+
+    A hook on an intermediate would run once, on fake tensors, while the backward is
+    traced, and never again at run time (PyTorch's own aot_function does exactly
+    that). Until hooks are carried into the graph, they are refused.
+    """
+
+    _REFUSED = {torch.Tensor.register_hook: "Tensor.register_hook", torch.Tensor.retain_grad: "Tensor.retain_grad",
+                torch.Tensor.register_post_accumulate_grad_hook: "Tensor.register_post_accumulate_grad_hook"}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = self._REFUSED.get(func)
+        if name is not None:
+            raise UnsupportedError(f"{name} on a tensor inside the compiled function is not supported: the hook "
+                                   "would run at trace time only", source=user_source_line(),
+                                   hint="register the hook outside the compiled function (on its inputs or "
+                                        'outputs), or pass on_unsupported="eager"')
+        return func(*args, **(kwargs or {}))
+
+
+# In-place methods that change metadata or autograd state only: no element is written.
+_METADATA_ONLY = frozenset({
+    "requires_grad_", "retain_grad", "share_memory_", "record_stream", "detach_", "t_", "transpose_", "swapdims_",
+    "swapaxes_", "unsqueeze_", "squeeze_", "as_strided_", "resize_", "resize_as_", "set_",
+})
+# Writes eager allows into a tensor whose elements overlap (it checks neither overlap).
+_OVERLAP_UNCHECKED = frozenset({
+    "fill_", "zero_", "masked_fill_", "index_put_", "index_fill_", "put_", "masked_scatter_", "fill_diagonal_",
+    "index_add_", "index_copy_", "scatter_add_", "scatter_reduce_", "bernoulli_", "random_", "exponential_",
+    "geometric_", "cauchy_", "log_normal_",
+})
+_EXPANDS = frozenset({torch.Tensor.expand, torch.Tensor.expand_as, torch.Tensor.broadcast_to, torch.broadcast_to})
+_FILLS = frozenset({"fill_", "zero_"})
+
+
+def _has_internal_overlap(t: torch.Tensor) -> bool:
+    """Eager's definite overlap (MemOverlap::Yes): a dimension of stride 0 and size > 1."""
+    return any(st == 0 and sz > 1 for sz, st in zip(t.shape, t.stride(), strict=True))
+
+
+def _dense(t: torch.Tensor) -> bool:
+    return torch._prims_common.is_non_overlapping_and_dense_or_false(t)
+
+
+def _partial_overlap(out: torch.Tensor, other: torch.Tensor) -> bool:
+    """Eager's MemOverlapStatus::Partial between a written tensor and a read one."""
+    if other is out or out.numel() == 0 or other.numel() == 0 or not (_dense(out) and _dense(other)):
+        return False
+    if StorageWeakRef(out.untyped_storage()) != StorageWeakRef(other.untyped_storage()):
+        return False
+    a0, a1 = out.storage_offset() * out.element_size(), (out.storage_offset() + out.numel()) * out.element_size()
+    b0 = other.storage_offset() * other.element_size()
+    b1 = (other.storage_offset() + other.numel()) * other.element_size()
+    return a0 < b1 and b0 < a1 and (a0, a1) != (b0, b1)
+
+
+class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
+    """Note [Eager's in-place checks]."""
+
+    def __init__(self):
+        super().__init__()
+        self._expanded: dict[int, tuple] = {}   # id(expand result) -> (weak ref to it, its source)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        target = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        if target is not None and name.endswith("_") and not name.startswith("_") and name not in _METADATA_ONLY:
+            ref, source = self._expanded.get(id(target), (None, None))
+            source = source if ref is not None and ref() is target else None
+            overlaps = _has_internal_overlap(target)
+            if source is not None and (name in _FILLS or (not overlaps and source.dim() == target.dim())):
+                func(source, *args[1:], **kwargs)   # the expanded tensor's memory is exactly its source's
+                return target
+            if name not in _OVERLAP_UNCHECKED:
+                self._check(target, args[1:], kwargs)
+            elif overlaps:
+                raise UnsupportedError(f"{name} into a tensor whose elements overlap in memory cannot be compiled "
+                                       "(eager's result depends on the order its kernel writes them)",
+                                       source=user_source_line(),
+                                       hint='write into a clone, or pass on_unsupported="eager"')
+        result = func(*args, **kwargs)
+        if func in _EXPANDS and isinstance(result, torch.Tensor) and target is not None:
+            self._expanded[id(result)] = (weakref.ref(result), target)
+        return result
+
+    @staticmethod
+    def _check(target: torch.Tensor, rest: tuple, kwargs: dict) -> None:
+        if _has_internal_overlap(target):
+            raise RuntimeError(INTERNAL_OVERLAP)
+        for other in (*rest, *kwargs.values()):
+            if isinstance(other, torch.Tensor) and _partial_overlap(target, other):
+                raise RuntimeError(PARTIAL_OVERLAP)
+
+
+class _RngStateGuard:
+    """Stands in for ``torch.random.default_generator`` while tracing: reading the state is
+    allowed, setting it (``torch.manual_seed``, ``torch.set_rng_state``) is refused, since it
+    would run once at trace time and the compiled graph would draw from the caller's state."""
+
+    def __init__(self, real):
+        self._real = real
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def _refuse(self, *args, **kwargs):
+        raise UnsupportedError("setting the random number generator state (torch.manual_seed, torch.set_rng_state) "
+                               "inside the compiled function is not supported: it would happen at trace time only",
+                               source=user_source_line(),
+                               hint='seed outside the compiled function, or pass on_unsupported="eager"')
+
+    manual_seed = set_state = seed = _refuse
+
+
+@contextlib.contextmanager
+def refuse_rng_state_changes():
+    real = torch.random.default_generator
+    torch.random.default_generator = _RngStateGuard(real)
+    try:
+        yield
+    finally:
+        torch.random.default_generator = real
+
+
+@contextlib.contextmanager
+def translate_errors():
+    """Turn tracer failures the user cannot see into UnsupportedError with their source line."""
+    try:
+        yield
+    except UnsupportedError:
+        raise
+    except _DATA_DEPENDENT as exc:
+        op = getattr(exc, "func", None)
+        what = f"data-dependent operation {op}" if op is not None else "data-dependent Python control flow or value"
+        raise UnsupportedError(
+            f"{what} cannot be compiled ahead of time: its result depends on tensor values ({type(exc).__name__})",
+            source=source_from_traceback(exc),
+            hint='compute it outside the compiled function, or pass on_unsupported="eager"') from exc
+    except UnsupportedOperatorException as exc:
+        raise UnsupportedError(f"operator {exc.func} has no fake-tensor implementation",
+                               source=source_from_traceback(exc)) from exc
+    except RuntimeError as exc:
+        message = str(exc)
+        if _FAKE_DATA_ACCESS in message:
+            # A kernel read the data of a fake tensor: its result depends on tensor values.
+            raise UnsupportedError(
+                "an operation reads tensor values while tracing (for example indices passed as a tensor), "
+                "so it cannot be compiled ahead of time", source=source_from_traceback(exc),
+                hint='pass such arguments as Python values, or pass on_unsupported="eager"') from exc
+        if any(k in message for k in _FUNCTIONALIZATION_LIMITS) and not message.startswith("unsupported operation"):
+            first = message.strip().splitlines()[0]
+            raise UnsupportedError(f"this in-place operation cannot be expressed functionally: {first}",
+                                   source=source_from_traceback(exc),
+                                   hint='apply it to a clone (x = x.clone()), or pass on_unsupported="eager"') from exc
+        raise

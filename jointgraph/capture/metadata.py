@@ -1,0 +1,241 @@
+"""What a function does to its inputs and what its outputs are: the metadata pass.
+
+Note [Input mutations]
+----------------------
+A first, untraced run of the function on functional fakes (``collect_metadata``)
+records, per input:
+
+* whether its data was mutated, and whether autograd recorded the mutation. A
+  mutation is recorded when the input's ``grad_fn`` changed during the call
+  (``x.mul_(w)`` under grad mode); it is hidden when it happened under ``no_grad``,
+  through ``x.detach()`` or ``x.data``. A recorded mutation's new value is a
+  differentiable output and the epilogue's ``copy_`` runs with grad mode on, so the
+  caller's tensor takes the mutation's history (an input that did not require grad
+  and was written with a value that does, ``x.add_(y)``, now requires grad, as in
+  eager); a hidden one is copied under ``no_grad`` (the optimizer / EMA pattern on a
+  leaf parameter).
+* metadata mutations (``t_()``, ``unsqueeze_()``, ``as_strided_()``): the sequence of
+  view ops from the input to its final geometry is recorded and replayed on the
+  caller's tensor (view replay), which is exact whatever the caller's strides and
+  offset; ``as_strided_`` then gives the caller's tensor that geometry, recorded by
+  autograd when the input requires grad.
+* ``requires_grad_()`` on an input: the runtime sets it on the caller's tensor before
+  the forward runs (a prologue), and the input gets a gradient.
+* storage resizes (Note [Storage resize]) and storage swaps (``set_``).
+
+Outputs that alias an input are returned as views of the caller's tensor. Their view
+ops are replayed from the input, not re-derived from the functional tensor's
+strides: after a data mutation those are the strides of the new value, not of the
+caller's storage (a transposed input's column would come back as a row).
+
+Note [Storage resize]
+---------------------
+FSDP2 frees a parameter's storage (``resize_storage_bytes_(p, 0)``) after use and
+re-allocates and fills it (resize to full, then ``copy_``) before the next use.
+Functionalization records the resize; a resized-up input's new value is the
+``copy_`` that fills it. An input whose storage functionalization saw resized and
+whose final size differs from its initial size records that size (only 0 or the full
+size are legal), which the epilogue applies with ``untyped_storage().resize_``
+before copying data in; an input whose storage ends at zero bytes gets no data copy;
+a resize up, use, and back down is no net mutation at all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import torch
+import torch._C._functionalization as functionalization
+from torch._subclasses.functional_tensor import FunctionalTensorMode
+from torch.multiprocessing.reductions import StorageWeakRef
+
+from ..errors import UnsupportedError
+from ..ir import InputInfo, OutputInfo, Role
+from .context import (
+    EagerInPlaceChecks,
+    RefuseTraceTimeHooks,
+    from_fun,
+    grad_context,
+    refuse_rng_state_changes,
+    to_fun,
+    translate_errors,
+)
+
+
+@dataclasses.dataclass
+class TraceMetadata:
+    """What the untraced metadata pass learned about inputs and outputs."""
+
+    inputs: list[InputInfo]
+    outputs: list[OutputInfo]
+    tangent_examples: list[torch.Tensor]   # fake tensors, one per differentiable output
+
+
+def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode,
+                     *, with_backward: bool, non_leaf: frozenset[int] = frozenset(),
+                     replay_views: bool = True) -> TraceMetadata:
+    """Run ``flat_fn`` once on functional fakes; record mutations, aliasing and grad-requiring outputs.
+
+    Inputs in ``non_leaf`` (the caller's tensor requires grad and is not a leaf) are
+    cloned first, so an in-place op on them is legal, as it is in eager.
+    ``replay_views``: record view-op sequences for replay (static shapes only).
+    """
+    with translate_errors(), refuse_rng_state_changes(), fake_mode:
+        with FunctionalTensorMode(_allow_token_discovery=True):
+            f_args = [to_fun(a) for a in fake_args]
+            storage_bytes = storage_sizes(fake_args)
+            with grad_context(with_backward), RefuseTraceTimeHooks(), EagerInPlaceChecks():
+                call_args = [a.clone() if i in non_leaf and with_backward else a for i, a in enumerate(f_args)]
+                grad_fns = [a.grad_fn if isinstance(a, torch.Tensor) else None for a in call_args]
+                flat_outs = flat_fn(*call_args)
+            inputs = [_input_info(f, a, role, g, replay_views)
+                      for f, a, role, g in zip(call_args, fake_args, roles, grad_fns, strict=True)]
+            inputs = _storage_resizes(inputs, call_args, fake_args, storage_bytes)
+            input_storages = {StorageWeakRef(f.untyped_storage()): i for i, f in enumerate(call_args)
+                              if isinstance(f, torch.Tensor)}
+            outputs, tangents = [], []
+            for out in flat_outs:
+                info = _output_view_info(out, flat_outs, outputs, with_backward) or \
+                    _output_info(out, call_args, input_storages, with_backward, replay_views)
+                outputs.append(info)
+                if info.kind == "tensor" and info.requires_grad:
+                    plain = from_fun(out)
+                    tangents.append((plain.shape, plain.dtype, plain.device))
+        # Tangents are plain fakes: made outside FunctionalTensorMode.
+        tangents = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype, device in tangents]
+    return TraceMetadata(inputs, outputs, tangents)
+
+
+def storage_sizes(fake_args: list) -> list:
+    return [a.untyped_storage().nbytes() if isinstance(a, torch.Tensor) else None for a in fake_args]
+
+
+def restore_storage_bytes(fake_args: list, storage_bytes: list) -> None:
+    """Undo the storage resizes a trace applied to the fake inputs themselves."""
+    for a, nbytes in zip(fake_args, storage_bytes, strict=True):
+        if nbytes is not None and a.untyped_storage().nbytes() != nbytes:
+            a.untyped_storage().resize_(nbytes)
+
+
+def _storage_resizes(infos: list[InputInfo], call_args: list, fake_args: list, before: list) -> list[InputInfo]:
+    """Record each resized input's final storage size (Note [Storage resize])."""
+    result = []
+    for info, f, fake, nbytes in zip(infos, call_args, fake_args, before, strict=True):
+        final = _final_storage_bytes(f, fake, nbytes)
+        if final is None:
+            result.append(info)
+            continue
+        if final == nbytes:
+            # Resized up and back down: no net change; a zero-size input keeps no data.
+            result.append(dataclasses.replace(info, mutates_data=info.mutates_data and final > 0))
+            continue
+        full = _full_storage_bytes(fake)
+        if final not in (0, full):
+            raise UnsupportedError(
+                f"resize_storage_bytes_ leaves an input's storage at {final} bytes; only 0 (free) or its full "
+                f"size ({full} bytes) can be compiled", hint='resize to 0 or full size, or on_unsupported="eager"')
+        if info.requires_grad:
+            raise UnsupportedError("storage resize of an input that requires grad is not supported",
+                                   hint='resize a tensor that does not require grad, or on_unsupported="eager"')
+        result.append(dataclasses.replace(info, storage_bytes=final, mutates_data=info.mutates_data and final > 0))
+    restore_storage_bytes(fake_args, before)
+    return result
+
+
+def _final_storage_bytes(f, fake, before: int | None) -> int | None:
+    """The input's storage size after the call if the function resized it, else None.
+
+    A resize applies to the tensor functionalization holds for the input at that point:
+    the fake input itself until a data mutation replaces it, the new value after. A new
+    value's own storage is only as large as the value, so its size says nothing unless it
+    was freed; the fake input's storage says whether it was resized before any write.
+    """
+    if before is None:
+        return None
+    value = from_fun(f)
+    if value.numel() > 0 and value.untyped_storage().nbytes() == 0:
+        return 0   # freed at the end (possibly after being re-allocated and used)
+    now = fake.untyped_storage().nbytes()
+    return now if now != before else None
+
+
+def _full_storage_bytes(t: torch.Tensor) -> int:
+    if t.numel() == 0:
+        return 0
+    extent = t.storage_offset() + sum((s - 1) * st for s, st in zip(t.shape, t.stride(), strict=True)) + 1
+    return int(extent) * t.element_size()
+
+
+def _input_info(f_arg, fake_arg, role: Role, grad_fn_before, replay_views: bool) -> InputInfo:
+    if not isinstance(f_arg, torch.Tensor):
+        return InputInfo(role=role, requires_grad=False)
+    torch._sync(f_arg)
+    elem = f_arg.elem
+    if torch._functionalize_was_storage_changed(elem):
+        raise UnsupportedError("set_() of an input (sharing another tensor's storage) is not supported",
+                               hint='return the new tensor instead, or pass on_unsupported="eager"')
+    mutated = bool(torch._functionalize_has_data_mutation(elem))
+    recorded = f_arg.grad_fn is not grad_fn_before   # autograd saw an in-place op on it
+    new_metadata = None
+    if torch._functionalize_has_metadata_mutation(elem):
+        new_metadata = _replayable_metadata(f_arg, replay_views)
+        if _full_storage_bytes(from_fun(f_arg)) > fake_arg.untyped_storage().nbytes():
+            raise UnsupportedError("resize_() of an input to a larger size is not supported",
+                                   hint='resize a clone and return it, or pass on_unsupported="eager"')
+    requires_grad_set = bool(f_arg.requires_grad and f_arg.grad_fn is None and not fake_arg.requires_grad)
+    return InputInfo(role=role, requires_grad=bool(fake_arg.requires_grad), mutates_data=mutated,
+                     mutation_hidden_from_autograd=mutated and not recorded, new_metadata=new_metadata,
+                     metadata_recorded=new_metadata is not None and recorded, requires_grad_set=requires_grad_set)
+
+
+def _replayable_metadata(f_arg, replay_views: bool) -> tuple:
+    """(size, stride, storage_offset, view replay) an input ends with after ``t_()`` / ``unsqueeze_()`` / ..."""
+    plain = from_fun(f_arg)
+    size, stride, offset = tuple(plain.shape), tuple(plain.stride()), plain.storage_offset()
+    replay = _view_replay(f_arg) if replay_views else None
+    if replay is None and not all(isinstance(v, int) for v in (*size, *stride, offset)):
+        raise UnsupportedError("metadata mutation of an input with symbolic sizes is not supported",
+                               hint='pass dynamic=False, or on_unsupported="eager"')
+    return size, stride, offset, replay
+
+
+def _view_replay(f_tensor) -> tuple | None:
+    """The view ops from ``f_tensor``'s base to it, to replay on the caller's tensor; None if not replayable."""
+    try:
+        return tuple(functionalization.get_view_meta_sequence(f_tensor.elem))
+    except (RuntimeError, AttributeError):
+        return None
+
+
+def _output_view_info(out, flat_outs: list, infos: list[OutputInfo], with_backward: bool) -> OutputInfo | None:
+    """An output that is an autograd view of an earlier tensor output is regenerated from it at run time,
+    so it stays a view of that output (in-place ops on it behave as in eager)."""
+    base = getattr(out, "_base", None) if isinstance(out, torch.Tensor) else None
+    if base is None:
+        return None
+    for i, info in enumerate(infos):
+        if info.kind == "tensor" and flat_outs[i] is base:
+            plain = from_fun(out)
+            requires_grad = bool(with_backward and out.requires_grad)
+            return OutputInfo(kind="output_view", requires_grad=requires_grad, input_index=i,
+                              view_meta=(tuple(plain.shape), tuple(plain.stride()), plain.storage_offset(),
+                                         plain.dtype, requires_grad))
+    return None
+
+
+def _output_info(out, f_args: list, input_storages: dict, with_backward: bool, replay_views: bool) -> OutputInfo:
+    if not isinstance(out, torch.Tensor):
+        return OutputInfo(kind="constant", constant=out)
+    for i, f in enumerate(f_args):
+        if out is f:
+            return OutputInfo(kind="input", requires_grad=f.requires_grad, input_index=i)
+    base = input_storages.get(StorageWeakRef(out.untyped_storage()))
+    if base is not None:
+        plain = from_fun(out)
+        replay = _view_replay(out) if replay_views else None
+        return OutputInfo(kind="input_view", requires_grad=out.requires_grad, input_index=base,
+                          view_meta=(tuple(plain.shape), tuple(plain.stride()), plain.storage_offset(), plain.dtype,
+                                     bool(out.requires_grad)), view_replay=replay)
+    requires_grad = with_backward and out.requires_grad and (out.is_floating_point() or out.is_complex())
+    return OutputInfo(kind="tensor", requires_grad=requires_grad)
