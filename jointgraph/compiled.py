@@ -21,7 +21,7 @@ from .capture.inputs import (
 )
 from .errors import UnsupportedError
 from .options import CompileOptions
-from .runtime.function import AliasedInputs
+from .runtime.aliasing import AliasedInputs, SyntheticBases
 
 _top_hooks = torch._C._autograd._top_saved_tensors_default_hooks
 
@@ -38,23 +38,6 @@ class _EagerEntry:
         return self.fn(*args, **kwargs)
 
 
-def _common_base(members: list) -> torch.Tensor | None:
-    """The tensor all ``members`` are views of (or are), if there is one."""
-    roots = {id(root): root for root in (m if m._base is None else m._base for m in members)}
-    return next(iter(roots.values())) if len(roots) == 1 else None
-
-
-def _views_of_bases(fn: Callable, spec, views: list) -> Callable:
-    def call(bases: list, masked: list) -> Any:
-        leaves = list(masked)
-        for position, size, stride, offset, group in views:
-            leaves[position] = bases[group].as_strided(size, stride, offset)
-        args, kwargs = pytree.tree_unflatten(leaves, spec)
-        return fn(*args, **kwargs)
-
-    return call
-
-
 class CompiledFunction:
     """A function compiled per guard key (Note [Guards] in capture/inputs.py)."""
 
@@ -64,7 +47,8 @@ class CompiledFunction:
         self.options = options
         self._static: dict[tuple, list] = {}
         self._dynamic: dict[tuple, list] = {}
-        self._synthetic: dict[tuple, CompiledFunction] = {}   # Note [Aliased inputs]
+        # Note [Aliased inputs] in runtime/aliasing.py
+        self._synthetic = SyntheticBases(fn, lambda inner: CompiledFunction(inner, options))
         self._num_entries = 0
         self._warned: set[str] = set()
         self._positional_specs: dict[int, Any] = {}
@@ -109,31 +93,7 @@ class CompiledFunction:
         try:
             return entry(leaves)
         except AliasedInputs as aliased:
-            return self._call_through_synthetic_bases(entry, leaves, spec, aliased)
-
-    def _call_through_synthetic_bases(self, entry, leaves: list, spec, aliased: AliasedInputs) -> Any:
-        """Note [Aliased inputs]: inputs that share storage, one of them mutated, are passed as
-        their common base; the compiled function takes views of it, so functionalization sees
-        one tensor and a mutation through any view lands on the base, as in eager."""
-        positions = entry.layout.signature.tensor_leaf_positions
-        bases, views = [], []
-        for group in aliased.groups:
-            members = [leaves[positions[i]] for i in group]
-            base = _common_base(members)
-            if base is None:
-                raise aliased
-            views += [(positions[i], tuple(m.shape), tuple(m.stride()), m.storage_offset(), len(bases))
-                      for i, m in zip(group, members, strict=True)]
-            bases.append(base)
-        key = (tuple(views), str(spec))
-        inner = self._synthetic.get(key)
-        if inner is None:
-            inner = CompiledFunction(_views_of_bases(self.fn, spec, views), self.options)
-            self._synthetic[key] = inner
-        masked = list(leaves)
-        for position, *_ in views:
-            masked[position] = None
-        return inner(bases, masked)
+            return self._synthetic(leaves, spec, entry.layout.signature.tensor_leaf_positions, aliased)
 
     def _compile(self, leaves: list, spec, key: tuple, grad_enabled: bool, leaf_roles, hooks=None) -> Any:
         dynamic = self._wants_dynamic(leaves, key)

@@ -34,6 +34,8 @@ def compile_dynamo_graph(gm: torch.fx.GraphModule, example_inputs: list, options
 
     from .api import build_plan, compile_entry, non_leaf_inputs
     from .capture.inputs import FlatSignature, make_flat_fn
+    from .compiled import CompiledFunction
+    from .runtime.aliasing import AliasedInputs, SyntheticBases
 
     fake_mode = detect_fake_mode(example_inputs) or FakeTensorMode()
     fakes = []
@@ -62,9 +64,14 @@ def compile_dynamo_graph(gm: torch.fx.GraphModule, example_inputs: list, options
                                      with_backward=with_backward, non_leaf=non_leaf_inputs(example_inputs))
     entry = compile_entry(plan, joint, graphs, options, signature, out_box[0], fakes)
     run = entry.run_inputs
+    synthetic = SyntheticBases(call_graph, lambda inner: CompiledFunction(inner, options))   # Note [Aliased inputs]
 
     def compiled(*args):
-        return run(list(args))
+        inputs = list(args)
+        try:
+            return run(inputs)
+        except AliasedInputs as aliased:
+            return synthetic(inputs, spec, signature.tensor_leaf_positions, aliased)
 
     compiled.plan = plan  # for inspection
     return compiled

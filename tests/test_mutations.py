@@ -107,14 +107,35 @@ def test_inputs_that_alias_one_base_are_mutated_through_it_like_eager():
         torch.testing.assert_close(got, expected)
 
 
-def test_aliased_inputs_without_a_common_base_are_refused_not_wrong():
+def _same_storage_twice():
+    storage = torch.zeros(4)
+    a = torch.empty(0).set_(storage.untyped_storage(), 0, (4,), (1,))
+    b = torch.empty(0).set_(storage.untyped_storage(), 1, (3,), (1,))   # same storage, no common _base
+    return a, b
+
+
+def test_aliased_inputs_without_a_common_base_run_through_a_synthetic_base():
+    def fn(a, b):
+        a.add_(1)
+        return a + b[:2].sum()
+
+    a_e, b_e = _same_storage_twice()
+    a_c, b_c = _same_storage_twice()
+    expected = fn(a_e, b_e)
+    got = jointgraph.aot_function(fn)(a_c, b_c)
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(a_c, a_e)
+    torch.testing.assert_close(b_c, b_e)
+
+
+def test_aliased_inputs_without_a_common_autograd_root_that_require_grad_are_refused():
     def fn(a, b):
         a.add_(1)
         return a + b
 
-    storage = torch.zeros(4)
-    a = torch.empty(0).set_(storage.untyped_storage(), 0, (4,), (1,))
-    b = torch.empty(0).set_(storage.untyped_storage(), 0, (4,), (1,))   # same storage, no common _base
+    root = torch.randn(4, requires_grad=True)
+    a = root * 1
+    b = a.detach().requires_grad_()   # shares a's storage, but autograd knows no common root
     with pytest.raises(jointgraph.UnsupportedError, match="share storage"):
         jointgraph.aot_function(fn)(a, b)
 

@@ -88,7 +88,15 @@ def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...]
             with grad_context(with_backward), RefuseTraceTimeHooks(), EagerInPlaceChecks():
                 call_args = [a.clone() if i in non_leaf and with_backward else a for i, a in enumerate(f_args)]
                 grad_fns = [a.grad_fn if isinstance(a, torch.Tensor) else None for a in call_args]
+                storages = [_storage_ref(a) for a in call_args]
                 flat_outs = flat_fn(*call_args)
+            for i, (a, before) in enumerate(zip(call_args, storages, strict=True)):
+                if before is not None and _storage_ref(a) != before:
+                    # `x.data = y` swaps the tensor under functionalization's wrapper, which keeps
+                    # reading the old value: it cannot be traced, for inputs or intermediates.
+                    raise UnsupportedError(f"assigning to .data of input {i} inside the compiled function is not "
+                                           "supported", hint="use `with torch.no_grad(): x.copy_(y)` for a "
+                                           'same-shaped value, or pass on_unsupported="eager"')
             inputs = [_input_info(f, a, role, g, replay_views)
                       for f, a, role, g in zip(call_args, fake_args, roles, grad_fns, strict=True)]
             inputs = _storage_resizes(inputs, call_args, fake_args, storage_bytes)
@@ -105,6 +113,10 @@ def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...]
         # Tangents are plain fakes: made outside FunctionalTensorMode.
         tangents = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype, device in tangents]
     return TraceMetadata(inputs, outputs, tangents)
+
+
+def _storage_ref(t) -> StorageWeakRef | None:
+    return StorageWeakRef(t.untyped_storage()) if isinstance(t, torch.Tensor) else None
 
 
 def storage_sizes(fake_args: list) -> list:
@@ -201,7 +213,11 @@ def _replayable_metadata(f_arg, replay_views: bool) -> tuple:
 
 
 def _view_replay(f_tensor) -> tuple | None:
-    """The view ops from ``f_tensor``'s base to it, to replay on the caller's tensor; None if not replayable."""
+    """The view ops from ``f_tensor``'s base to it, to replay on the caller's tensor; None if not replayable
+    (symbolic sizes: the ops hold symbols, not the caller's sizes)."""
+    plain = from_fun(f_tensor)
+    if not all(isinstance(v, int) for v in (*plain.shape, *plain.stride(), plain.storage_offset())):
+        return None
     try:
         return tuple(functionalization.get_view_meta_sequence(f_tensor.elem))
     except (RuntimeError, AttributeError):

@@ -104,8 +104,7 @@ def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fak
     new values of mutated inputs, then one gradient (or None) per input; roles on
     every placeholder and on the output node.
     """
-    meta = collect_metadata(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, non_leaf=non_leaf,
-                            replay_views=fake_mode.shape_env is None)
+    meta = collect_metadata(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, non_leaf=non_leaf)
     tensor_out_idx = [i for i, o in enumerate(meta.outputs) if o.kind == "tensor"]
     diff_out_idx = [i for i in tensor_out_idx if meta.outputs[i].requires_grad]
     mutated_idx = [i for i, info in enumerate(meta.inputs) if info.mutates_data]

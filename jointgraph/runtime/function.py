@@ -29,7 +29,7 @@ import torch._C._functionalization as functionalization
 import torch.utils._pytree as pytree
 from torch.autograd.function import once_differentiable
 
-from ..errors import UnsupportedError
+from .aliasing import check_no_aliasing
 
 _keep_graph = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", lambda: True)
 _top_hooks = torch._C._autograd._top_saved_tensors_default_hooks
@@ -94,7 +94,7 @@ class CompiledEntry:
         """Run on graph inputs; return the flat user outputs."""
         layout = self.layout
         if self._mutation_check:
-            _check_no_aliasing(inputs, layout.mutated_inputs)
+            check_no_aliasing(inputs, layout.mutated_inputs)
             _check_leaf_mutation(inputs, layout.mutated_with_grad)
         for i in layout.requires_grad_set:   # Note [Input mutations]: a prologue, as the user's call did
             inputs[i].requires_grad_()
@@ -185,31 +185,6 @@ def _check_leaf_mutation(inputs: list, with_grad: tuple) -> None:
     for i in with_grad:
         if inputs[i].is_leaf and inputs[i].requires_grad:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
-
-
-class AliasedInputs(UnsupportedError):
-    """Inputs share storage and one of them is mutated: this entry cannot run them.
-
-    ``groups`` lists the graph inputs sharing each storage. The caller (compiled.py)
-    re-runs the call through one synthetic base per group (Note [Aliased inputs]).
-    """
-
-    def __init__(self, groups: tuple[tuple[int, ...], ...]):
-        self.groups = groups
-        super().__init__(f"inputs {', '.join(map(str, groups[0]))} share storage and one of them is mutated "
-                         "in place", hint='pass distinct tensors (e.g. .clone()), or on_unsupported="eager"')
-
-
-def _check_no_aliasing(inputs: list, mutated: tuple[int, ...]) -> None:
-    by_storage: dict[int, list[int]] = {}
-    for i, t in enumerate(inputs):
-        if isinstance(t, torch.Tensor):
-            key = t.untyped_storage().data_ptr()
-            if key != 0:
-                by_storage.setdefault(key, []).append(i)
-    groups = tuple(tuple(g) for g in by_storage.values() if len(g) > 1 and any(i in mutated for i in g))
-    if groups:
-        raise AliasedInputs(groups)
 
 
 def _make_function(forward: Callable, backward: Callable, layout: EntryLayout) -> type:
