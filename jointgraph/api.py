@@ -21,6 +21,7 @@ from .options import CompileOptions
 from .passes.pipeline import run_joint_passes, run_split_passes
 from .passes.saved_codecs import apply_saved_codecs
 from .planner.default import plan_default
+from .planner.graph_utils import storage_root
 from .planner.mincut import plan_mincut
 from .runtime.compilers import compile_graph
 from .runtime.function import CompiledEntry, EntryLayout
@@ -170,14 +171,20 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec) -> EntryLayout:
             plan_entries.append(("output_view", (info.input_index, info.view_meta)))
         else:
             plan_entries.append(("input_view", (info.input_index, info.view_meta, info.view_replay)))
-    saved_inputs, saved_copies = [], []
+    saved_inputs, saved_copies, saved_aliases = [], [], []
+    reshaped = {i for i, info in enumerate(joint.inputs) if info.new_metadata is not None}
     if graphs.backward is not None:
         fw_out = [n for n in graphs.forward.graph.nodes if n.op == "output"][0]
         roles = fw_out.meta["roles"]
         saved_nodes = [v for v, r in zip(fw_out.args[0], roles, strict=True) if r is Role.SAVED_TENSOR]
         for s, node in enumerate(saved_nodes):
-            if node.op == "placeholder" and node.meta["input_index"] in mutated:
-                saved_copies.append(s)   # the epilogue overwrites it: keep the old value
+            root = storage_root(node) if isinstance(node, torch.fx.Node) else None
+            if root is not None and root.op == "placeholder" and root.meta["input_index"] in mutated:
+                saved_copies.append(s)   # an input (or a view of one) the epilogue overwrites: keep the old value
+            elif root is not None and root.op == "placeholder" and root.meta["input_index"] in reshaped:
+                saved_aliases.append(s)   # the epilogue's as_strided_ changes its geometry: keep the old one
+                if node.op == "placeholder":
+                    saved_inputs.append((s, node.meta["input_index"]))
             elif node.op == "placeholder":
                 saved_inputs.append((s, node.meta["input_index"]))
     return EntryLayout(
@@ -190,7 +197,9 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec) -> EntryLayout:
                                  for i, info in enumerate(joint.inputs) if info.new_metadata is not None),
         requires_grad_set=tuple(i for i, info in enumerate(joint.inputs) if info.requires_grad_set),
         mutated_with_grad=tuple(i for i, needs in zip(mutated, mutated_grad, strict=True) if needs),
+        keep_version=tuple(i for i in mutated if joint.inputs[i].mutated_via_data),
         saved_copies=tuple(saved_copies),
+        saved_aliases=tuple(saved_aliases),
         num_saved_tensors=graphs.num_saved_tensors,
         num_saved_sizes=graphs.num_saved_sizes,
         tangent_positions=tangent_positions,

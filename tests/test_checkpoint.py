@@ -128,3 +128,17 @@ def test_selective_checkpoint_policy_saves_matmul_and_recomputes_the_rest(how):
     (grad_e,) = torch.autograd.grad(_sac(x, w), w)
     (grad_c,) = torch.autograd.grad(_compile(_sac, how, "mincut")(x, w), w)
     torch.testing.assert_close(grad_c, grad_e)
+
+
+def test_tracing_selective_checkpointing_leaves_no_node_meta_behind():
+    """PyTorch's selective checkpointing writes region tags into fx's global current_meta while
+    traced; left there, every later trace (torch.compile with aot_eager) copies them and fails."""
+    import torch.fx.traceback as fx_traceback
+
+    x, w, _ = _args()
+    before = dict(fx_traceback.current_meta)
+    jointgraph.aot_function(_sac)(x, w)
+    assert dict(fx_traceback.current_meta) == before
+    torch._dynamo.reset()
+    step = torch.compile(lambda x, w: (x @ w).relu().sum(), backend="aot_eager")
+    torch.testing.assert_close(step(x, w), (x @ w).relu().sum())

@@ -41,7 +41,8 @@ def test_bench_mlp_writes_real_figures(tmp_path, capsys):
     path = tmp_path / "bench.json"
     assert main(["bench", "mlp", *TINY, "--repeat", "2", "--json", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "jointgraph mincut" in out and "vs torch.compile aot_eager" in out
+    errors = [c["error"] for c in json.loads(path.read_text())["contenders"]]
+    assert "jointgraph mincut" in out and "vs torch.compile aot_eager" in out, errors
     data = json.loads(path.read_text())
     assert data["schema"] == "jointgraph.bench/1"
     assert data["options"]["model"] == "mlp" and data["options"]["repeat"] == 2

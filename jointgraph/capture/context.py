@@ -97,6 +97,7 @@ _OVERLAP_UNCHECKED = frozenset({
 })
 _EXPANDS = frozenset({torch.Tensor.expand, torch.Tensor.expand_as, torch.Tensor.broadcast_to, torch.broadcast_to})
 _FILLS = frozenset({"fill_", "zero_"})
+_DATA = torch._C.TensorBase.__dict__["data"]   # the descriptor whose __get__ is `x.data`
 
 
 def _has_internal_overlap(t: torch.Tensor) -> bool:
@@ -126,12 +127,21 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
     def __init__(self):
         super().__init__()
         self._expanded: dict[int, tuple] = {}   # id(expand result) -> (weak ref to it, its source)
+        self._data_of: dict[int, tuple] = {}    # id(x.data) -> (weak ref to it, x)
+        # ids of tensors written through ``.data`` (which has its own version counter) / written directly
+        self.written_via_data: set[int] = set()
+        self.written_directly: set[int] = set()
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
         target = args[0] if args and isinstance(args[0], torch.Tensor) else None
         if target is not None and name.endswith("_") and not name.startswith("_") and name not in _METADATA_ONLY:
+            ref, owner = self._data_of.get(id(target), (None, None))
+            if ref is not None and ref() is target:
+                self.written_via_data.add(id(owner))
+            else:
+                self.written_directly.add(id(target))
             ref, source = self._expanded.get(id(target), (None, None))
             source = source if ref is not None and ref() is target else None
             overlaps = _has_internal_overlap(target)
@@ -148,7 +158,13 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         result = func(*args, **kwargs)
         if func in _EXPANDS and isinstance(result, torch.Tensor) and target is not None:
             self._expanded[id(result)] = (weakref.ref(result), target)
+        elif name == "__get__" and getattr(func, "__self__", None) is _DATA and isinstance(result, torch.Tensor):
+            self._data_of[id(result)] = (weakref.ref(result), target)
         return result
+
+    def only_via_data(self, t: torch.Tensor) -> bool:
+        """``t`` was written in place only through ``t.data``: eager leaves its version unchanged."""
+        return id(t) in self.written_via_data and id(t) not in self.written_directly
 
     @staticmethod
     def _check(target: torch.Tensor, rest: tuple, kwargs: dict) -> None:
@@ -187,6 +203,23 @@ def refuse_rng_state_changes():
         yield
     finally:
         torch.random.default_generator = real
+
+
+@contextlib.contextmanager
+def restore_node_meta():
+    """Leave ``torch.fx.traceback.current_meta`` as it was: selective checkpointing writes its
+    region tags there while it is traced and never removes them, and every later trace (Dynamo,
+    PyTorch's own partitioner) would copy the stale tags onto its nodes."""
+    import torch.fx.traceback as fx_traceback
+
+    meta = fx_traceback.current_meta
+    saved = dict(meta)
+    try:
+        yield
+    finally:
+        fx_traceback.current_meta = meta
+        meta.clear()
+        meta.update(saved)
 
 
 @contextlib.contextmanager

@@ -85,7 +85,8 @@ def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...]
         with FunctionalTensorMode(_allow_token_discovery=True):
             f_args = [to_fun(a) for a in fake_args]
             storage_bytes = storage_sizes(fake_args)
-            with grad_context(with_backward), RefuseTraceTimeHooks(), EagerInPlaceChecks():
+            checks = EagerInPlaceChecks()
+            with grad_context(with_backward), RefuseTraceTimeHooks(), checks:
                 call_args = [a.clone() if i in non_leaf and with_backward else a for i, a in enumerate(f_args)]
                 grad_fns = [a.grad_fn if isinstance(a, torch.Tensor) else None for a in call_args]
                 storages = [_storage_ref(a) for a in call_args]
@@ -100,6 +101,8 @@ def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...]
             inputs = [_input_info(f, a, role, g, replay_views)
                       for f, a, role, g in zip(call_args, fake_args, roles, grad_fns, strict=True)]
             inputs = _storage_resizes(inputs, call_args, fake_args, storage_bytes)
+            inputs = [dataclasses.replace(info, mutated_via_data=True) if info.mutates_data
+                      and checks.only_via_data(a) else info for info, a in zip(inputs, call_args, strict=True)]
             input_storages = {StorageWeakRef(f.untyped_storage()): i for i, f in enumerate(call_args)
                               if isinstance(f, torch.Tensor)}
             outputs, tangents = [], []

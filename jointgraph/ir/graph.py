@@ -23,6 +23,7 @@ class InputInfo:
     new_metadata: tuple | None = None
     metadata_recorded: bool = False     # autograd recorded the metadata mutation (the input requires grad)
     requires_grad_set: bool = False     # requires_grad_() was called on it: the runtime sets it first
+    mutated_via_data: bool = False      # written only through x.data: its version counter stays as is
     mutated_in_backward: bool = False   # Note [Backward mutations]
     storage_bytes: int | None = None    # final storage size after a resize (Note [Storage resize])
 

@@ -48,7 +48,9 @@ class EntryLayout:
     metadata_mutations: tuple[tuple, ...]
     requires_grad_set: tuple[int, ...]          # inputs the function called requires_grad_() on
     mutated_with_grad: tuple[int, ...]          # mutated inputs whose mutation autograd records
+    keep_version: tuple[int, ...]               # mutated inputs written only through .data
     saved_copies: tuple[int, ...]               # saved inputs that are also mutated: saved as copies
+    saved_aliases: tuple[int, ...]              # saved inputs whose metadata is mutated: saved as aliases
     num_saved_tensors: int
     num_saved_sizes: int
     tangent_positions: tuple[int, ...]          # among Function outputs (user tensors, then mutated values)
@@ -72,7 +74,7 @@ class CompiledEntry:
         self.function = _make_function(forward, backward, layout) if backward is not None else None
         self._mutation_check = bool(layout.mutated_inputs)
         # Note [Input mutations]: (input index, output index, record the copy in autograd)
-        self._copies = tuple((i, layout.num_user_tensors + k, i in layout.mutated_with_grad)
+        self._copies = tuple((i, layout.num_user_tensors + k, i in layout.mutated_with_grad, i in layout.keep_version)
                              for k, i in enumerate(layout.mutated_inputs))
         self._positions = layout.signature.tensor_leaf_positions
         # Inputs whose views are replayed from their geometry before a metadata mutation.
@@ -153,7 +155,8 @@ def _regenerate_view(base: torch.Tensor, size, stride, offset, dtype) -> torch.T
 def _replay_view(base: torch.Tensor, replay: tuple, requires_grad: bool) -> torch.Tensor:
     if base.requires_grad and not requires_grad:   # x.detach(), views under no_grad
         base = base.detach()
-    return functionalization.apply_view_meta_sequence(base, list(replay))
+    # On an alias: the sequence may hold in-place view ops (t_) that must not touch the caller's tensor.
+    return functionalization.apply_view_meta_sequence(torch.ops.aten.alias(base), list(replay))
 
 
 def _apply_metadata_mutations(inputs: list, mutations: tuple) -> None:
@@ -162,7 +165,7 @@ def _apply_metadata_mutations(inputs: list, mutations: tuple) -> None:
         target = inputs[i]
         if replay is not None:   # replayed on the caller's own strides and offset
             with torch.no_grad():
-                view = functionalization.apply_view_meta_sequence(target, list(replay))
+                view = functionalization.apply_view_meta_sequence(torch.ops.aten.alias(target), list(replay))
             size, stride, offset = view.shape, view.stride(), view.storage_offset()
         if recorded:
             target.as_strided_(size, stride, offset)
@@ -173,9 +176,12 @@ def _apply_metadata_mutations(inputs: list, mutations: tuple) -> None:
 
 def _apply_mutations(inputs: list, outs, copies: tuple) -> None:
     """The epilogue of Note [Input mutations]: copy new values into the caller's tensors."""
-    for i, k, recorded in copies:
+    for i, k, recorded, keep_version in copies:
         if recorded:
             inputs[i].copy_(outs[k])   # autograd records it, as it recorded eager's in-place op
+        elif keep_version:   # written through x.data, which counts its own versions
+            with torch.no_grad(), torch.autograd._unsafe_preserve_version_counter(inputs[i]):
+                inputs[i].copy_(outs[k])
         else:
             with torch.no_grad():
                 inputs[i].copy_(outs[k])
@@ -196,6 +202,7 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout) -
     grad_mask = layout.grad_inputs
     saved_inputs = layout.saved_input_positions
     saved_copies = layout.saved_copies
+    saved_aliases = layout.saved_aliases
     bw_mutated = layout.backward_mutations
     n_grads = len(grad_mask)
     hooks_inlined = layout.hooks_inlined
@@ -206,11 +213,13 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout) -
         def forward(ctx, *inputs):
             outs = forward(*inputs)
             saved = outs[n_fw_outs:n_fw_outs + n_saved]
-            if saved_copies:
+            if saved_copies or saved_aliases:
                 saved = list(saved)
                 for s in saved_copies:
                     if saved[s].untyped_storage().nbytes():   # a freed (zero-size) storage has no value
                         saved[s] = saved[s].clone()
+                for s in saved_aliases:
+                    saved[s] = torch.ops.aten.alias(saved[s])
             if not hooks_inlined and _top_hooks(False) is not None:
                 # Ambient saved_tensors_hooks: let autograd pack/unpack each saved value, as eager does.
                 ctx.save_for_backward(*saved)

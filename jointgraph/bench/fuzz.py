@@ -1,0 +1,961 @@
+"""Random programs that mutate and alias their inputs, checked against eager PyTorch (issue 11).
+
+    program = generate(7)                        # the source of ``f`` and of ``make_inputs``
+    print(program.render())                      # a self-contained reproducer
+    check(program, contenders()["default"])      # Outcome(status="pass", ...)
+    run(200, seed=0, contenders=["default"])     # Summary: counts, failures grouped by message
+
+Note [Fuzz oracle]
+A program is two pieces of Python source: ``make_inputs()`` builds f's arguments (plain tensors,
+views into larger storages, arguments that alias each other, leaves and non-leaves requiring grad,
+a few bool / int tensors) and returns them with every tensor it named (bases and leaves too); ``f``
+is a body of random statements written while running them on live tensors, so most programs run in
+eager (a statement that raises is kept now and then, as the last one). Eager and each compiled
+contender run on fresh inputs from ``make_inputs``; the compiled function is called twice (the
+second call runs the cached entry). Compared, in order:
+  * exceptions: same type (or a subclass) in the same phase, ``call`` or ``backward``;
+  * outputs: pytree structure, dtype, shape, strides (dims of size <= 1 ignored), requires_grad,
+    is_leaf, grad_fn None-ness, which argument it *is*, which inputs / other outputs it shares a
+    storage with, its storage offset when it shares an input's storage, values (allclose with
+    torch's float32 tolerances, NaN equal to NaN);
+  * every named input tensor after the call: the same, plus untyped storage bytes and whether its
+    ``_version`` changed (changed or not, not the count);
+  * after ``sum((x * w).sum())`` over differentiable outputs and every non-leaf named tensor that
+    requires grad (``w`` drawn from a generator seeded by the program's seed) is differentiated:
+    ``.grad`` of every leaf that requires grad, None and zeros told apart.
+``UnsupportedError`` (also when Dynamo wraps it) makes the program ``refused``; a mismatch, or an
+exception eager raised that the contender did not (or raised in the other phase), ``wrong``; any
+other exception from the contender ``crash``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import linecache
+import os
+import random
+import re
+import sys
+import time
+import traceback
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+
+PARAMS = ("a", "b", "c")
+STATUSES = ("pass", "refused", "wrong", "crash")
+SCALARS = ("0.5", "2.0", "-1.0", "3.0")
+RTOL, ATOL = 1.3e-6, 1e-5          # torch.testing's float32 tolerances
+KEEP_RAISING = 0.12                # chance a statement that raised in eager is kept (as the last one)
+
+
+### Programs
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """One random program: the source of ``f`` and of ``make_inputs`` (which returns ``(args, named)``)."""
+
+    seed: int
+    source: str
+    inputs: str
+
+    @property
+    def params(self) -> list[str]:
+        """f's parameter names."""
+        return self.source.split("(", 1)[1].split(")", 1)[0].split(", ")
+
+    def function(self) -> Callable:
+        """A fresh function object for ``f`` (its source is registered with linecache for tracebacks)."""
+        return _exec(self.source, f"<fuzz {self.seed}: f>")["f"]
+
+    def make_inputs(self) -> tuple[tuple, dict[str, torch.Tensor]]:
+        """Fresh arguments, and every tensor the recipe named (arguments, their bases and leaves)."""
+        return _exec(self.inputs, f"<fuzz {self.seed}: make_inputs>")["make_inputs"]()
+
+    def render(self) -> str:
+        """A self-contained script that reproduces the program."""
+        return f"import torch\n\n{self.inputs}\n\n{self.source}\n\nargs, named = make_inputs()\nout = f(*args)\n"
+
+
+def _exec(source: str, filename: str) -> dict[str, Any]:
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace: dict[str, Any] = {"torch": torch}
+    exec(compile(source, filename, "exec"), namespace)
+    return namespace
+
+
+### Generator: inputs
+
+@dataclasses.dataclass
+class _Recipe:
+    """The input recipe being written: lines of ``make_inputs`` and the storages its arguments view."""
+
+    lines: list[str]
+    args: list[str] = dataclasses.field(default_factory=list)
+    arg_storage: list[int] = dataclasses.field(default_factory=list)
+    names: list[str] = dataclasses.field(default_factory=list)
+    storages: list[tuple[str, tuple[int, ...]]] = dataclasses.field(default_factory=list)
+
+    def add_arg(self, storage: int, suffix: str, index: int) -> None:
+        base = self.storages[storage][0]
+        name = base
+        if suffix:
+            name = f"x{index}"
+            self.lines.append(f"{name} = {base}{suffix}")
+            self.names.append(name)
+        self.args.append(name)
+        self.arg_storage.append(storage)
+
+
+def _inputs_source(rng: random.Random, seed: int) -> str:
+    recipe = _Recipe([f"g = torch.Generator().manual_seed({seed})"])
+    for index in range(rng.choices((1, 2, 3), (3, 5, 2))[0]):
+        if recipe.storages and rng.random() < 0.45:
+            _aliasing_input(rng, recipe, index)
+        else:
+            _fresh_input(rng, recipe, index)
+    body = "".join(f"    {line}\n" for line in recipe.lines)
+    named = ", ".join(f"{name!r}: {name}" for name in recipe.names)
+    args = f"{recipe.args[0]}," if len(recipe.args) == 1 else ", ".join(recipe.args)
+    return f"def make_inputs():\n{body}    return ({args}), {{{named}}}"
+
+
+def _shape(rng: random.Random) -> tuple[int, ...]:
+    return tuple(rng.randint(2, 4) for _ in range(rng.choices((1, 2, 3), (4, 5, 1))[0]))
+
+
+def _input_view(rng: random.Random, shape: tuple[int, ...]) -> tuple[tuple[int, ...], str]:
+    """A base shape and a view of it (source suffix) whose shape is ``shape``."""
+    kind = rng.choice(("plain", "plain", "plain", "offset", "strided", "transposed", "columns", "detached",
+                       "expanded"))
+    first, rest = shape[0], shape[1:]
+    if kind in ("transposed", "columns") and len(shape) != 2:
+        kind = "offset"
+    k = rng.randint(1, 2)
+    if kind == "offset":
+        return (first + k + 1, *rest), rng.choice((f"[{k}:{k + first}]", f"[{k + 1}:]"))
+    if kind == "strided":
+        return (2 * first, *rest), "[::2]"
+    if kind == "transposed":
+        return (shape[1], first), ".t()"
+    if kind == "columns":
+        return (first, shape[1] + k), rng.choice((f"[:, :{shape[1]}]", f"[:, {k}:]"))
+    if kind == "detached":
+        return (first + 1, *rest), "[1:].detach()"
+    if kind == "expanded":
+        return (1, *rest), f".expand({', '.join(map(str, shape))})"
+    return shape, ""
+
+
+def _fresh_input(rng: random.Random, recipe: _Recipe, index: int) -> None:
+    base_shape, suffix = _input_view(rng, _shape(rng))
+    size = ", ".join(map(str, base_shape))
+    base = f"base{index}"
+    dtype = rng.choices(("float", "bool", "int"), (14, 1, 1))[0]
+    grad = rng.choice(("leaf", "non-leaf", "none")) if dtype == "float" else "none"
+    if dtype == "bool":
+        recipe.lines.append(f"{base} = torch.randn({size}, generator=g) > 0")
+    elif dtype == "int":
+        recipe.lines.append(f"{base} = torch.randint(-3, 4, ({size},), generator=g)")
+    elif grad == "non-leaf":
+        leaf = f"leaf{index}"
+        recipe.lines.append(f"{leaf} = torch.randn({size}, generator=g).requires_grad_()")
+        recipe.lines.append(f"{base} = {leaf}{rng.choice((' * 1', '.clone()'))}")
+        recipe.names.append(leaf)
+    else:
+        requires_grad = ".requires_grad_()" if grad == "leaf" else ""
+        recipe.lines.append(f"{base} = torch.randn({size}, generator=g){requires_grad}")
+    recipe.names.append(base)
+    recipe.storages.append((base, base_shape))
+    recipe.add_arg(len(recipe.storages) - 1, suffix, index)
+
+
+def _aliasing_input(rng: random.Random, recipe: _Recipe, index: int) -> None:
+    """An argument sharing the storage of an earlier one: the same tensor again, or another view of its base."""
+    storage = rng.randrange(len(recipe.storages))
+    earlier = [a for a, s in zip(recipe.args, recipe.arg_storage, strict=True) if s == storage]
+    if earlier and rng.random() < 0.3:
+        recipe.args.append(rng.choice(earlier))
+        recipe.arg_storage.append(storage)
+        return
+    shape = recipe.storages[storage][1]
+    suffixes = ["", "[1:]", "[:-1]", "[::2]", "[0]", ".detach()", "[1:].detach()", ".view(-1)"]
+    if len(shape) == 2:
+        suffixes += [".t()", "[:, :2]", "[:, 1:]"]
+    recipe.add_arg(storage, rng.choice(suffixes), index)
+
+
+### Generator: the body of f
+
+@dataclasses.dataclass
+class _Scope:
+    """What the generator knows while it writes f: live values after the statements so far."""
+
+    rng: random.Random
+    env: dict[str, Any]
+    origin: dict[str, str]         # variable -> "input" | "input view" | "value" | "value view"
+
+    def tensors(self, floating: bool = False) -> list[str]:
+        return [n for n in self.origin if isinstance(self.env.get(n), torch.Tensor)
+                and (not floating or self.env[n].is_floating_point())]
+
+    def pick(self, names: list[str]) -> str:
+        weights = [2.0 if self.origin[n].startswith("input") else 1.0 for n in names]
+        return self.rng.choices(names, weights)[0]
+
+    def fresh(self) -> str:
+        return f"t{sum(1 for n in self.origin if n.startswith('t'))}"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Statement:
+    text: str
+    var: str | None = None
+    origin: str | None = None
+
+
+def _view_suffix(rng: random.Random, shape: torch.Size) -> str:
+    rank = len(shape)
+    options = [".unsqueeze(0)", ".detach()", ".reshape(-1)", ".view(-1)",
+               f".expand(2, {', '.join(map(str, shape))})"]
+    if rank >= 1:
+        options += ["[0]", ".select(0, -1)"]
+    if rank >= 1 and shape[0] >= 2:
+        options += ["[1:]", "[::2]", "[:-1]", ".narrow(0, 1, 1)"]
+    if rank <= 2:
+        options += [".t()"]
+    if rank >= 2:
+        options += [".transpose(0, 1)", "[:, :1]", "[:, 1:]", ".diagonal()"]
+    if rng.random() < 0.04:
+        options = ["[1:1]", ".unfold(0, 2, 1)"] if rank >= 1 and shape[0] >= 2 else options
+    return rng.choice(options)
+
+
+def _eval(expr: str, env: dict[str, Any]) -> torch.Tensor | None:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            value = eval(expr, env)
+    except Exception:
+        return None
+    return value if isinstance(value, torch.Tensor) else None
+
+
+def _target(scope: _Scope, names: list[str] | None = None, wrap: str = "") -> tuple[str, torch.Tensor] | None:
+    """Something to mutate: a variable, sometimes a view of it written inline (``a.t()``, ``b[1:]``)."""
+    names = names if names is not None else scope.tensors()
+    if not names:
+        return None
+    expr = scope.pick(names) + wrap
+    value = _eval(expr, scope.env)
+    if value is not None and scope.rng.random() < 0.35:
+        viewed = expr + _view_suffix(scope.rng, value.shape)
+        viewed_value = _eval(viewed, scope.env)
+        if viewed_value is not None:
+            expr, value = viewed, viewed_value
+    return (expr, value) if value is not None else None
+
+
+def _operand(scope: _Scope, shape: torch.Size) -> str | None:
+    """A float variable whose shape broadcasts to ``shape``."""
+    def fits(name: str) -> bool:
+        try:
+            return torch.broadcast_shapes(scope.env[name].shape, shape) == shape
+        except RuntimeError:
+            return False
+
+    names = [n for n in scope.tensors(floating=True) if fits(n)]
+    return scope.pick(names) if names else None
+
+
+def _index(rng: random.Random, value: torch.Tensor) -> str:
+    if value.dim() == 0:
+        return "[...]"
+    options = ["[0]", "[-1]", "[1:]", "[::2]"]
+    if value.dim() >= 2:
+        options += ["[:, 0]", "[0, 1]"]
+    return rng.choice(options)
+
+
+def _mutation(scope: _Scope, expr: str, value: torch.Tensor) -> str:
+    """One in-place statement on ``expr`` (an input, a view, an intermediate)."""
+    rng = scope.rng
+    c, index = rng.choice(SCALARS), _index(rng, value)
+    if value.dtype == torch.bool:
+        ops = [".fill_(True)", ".zero_()", ".logical_not_()", f"{index} = False"]
+    elif not value.is_floating_point():
+        ops = [".add_(1)", ".mul_(2)", ".fill_(3)", ".zero_()", ".clamp_(-1, 1)", f"{index} = 0"]
+    else:
+        ops = [f".add_({c})", f".mul_({c})", f".fill_({c})", ".zero_()", f".masked_fill_({expr} > 0, {c})",
+               ".clamp_(-0.5, 0.5)", ".sin_()", ".square_()", f"{index} = {c}", f"[{expr} > 0] = {c}"]
+        other = _operand(scope, value.shape)
+        if other is not None:
+            ops += [f".add_({other})", f".mul_({other})", f".copy_({other})", f"{index} = {other}.sum()"] * 2
+    return expr + rng.choice(ops)
+
+
+def _compute(scope: _Scope) -> _Statement | None:
+    names = scope.tensors()
+    if not names:
+        return None
+    rng, x = scope.rng, scope.pick(names)
+    value = scope.env[x]
+    if value.dtype == torch.bool:
+        exprs = [f"{x}.float()", f"~{x}", f"{x}.sum()"]
+    elif not value.is_floating_point():
+        exprs = [f"{x} + 1", f"{x}.float()", f"{x}.sum()"]
+    else:
+        exprs = [f"{x}.{op}()" for op in ("sin", "cos", "exp", "tanh", "relu", "sum", "clone")]
+        exprs += [f"{x} * {rng.choice(SCALARS)}", f"{x} + {rng.choice(SCALARS)}", f"{x} * 1"]
+        exprs += [f"{x}.sum(0)"] if value.dim() >= 1 else []
+        exprs += [f"{x} @ {x}.t()"] if value.dim() == 2 else []
+        other = _operand(scope, value.shape)
+        exprs += [f"{x} + {other}", f"{x} * {other}"] * 2 if other is not None else []
+        exprs += [f"{x} @ {y}" for y in scope.tensors(floating=True) if _matmul_fits(value, scope.env[y])]
+    name = scope.fresh()
+    return _Statement(f"{name} = {rng.choice(exprs)}", name, "value")
+
+
+def _matmul_fits(x: torch.Tensor, y: torch.Tensor) -> bool:
+    return x.dim() == 2 and y.dim() in (1, 2) and x.shape[1] == y.shape[0]
+
+
+def _view(scope: _Scope) -> _Statement | None:
+    names = scope.tensors()
+    if not names:
+        return None
+    x = scope.pick(names)
+    origin = "input view" if scope.origin[x].startswith("input") else "value view"
+    name = scope.fresh()
+    return _Statement(f"{name} = {x}{_view_suffix(scope.rng, scope.env[x].shape)}", name, origin)
+
+
+def _mutate(scope: _Scope) -> _Statement | None:
+    target = _target(scope)
+    return _Statement(_mutation(scope, *target)) if target else None
+
+
+def _no_grad(scope: _Scope) -> _Statement | None:
+    """``with torch.no_grad():`` and one or two mutations (the optimizer and EMA pattern)."""
+    lines = []
+    for _ in range(scope.rng.randint(1, 2)):
+        target = _target(scope)
+        if target is not None:
+            lines.append(f"    {_mutation(scope, *target)}")
+    return _Statement("with torch.no_grad():\n" + "\n".join(lines)) if lines else None
+
+
+def _detached(scope: _Scope) -> _Statement | None:
+    """A mutation through ``.detach()`` or ``.data``."""
+    target = _target(scope, scope.tensors(floating=True), wrap=scope.rng.choice((".detach()", ".data")))
+    return _Statement(_mutation(scope, *target)) if target else None
+
+
+def _metadata(scope: _Scope) -> _Statement | None:
+    names = [n for n in scope.tensors() if scope.origin[n] != "value"] or scope.tensors()
+    if not names:
+        return None
+    x = scope.pick(names)
+    shape = scope.env[x].shape
+    ops = [".unsqueeze_(0)"]
+    ops += [".t_()"] if len(shape) <= 2 else []
+    ops += [".transpose_(0, 1)"] if len(shape) >= 2 else []
+    ops += [".squeeze_()"] if 1 in shape else []
+    ops += [".squeeze_(0)"] if shape and shape[0] == 1 else []
+    ops += [".as_strided_((2,), (1,))"] if scope.rng.random() < 0.15 else []
+    return _Statement(x + scope.rng.choice(ops))
+
+
+def _requires_grad(scope: _Scope) -> _Statement | None:
+    names = [n for n in scope.tensors(floating=True) if scope.env[n].is_leaf and not scope.env[n].requires_grad]
+    return _Statement(f"{scope.pick(names)}.requires_grad_()") if names else None
+
+
+def _replace_data(scope: _Scope) -> _Statement | None:
+    """``x.data = ...`` and ``x.set_(y)``: the input's storage changes."""
+    names = scope.tensors()
+    if not names:
+        return None
+    x = scope.pick(names)
+    same_dtype = [n for n in names if n != x and scope.env[n].dtype == scope.env[x].dtype]
+    if same_dtype and scope.rng.random() < 0.5:
+        return _Statement(f"{x}.set_({scope.pick(same_dtype)})")
+    return _Statement(f"{x}.data = {x}.data * 2")
+
+
+WRITERS: dict[str, tuple[Callable[[_Scope], _Statement | None], float]] = {
+    "compute": (_compute, 5.0),
+    "view": (_view, 4.0),
+    "mutate": (_mutate, 8.0),
+    "no_grad": (_no_grad, 2.0),
+    "detached": (_detached, 2.0),
+    "metadata": (_metadata, 2.0),
+    "requires_grad": (_requires_grad, 1.0),
+    "replace_data": (_replace_data, 0.7),
+}
+
+
+def _returns(scope: _Scope) -> str:
+    rng, exprs = scope.rng, []
+    names = scope.tensors()
+    for _ in range(rng.choices((1, 2, 3), (5, 3, 1))[0]):
+        x = rng.choice(names)
+        roll = rng.random()
+        expr = x
+        if roll < 0.3:
+            viewed = x + _view_suffix(rng, scope.env[x].shape)
+            expr = viewed if _eval(viewed, scope.env) is not None else x
+        elif roll < 0.45 and scope.env[x].is_floating_point():
+            expr = f"{x}.sum()"
+        exprs.append(expr)
+    return "return " + ", ".join(exprs)
+
+
+def _replay(make_inputs: Callable, params: tuple[str, ...], lines: list[str]) -> dict[str, Any]:
+    args, _ = make_inputs()
+    env: dict[str, Any] = {"torch": torch, **dict(zip(params, args, strict=True))}
+    for line in lines:
+        exec(line, env)
+    return env
+
+
+def _raises(text: str, env: dict[str, Any]) -> bool:
+    try:
+        exec(text, env)
+    except Exception:
+        return True
+    return False
+
+
+def _body(rng: random.Random, make_inputs: Callable, params: tuple[str, ...]) -> list[str]:
+    """Statements written one at a time, each run on live inputs; one that raises is kept only rarely."""
+    lines: list[str] = []
+    origin = {p: "input" for p in params}
+    writers, weights = zip(*WRITERS.values(), strict=True)
+    for _ in range(rng.randint(1, 6)):
+        for _attempt in range(6):
+            scope = _Scope(rng, _replay(make_inputs, params, lines), origin)
+            statement = rng.choices(writers, weights)[0](scope)
+            if statement is None:
+                continue
+            raised = _raises(statement.text, scope.env)
+            if raised and rng.random() >= KEEP_RAISING:
+                continue
+            lines.append(statement.text)
+            if statement.var is not None:
+                origin[statement.var] = statement.origin
+            if raised:
+                return [*lines, _returns(_Scope(rng, _replay(make_inputs, params, lines[:-1]), origin))]
+            break
+    return [*lines, _returns(_Scope(rng, _replay(make_inputs, params, lines), origin))]
+
+
+def generate(seed: int) -> Program:
+    """The program for ``seed``: the same seed always gives the same program."""
+    rng = random.Random(seed)
+    inputs = _inputs_source(rng, seed)
+    namespace: dict[str, Any] = {"torch": torch}
+    exec(inputs, namespace)
+    make_inputs = namespace["make_inputs"]
+    params = PARAMS[:len(make_inputs()[0])]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lines = _body(rng, make_inputs, params)
+    body = "".join(f"    {line}\n" for text in lines for line in text.split("\n"))
+    return Program(seed, f"def f({', '.join(params)}):\n{body}", inputs)
+
+
+### Oracle: observe one run
+
+@dataclasses.dataclass(frozen=True)
+class TensorState:
+    """What eager and the contender must agree on for one tensor (Note [Fuzz oracle])."""
+
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+    strides: tuple[int | None, ...]           # None for dims of size <= 1
+    requires_grad: bool
+    is_leaf: bool
+    has_grad_fn: bool
+    same_object_as: str | None                # outputs: the argument it is
+    shares_storage_with: tuple[str, ...]
+    storage_offset: int | None                # inputs, and outputs sharing an input's storage
+    storage_bytes: int | None                 # inputs
+    version_changed: bool | None              # inputs
+    values: torch.Tensor
+
+
+@dataclasses.dataclass
+class Observation:
+    """One run of a program: the state after the call and the gradients, or the exception and its phase."""
+
+    error: BaseException | None = None
+    phase: str = ""                           # "call" | "backward" when error is set
+    output_spec: str = ""
+    outputs: list[Any] = dataclasses.field(default_factory=list)
+    inputs: dict[str, TensorState] = dataclasses.field(default_factory=dict)
+    grads: dict[str, torch.Tensor | None] = dataclasses.field(default_factory=dict)
+
+
+def _storage_key(t: torch.Tensor) -> int:
+    return t.untyped_storage()._cdata
+
+
+def _state(t: torch.Tensor, owners: dict[int, list[str]], own_name: str, *, same_object_as: str | None = None,
+           version_before: int | None = None) -> TensorState:
+    shares = tuple(sorted({n for n in owners.get(_storage_key(t), []) if n != own_name}))
+    is_input = version_before is not None
+    aliases_input = any(not n.startswith("output") for n in shares)
+    return TensorState(
+        dtype=t.dtype, shape=tuple(t.shape),
+        strides=tuple(s if n > 1 else None for n, s in zip(t.shape, t.stride(), strict=True)),
+        requires_grad=t.requires_grad, is_leaf=t.is_leaf, has_grad_fn=t.grad_fn is not None,
+        same_object_as=same_object_as, shares_storage_with=shares,
+        storage_offset=t.storage_offset() if is_input or aliases_input else None,
+        storage_bytes=t.untyped_storage().nbytes() if is_input else None,
+        version_changed=t._version != version_before if is_input else None,
+        values=t.detach().clone())
+
+
+def _snapshot(observation: Observation, args: tuple, named: dict[str, torch.Tensor], versions: dict[str, int],
+              out: Any, params: list[str]) -> list:
+    leaves, spec = pytree.tree_flatten(out)
+    observation.output_spec = str(spec)
+    owners: dict[int, list[str]] = {}
+    for name, t in named.items():
+        owners.setdefault(_storage_key(t), []).append(name)
+    for i, x in enumerate(leaves):
+        if isinstance(x, torch.Tensor):
+            owners.setdefault(_storage_key(x), []).append(f"output {i}")
+    for i, x in enumerate(leaves):
+        if isinstance(x, torch.Tensor):
+            arg = next((params[j] for j, a in enumerate(args) if a is x), None)
+            observation.outputs.append(_state(x, owners, f"output {i}", same_object_as=arg))
+        else:
+            observation.outputs.append(x)
+    observation.inputs = {n: _state(t, owners, n, version_before=versions[n]) for n, t in named.items()}
+    return leaves
+
+
+def _backward(seed: int, outputs: list, named: dict[str, torch.Tensor]) -> None:
+    """Differentiate a fixed random weighting of the outputs and of the non-leaf inputs that require grad."""
+    items = [x for x in outputs if isinstance(x, torch.Tensor) and x.is_floating_point() and x.requires_grad]
+    items += [t for t in named.values() if t.requires_grad and not t.is_leaf]
+    if not items:
+        return
+    generator = torch.Generator().manual_seed(seed)
+    loss = sum((x * torch.randn(x.shape, generator=generator)).sum() for x in items)
+    loss.backward()
+
+
+def observe(program: Program, fn: Callable) -> Observation:
+    """Run ``fn`` (eager ``f`` or a compiled one) on fresh inputs and record what Note [Fuzz oracle] compares."""
+    args, named = program.make_inputs()
+    versions = {n: t._version for n, t in named.items()}
+    observation = Observation()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            out = fn(*args)
+        except Exception as exc:
+            return Observation(error=exc, phase="call")
+        outputs = _snapshot(observation, args, named, versions, out, program.params)
+        try:
+            _backward(program.seed, outputs, named)
+        except Exception as exc:
+            observation.error, observation.phase = exc, "backward"
+            return observation
+        observation.grads = {n: None if t.grad is None else t.grad.clone()
+                             for n, t in named.items() if t.is_leaf and t.requires_grad}
+    return observation
+
+
+### Oracle: compare
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """The verdict on one program under one contender: status, what differed, and a key to group it by."""
+
+    status: str                 # pass | refused | wrong | crash
+    message: str = ""
+    key: str = ""
+
+
+def _same_values(expected: torch.Tensor, actual: torch.Tensor) -> bool:
+    if expected.is_floating_point():
+        return torch.allclose(actual, expected, rtol=RTOL, atol=ATOL, equal_nan=True)
+    return torch.equal(actual, expected)
+
+
+def _values_message(expected: torch.Tensor, actual: torch.Tensor) -> str:
+    """The first element that differs, and how many do."""
+    expected, actual = expected.flatten(), actual.flatten()
+    if expected.is_floating_point():
+        close = torch.isclose(actual, expected, rtol=RTOL, atol=ATOL, equal_nan=True)
+    else:
+        close = actual == expected
+    differ = (~close).nonzero().flatten().tolist()
+    if not differ:
+        return "values differ"
+    i = differ[0]
+    return (f"{len(differ)} of {expected.numel()} values differ, first at flat index {i}: "
+            f"{actual[i].item():.4g}, eager {expected[i].item():.4g}")
+
+
+def _tensor_mismatch(where: str, expected: TensorState, actual: TensorState) -> Outcome | None:
+    kind = where.split(" ")[0]        # "output" | "input"
+    for field in dataclasses.fields(TensorState):
+        e, a = getattr(expected, field.name), getattr(actual, field.name)
+        if field.name == "values":
+            if not _same_values(e, a):
+                return Outcome("wrong", f"{where}: {_values_message(e, a)}", f"{kind} values")
+        elif e != a:
+            return Outcome("wrong", f"{where}: {field.name} is {a!r}, eager {e!r}", f"{kind} {field.name}")
+    return None
+
+
+def _state_mismatch(expected: Observation, actual: Observation) -> Outcome | None:
+    if expected.output_spec != actual.output_spec:
+        return Outcome("wrong", f"outputs: structure {actual.output_spec}, eager {expected.output_spec}",
+                       "output structure")
+    for i, (e, a) in enumerate(zip(expected.outputs, actual.outputs, strict=True)):
+        if isinstance(e, TensorState) != isinstance(a, TensorState) or not isinstance(e, TensorState) and e != a:
+            return Outcome("wrong", f"output {i}: {a!r}, eager {e!r}", "output value")
+        found = isinstance(e, TensorState) and _tensor_mismatch(f"output {i}", e, a)
+        if found:
+            return found
+    for name, e in expected.inputs.items():
+        found = _tensor_mismatch(f"input {name}", e, actual.inputs[name])
+        if found:
+            return found
+    return None
+
+
+def _grad_mismatch(expected: Observation, actual: Observation) -> Outcome | None:
+    if expected.grads.keys() != actual.grads.keys():
+        return Outcome("wrong", f"leaves requiring grad: {sorted(actual.grads)}, eager {sorted(expected.grads)}",
+                       "grad leaves")
+    for name, e in expected.grads.items():
+        a = actual.grads[name]
+        if (e is None) != (a is None):
+            return Outcome("wrong", f"{name}.grad is {'None' if a is None else 'a tensor'}, eager "
+                           f"{'None' if e is None else 'a tensor'}", "grad None-ness")
+        if e is not None and (e.shape != a.shape or not _same_values(e, a)):
+            detail = f"shape {tuple(a.shape)}, eager {tuple(e.shape)}" if e.shape != a.shape else _values_message(e, a)
+            return Outcome("wrong", f"{name}.grad: {detail}", "grad values")
+    return None
+
+
+def _inner(exc: BaseException) -> BaseException:
+    """The exception Dynamo wrapped (``BackendCompilerFailed.inner_exception``, ``__cause__``), if any."""
+    for _ in range(8):
+        nested = getattr(exc, "inner_exception", None) or exc.__cause__
+        if nested is None:
+            return exc
+        exc = nested
+    return exc
+
+
+def _is_refusal(exc: BaseException) -> bool:
+    from ..errors import UnsupportedError
+
+    return isinstance(exc, UnsupportedError) or isinstance(_inner(exc), UnsupportedError)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [""])[0][:300]
+
+
+def _normalized(text: str) -> str:
+    return re.sub(r"\d+", "N", text)
+
+
+def _where_raised(exc: BaseException) -> str:
+    """The innermost frame of ``exc`` inside jointgraph's product code, as ``jointgraph/x.py:line``."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if f.filename.startswith(package) and os.sep + "bench" + os.sep not in f.filename]
+    if not frames:
+        return ""
+    return f" [{os.path.relpath(frames[-1].filename, os.path.dirname(package))}:{frames[-1].lineno}]"
+
+
+def _describe(exc: BaseException) -> str:
+    inner = _inner(exc)
+    return f"{type(inner).__name__}: {_first_line(inner)}{_where_raised(inner)}"
+
+
+def _error_outcome(expected: Observation, actual: Observation) -> Outcome:
+    """Exceptions must match: the same type (or a subclass) raised in the same phase."""
+    e, a = expected.error, actual.error
+    if a is None:
+        return Outcome("wrong", f"eager raised {type(e).__name__} at {expected.phase} ({_first_line(e)}); "
+                       "compiled did not", f"no exception at {expected.phase}")
+    described = _describe(a)
+    if e is None:
+        return Outcome("crash", f"{actual.phase}: {described}", f"{actual.phase}: {_normalized(described)}")
+    eager = f"{type(e).__name__}: {_first_line(e)}"
+    if not isinstance(a, type(e)):
+        return Outcome("crash", f"{actual.phase}: {described}; eager raised {eager}",
+                       f"{actual.phase}: {_normalized(described)} (eager {type(e).__name__})")
+    if actual.phase != expected.phase:
+        return Outcome("wrong", f"raised at {actual.phase} ({described}); eager at {expected.phase}",
+                       f"exception at {actual.phase}, eager at {expected.phase}")
+    return Outcome("pass")
+
+
+def compare(expected: Observation, actual: Observation) -> Outcome:
+    """The verdict on ``actual`` (a contender's run) against ``expected`` (eager's), per Note [Fuzz oracle]."""
+    if actual.error is not None and _is_refusal(actual.error):
+        where = "" if actual.phase == "call" else f" (at {actual.phase})"
+        line = _first_line(_inner(actual.error))
+        return Outcome("refused", line + where, _normalized(line) + where)
+    if "call" in (expected.phase, actual.phase):
+        return _error_outcome(expected, actual)
+    found = _state_mismatch(expected, actual)
+    if found:
+        return found
+    if expected.error is not None or actual.error is not None:
+        return _error_outcome(expected, actual)
+    return _grad_mismatch(expected, actual) or Outcome("pass")
+
+
+### Contenders
+
+@dataclasses.dataclass(frozen=True)
+class Contender:
+    """A compiler under test: ``compile(fn) -> callable``; ``reset`` runs before each program."""
+
+    name: str
+    compile: Callable[[Callable], Callable]
+    reset: Callable[[], None] | None = None
+    every: int = 1              # runs on programs whose seed is a multiple of ``every``
+
+
+def contenders(dynamo_every: int = 1) -> dict[str, Contender]:
+    """jointgraph.aot_function under each partitioner, and torch.compile(backend="jointgraph")."""
+    from .. import aot_function
+
+    def aot(**options: Any) -> Callable[[Callable], Callable]:
+        return lambda fn: aot_function(fn, **options)
+
+    return {
+        "default": Contender("default", aot(partitioner="default")),
+        "mincut": Contender("mincut", aot(partitioner="mincut")),
+        "budget": Contender("budget", aot(partitioner="budget", memory_budget=0.5)),
+        "dynamo": Contender("dynamo", lambda fn: torch.compile(fn, backend="jointgraph"), torch._dynamo.reset,
+                            dynamo_every),
+    }
+
+
+def check(program: Program, contender: Contender, eager: Observation | None = None) -> Outcome:
+    """Run ``program`` compiled by ``contender`` twice on fresh inputs; compare each call with eager."""
+    eager = eager if eager is not None else observe(program, program.function())
+    if contender.reset is not None:
+        contender.reset()
+    try:
+        compiled = contender.compile(program.function())
+    except Exception as exc:
+        return compare(eager, Observation(error=exc, phase="call"))
+    for call in (1, 2):
+        try:
+            outcome = compare(eager, observe(program, compiled))
+        except Exception as exc:   # the oracle could not even compare (e.g. a malformed output)
+            outcome = Outcome("crash", f"comparing: {_describe(exc)}", f"comparing: {_normalized(_describe(exc))}")
+        if outcome.status != "pass":
+            return outcome if call == 1 else dataclasses.replace(
+                outcome, message=f"call 2: {outcome.message}", key=f"call 2: {outcome.key}")
+    return Outcome("pass")
+
+
+### Runs
+
+@dataclasses.dataclass(frozen=True)
+class Failure:
+    """A program a contender did not pass."""
+
+    program: Program
+    contender: str
+    outcome: Outcome
+
+
+@dataclasses.dataclass
+class Group:
+    """Failures of one contender with the same status and key; the first few kept as examples."""
+
+    contender: str
+    status: str
+    key: str
+    count: int = 0
+    examples: list[Failure] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Summary:
+    """A fuzz run: counts per contender and status, failures grouped by message."""
+
+    n: int
+    seed: int
+    counts: dict[str, dict[str, int]]
+    groups: dict[tuple[str, str, str], Group] = dataclasses.field(default_factory=dict)
+    failures: list[Failure] = dataclasses.field(default_factory=list)    # wrong and crash, in program order
+    eager_raised: int = 0
+    seconds: float = 0.0
+    examples_per_group: int = 3
+
+    def record(self, program: Program, contender: str, outcome: Outcome) -> None:
+        self.counts[contender][outcome.status] += 1
+        if outcome.status == "pass":
+            return
+        failure = Failure(program, contender, outcome)
+        group = self.groups.setdefault((contender, outcome.status, outcome.key),
+                                       Group(contender, outcome.status, outcome.key))
+        group.count += 1
+        if len(group.examples) < self.examples_per_group:
+            group.examples.append(failure)
+        if outcome.status in ("wrong", "crash"):
+            self.failures.append(failure)
+
+    def line(self, contender: str) -> str:
+        """``P pass, R refused, W wrong, C crash``."""
+        return ", ".join(f"{self.counts[contender][s]} {s}" for s in STATUSES)
+
+    def sorted_groups(self, status: str) -> list[Group]:
+        return sorted((g for g in self.groups.values() if g.status == status), key=lambda g: (-g.count, g.key))
+
+
+def _resolve(chosen: Sequence[Contender | str]) -> list[Contender]:
+    known: dict[str, Contender] | None = None
+    resolved = []
+    for c in chosen:
+        if isinstance(c, str):
+            known = known or contenders()
+            if c not in known:
+                raise ValueError(f"contender {c!r} is invalid; allowed: {', '.join(known)}")
+            c = known[c]
+        resolved.append(c)
+    return resolved
+
+
+def run(n: int, seed: int = 0, contenders: Sequence[Contender | str] = ("default",), progress: bool = True,
+        examples_per_group: int = 3) -> Summary:
+    """Generate programs ``seed .. seed + n - 1`` and check each under every contender."""
+    chosen = _resolve(contenders)
+    summary = Summary(n, seed, {c.name: dict.fromkeys(STATUSES, 0) for c in chosen},
+                      examples_per_group=examples_per_group)
+    start = time.perf_counter()
+    with _progress(n, progress) as advance:
+        for program_seed in range(seed, seed + n):
+            program = generate(program_seed)
+            eager = observe(program, program.function())
+            summary.eager_raised += eager.error is not None
+            for contender in chosen:
+                if program_seed % contender.every == 0:
+                    summary.record(program, contender.name, check(program, contender, eager))
+            advance(summary)
+    summary.seconds = time.perf_counter() - start
+    return summary
+
+
+@contextlib.contextmanager
+def _progress(n: int, enabled: bool) -> Iterator[Callable[[Summary], None]]:
+    """A rich progress bar on a terminal, a line every 10% otherwise, nothing when disabled."""
+    if not enabled:
+        yield lambda summary: None
+        return
+    try:
+        from rich.progress import Progress
+    except ImportError:
+        Progress = None
+    if Progress is not None and sys.stderr.isatty():
+        with Progress(transient=True) as bar:
+            task = bar.add_task("fuzz", total=n)
+            yield lambda summary: bar.update(task, advance=1, description=_tally(summary))
+        return
+    done = [0]
+
+    def advance(summary: Summary) -> None:
+        done[0] += 1
+        if done[0] % max(1, n // 10) == 0 or done[0] == n:
+            print(f"fuzz {done[0]}/{n}: {_tally(summary)}", file=sys.stderr, flush=True)
+
+    yield advance
+
+
+def _tally(summary: Summary) -> str:
+    total = {s: sum(c[s] for c in summary.counts.values()) for s in STATUSES[1:]}
+    return f"{total['refused']} refused, {total['wrong']} wrong, {total['crash']} crash"
+
+
+### Minimize
+
+def _variants(source: str) -> Iterator[str]:
+    """Smaller versions of f: one body line (or a whole ``with`` block) fewer, or a single returned value."""
+    head, *body = source.rstrip("\n").split("\n")
+    *statements, ret = body
+    for i, line in enumerate(statements):
+        end = i + 1
+        if line.strip().startswith("with "):
+            while end < len(statements) and statements[end].startswith("        "):
+                end += 1
+        yield "\n".join([head, *statements[:i], *statements[end:], ret]) + "\n"
+    values = ret.strip()[len("return "):].split(", ")
+    if len(values) > 1:
+        for value in values:
+            yield "\n".join([head, *statements, f"    return {value}"]) + "\n"
+
+
+def _without_argument(program: Program, index: int) -> Program | None:
+    """``program`` with argument ``index`` dropped, when f does not use it, and the recipe lines nothing needs."""
+    params = program.params
+    if re.search(rf"\b{params[index]}\b", program.source.split("\n", 1)[1]):
+        return None
+    head, *lines = program.inputs.rstrip("\n").split("\n")
+    *assignments, ret = lines
+    args = ret.strip()[len("return ("):].split("), {")[0].rstrip(",").split(", ")
+    kept_args = args[:index] + args[index + 1:]
+    needed = set(kept_args)
+    kept: list[str] = []
+    for line in reversed(assignments):
+        name = line.strip().split(" = ")[0]
+        if name == "g" or name in needed:
+            kept.insert(0, line)
+            needed |= set(re.findall(r"\b(?:base|leaf|x)\d+\b", line.split(" = ", 1)[1]))
+    names = [line.strip().split(" = ")[0] for line in kept if not line.strip().startswith("g =")]
+    args_text = f"{kept_args[0]}," if len(kept_args) == 1 else ", ".join(kept_args)
+    named = ", ".join(f"{n!r}: {n}" for n in names)
+    inputs = "\n".join([head, *kept, f"    return ({args_text}), {{{named}}}"])
+    source = program.source.replace(f"def f({', '.join(params)}):",
+                                    f"def f({', '.join(params[:index] + params[index + 1:])}):", 1)
+    return dataclasses.replace(program, source=source, inputs=inputs)
+
+
+def _smaller(program: Program) -> Iterator[Program]:
+    for source in _variants(program.source):
+        yield dataclasses.replace(program, source=source)
+    for index in range(len(program.params) if len(program.params) > 1 else 0):
+        smaller = _without_argument(program, index)
+        if smaller is not None:
+            yield smaller
+
+
+def minimize(program: Program, contender: Contender, outcome: Outcome | None = None) -> Program:
+    """A shorter program (statements, returned values, unused arguments removed) failing with the same key."""
+    outcome = outcome or check(program, contender)
+    target = (outcome.status, outcome.key)
+    changed = True
+    while changed:
+        changed = False
+        for smaller in _smaller(program):
+            try:
+                found = check(smaller, contender)
+            except SyntaxError:
+                continue
+            if (found.status, found.key) == target:
+                program, changed = smaller, True
+                break
+    return program
