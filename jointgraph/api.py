@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -14,6 +16,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from .capture.inputs import FlatSignature, fakeify, flat_signature, leaf_names, make_flat_fn
+from .capture.symbolic import output_entry
 from .capture.trace import trace_joint
 from .hooks import apply_policy, check_policy, user_hook_codecs
 from .ir import Decision, Plan, Role, verify
@@ -28,7 +31,20 @@ from .split import SplitGraphs, split
 
 PARTITIONERS: dict[str, Callable] = {"default": plan_default, "mincut": plan_mincut}
 
+# make_fx, functionalization and the trace-time RNG guard patch process-global state:
+# one compilation at a time, from any thread (re-entrant: a compile may compile again).
+COMPILE_LOCK = threading.RLock()
 
+
+def _serialized(fn: Callable) -> Callable:
+    @functools.wraps(fn)
+    def locked(*args, **kwargs):
+        with COMPILE_LOCK:
+            return fn(*args, **kwargs)
+    return locked
+
+
+@_serialized
 def build_plan(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode,
                options: CompileOptions, *, with_backward: bool, names=None, non_leaf=frozenset(),
                debug: bool = False, saved_hooks=None):
@@ -139,11 +155,11 @@ def compile_entry(plan: Plan, joint, graphs: SplitGraphs, options: CompileOption
         bw_examples = [n.meta.get("val") for n in graphs.backward.graph.nodes if n.op == "placeholder"]
         backward = compile_graph(graphs.backward, bw_examples, options.bw_compiler, boxed=True)
     plan.timings["compile"] = time.perf_counter() - start
-    layout = make_layout(joint, graphs, signature, out_spec)
+    layout = make_layout(joint, graphs, signature, out_spec, fakes)
     return CompiledEntry(forward, backward, layout, plan)
 
 
-def make_layout(joint, graphs: SplitGraphs, signature, out_spec) -> EntryLayout:
+def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) -> EntryLayout:
     """Precompute the index lists of the call path (Note [Runtime call path])."""
     outputs = joint.outputs
     tensor_outs = [i for i, o in enumerate(outputs) if o.kind == "tensor"]
@@ -161,7 +177,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec) -> EntryLayout:
         if info.kind == "tensor":
             plan_entries.append(("tensor", position[i]))
         elif info.kind == "constant":
-            plan_entries.append(("constant", info.constant))
+            plan_entries.append(output_entry(info.constant, fakes))
         elif info.kind == "input":
             plan_entries.append(("input", info.input_index))
         elif info.kind == "output_view":

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
-from .api import build_entry
+from .api import COMPILE_LOCK, build_entry
 from .capture.inputs import (
     _PLAIN_TENSOR_TYPES,
     dynamic_key,
@@ -18,6 +18,7 @@ from .capture.inputs import (
     leaf_names,
     make_flat_fn,
     static_key,
+    unflattener,
 )
 from .errors import UnsupportedError
 from .options import CompileOptions
@@ -32,9 +33,10 @@ class _EagerEntry:
     def __init__(self, fn: Callable, spec):
         self.fn = fn
         self.spec = spec
+        self._unflatten = unflattener(spec)
 
     def __call__(self, leaves: list) -> Any:
-        args, kwargs = pytree.tree_unflatten(leaves, self.spec)
+        args, kwargs = self._unflatten(leaves)
         return self.fn(*args, **kwargs)
 
 
@@ -92,18 +94,26 @@ class CompiledFunction:
         hooks = _top_hooks(False)   # the ambient saved_tensors_hooks are part of the guard
         if hooks is not None:
             key = (key, hooks)
+        entry = self._lookup(leaves, spec, key, grad_enabled, hooks)
+        if entry is None:
+            with COMPILE_LOCK:   # threads calling first at once compile once (Note [Guards])
+                entry = self._lookup(leaves, spec, key, grad_enabled, hooks)
+                if entry is None:
+                    entry = self._compile(leaves, spec, key, grad_enabled, leaf_roles, hooks)
+        return self._run(entry, leaves, spec)
+
+    def _lookup(self, leaves: list, spec, key: tuple, grad_enabled: bool, hooks) -> Any:
         for entry in self._static.get(key, ()):
             if entry.spec is spec or entry.spec == spec:
-                return self._run(entry, leaves, spec)
+                return entry
         if self._dynamic:
             dkey = dynamic_key(leaves, grad_enabled)
             if hooks is not None:
                 dkey = (dkey, hooks)
             for entry in self._dynamic.get(dkey, ()):
                 if entry.spec == spec and entry.guard(leaves):
-                    return self._run(entry, leaves, spec)
-        entry = self._compile(leaves, spec, key, grad_enabled, leaf_roles, hooks)
-        return self._run(entry, leaves, spec)
+                    return entry
+        return None
 
     def _run(self, entry, leaves: list, spec) -> Any:
         try:

@@ -129,6 +129,35 @@ def _check_supported_tensor(t: torch.Tensor, index: int) -> None:
             hint="pass the plain tensor, or on_unsupported=\"eager\"")
 
 
+def unflattener(spec: pytree.TreeSpec):
+    """``tree_unflatten`` for ``spec``, keeping ``torch.Size`` nodes ``torch.Size``.
+
+    ``make_fx`` registers ``torch.Size`` with pytree to unflatten as a plain tuple; a user who
+    returns (or passes) ``x.shape`` gets a ``torch.Size`` in eager, so we rebuild it. Specs
+    without a ``torch.Size`` use pytree's own (faster) unflatten.
+    """
+    if not _has_size(spec):
+        return lambda leaves: pytree.tree_unflatten(leaves, spec)
+    return lambda leaves: _rebuild(spec, iter(leaves))
+
+
+def _children(spec: pytree.TreeSpec) -> list:
+    return list(spec.children()) if hasattr(spec, "children") else list(spec.children_specs)
+
+
+def _has_size(spec: pytree.TreeSpec) -> bool:
+    return spec.type is torch.Size or any(_has_size(c) for c in _children(spec))
+
+
+def _rebuild(spec: pytree.TreeSpec, leaves) -> Any:
+    if spec.is_leaf():
+        return next(leaves)
+    children = [_rebuild(c, leaves) for c in _children(spec)]
+    if spec.type is torch.Size and all(isinstance(c, int) for c in children):
+        return torch.Size(children)
+    return pytree.SUPPORTED_NODES[spec.type].unflatten_fn(children, spec.context)
+
+
 def make_flat_fn(fn, spec: pytree.TreeSpec, signature: FlatSignature):
     """Return ``flat_fn(*graph_inputs)`` that rebuilds the user's call and flattens its result.
 
@@ -139,6 +168,7 @@ def make_flat_fn(fn, spec: pytree.TreeSpec, signature: FlatSignature):
     constants = signature.constants
     num_leaves = signature.num_leaves
     out_spec_box: list = []
+    unflatten = unflattener(spec)
 
     def flat_fn(*inputs):
         leaves: list = [None] * num_leaves
@@ -148,7 +178,7 @@ def make_flat_fn(fn, spec: pytree.TreeSpec, signature: FlatSignature):
             leaves[pos] = inputs[k]
         for pos, value in constants.items():
             leaves[pos] = value
-        args, kwargs = pytree.tree_unflatten(leaves, spec)
+        args, kwargs = unflatten(leaves)
         result = fn(*args, **kwargs)
         flat, out_spec = pytree.tree_flatten(result)
         out_spec_box[:] = [out_spec]

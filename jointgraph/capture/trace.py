@@ -57,7 +57,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import operator
+import threading
 from collections.abc import Callable
 
 import torch
@@ -138,19 +140,24 @@ class _RngStateGuard:
 
     def __init__(self, real):
         self._real = real
+        self._tracing_thread = threading.get_ident()
 
     def __getattr__(self, name):
         return getattr(self._real, name)
 
-    def _refuse(self, *args, **kwargs):
+    def _refuse(self, name, *args, **kwargs):
         from ..errors import user_source_line
 
+        if threading.get_ident() != self._tracing_thread:   # another thread's eager code: not ours to refuse
+            return getattr(self._real, name)(*args, **kwargs)
         raise UnsupportedError("setting the random number generator state (torch.manual_seed, torch.set_rng_state) "
                                "inside the compiled function is not supported: it would happen at trace time only",
                                source=user_source_line(),
                                hint='seed outside the compiled function, or pass on_unsupported="eager"')
 
-    manual_seed = set_state = seed = _refuse
+    manual_seed = functools.partialmethod(_refuse, "manual_seed")
+    set_state = functools.partialmethod(_refuse, "set_state")
+    seed = functools.partialmethod(_refuse, "seed")
 
 
 @contextlib.contextmanager

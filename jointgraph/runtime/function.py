@@ -25,9 +25,9 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-import torch.utils._pytree as pytree
 from torch.autograd.function import once_differentiable
 
+from ..capture.inputs import unflattener
 from ..errors import UnsupportedError
 
 _keep_graph = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", lambda: True)
@@ -52,7 +52,7 @@ class EntryLayout:
     non_differentiable: tuple[int, ...]         # among Function outputs
     grad_inputs: tuple[bool, ...]               # per graph input: receives a gradient
     saved_input_positions: tuple[tuple[int, int], ...]  # (saved index, graph input index)
-    output_plan: tuple[tuple[str, Any], ...]    # per flat user output: ("tensor", k) | ("input", i) | ...
+    output_plan: tuple[tuple[str, Any], ...]    # per flat user output: ("tensor", k) | ("symbolic", read) | ...
     out_spec: Any
     signature: Any                              # FlatSignature: leaves -> graph inputs
     hooks_inlined: bool = False                 # Note [Inlined saved-tensor hooks] in jointgraph/hooks
@@ -73,6 +73,7 @@ class CompiledEntry:
                              for k, i in enumerate(layout.mutated_inputs))
         self._positions = layout.signature.tensor_leaf_positions
         self._single_output = layout.out_spec.is_leaf()   # the function returned one tensor
+        self._unflatten = unflattener(layout.out_spec)
         self.saved_hooks = None   # the ambient saved_tensors_hooks pair this entry was compiled under
 
     @property
@@ -111,6 +112,8 @@ class CompiledEntry:
                 flat.append(value)
             elif kind == "input":
                 flat.append(inputs[value])
+            elif kind == "symbolic":   # a size expression (capture/symbolic.py)
+                flat.append(value(inputs))
             else:  # a view of the caller's tensor ("input_view") or of an earlier output, as eager returns
                 index, (size, stride, offset, dtype, requires_grad) = value
                 base = flat[index] if kind == "output_view" else inputs[index]
@@ -123,7 +126,7 @@ class CompiledEntry:
         flat = self.run_inputs([leaves[p] for p in self._positions])
         if self._single_output:
             return flat[0]
-        return pytree.tree_unflatten(flat, self.layout.out_spec)
+        return self._unflatten(flat)
 
 
 def _regenerate_view(base: torch.Tensor, size, stride, offset, dtype) -> torch.Tensor:

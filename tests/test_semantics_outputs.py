@@ -1,0 +1,167 @@
+"""Outputs, guards, threads, compressed saved values, custom autograd Functions and views of
+intermediates: compiled behaves as eager (issue 12), through aot_function and torch.compile."""
+
+import collections
+import threading
+
+import pytest
+import torch
+
+import jointgraph
+
+HOW = ["aot_function", "torch.compile"]
+
+
+def compile_with(how: str, fn, **options):
+    if how == "aot_function":
+        return jointgraph.aot_function(fn, **options)
+    torch._dynamo.reset()
+    backend = jointgraph.backend(**options) if options else "jointgraph"
+    return torch.compile(fn, backend=backend)
+
+
+def assert_same_structure(actual, expected):
+    """Same pytree structure and types (torch.Size stays torch.Size), same values."""
+    assert type(actual) is type(expected), (type(actual), type(expected))
+    if isinstance(expected, torch.Tensor):
+        torch.testing.assert_close(actual, expected)
+    elif isinstance(expected, (list, tuple)):
+        assert len(actual) == len(expected)
+        for a, e in zip(actual, expected, strict=True):
+            assert_same_structure(a, e)
+    elif isinstance(expected, dict):
+        assert list(actual) == list(expected)
+        for k in expected:
+            assert_same_structure(actual[k], expected[k])
+    else:
+        assert actual == expected
+
+
+# ### Non-tensor outputs keep their types
+
+Point = collections.namedtuple("Point", "value shape")
+
+
+@pytest.mark.parametrize("how", HOW)
+@pytest.mark.parametrize("fn", [
+    lambda x: (x * 2, x.shape),
+    lambda x: x.size(),
+    lambda x: [x.sin(), None, {"n": x.shape[0], "s": "name", "dtype": x.dtype}],
+    lambda x: Point(x.cos(), x.shape),
+    lambda x: {"b": (x * 3, [x.shape[1], 2.5]), "a": (x.sum(),)},
+    lambda x: (x.shape[0] * 3, x.size(1) // 2, x.shape[0] / 2, x.numel()),
+], ids=["tensor-and-size", "size", "list-none-dict", "namedtuple", "nested", "size-arithmetic"])
+def test_non_tensor_outputs_keep_types_and_structure(how, fn):
+    compiled = compile_with(how, fn)
+    for shape in [(3, 4), (5, 4), (7, 6)]:    # later shapes may compile with symbolic sizes
+        x = torch.randn(*shape, requires_grad=True)
+        assert_same_structure(compiled(x), fn(x))
+
+
+def test_symbolic_size_outputs_are_the_calls_sizes():
+    def fn(x, y):
+        return x * 2, x.shape[0] * y.shape[1], x.shape, y.stride(0)
+
+    compiled = jointgraph.aot_function(fn, dynamic=True)
+    for n, m in [(3, 4), (5, 2), (6, 9)]:
+        x, y = torch.randn(n, 2), torch.randn(2, m)
+        assert_same_structure(compiled(x, y), fn(x, y))
+
+
+def test_size_argument_stays_a_size_inside():
+    def fn(x, size):
+        return x.view(size) * 2, isinstance(size, torch.Size), size
+
+    x = torch.randn(3, 4)
+    assert_same_structure(jointgraph.aot_function(fn)(x, torch.Size([12])), fn(x, torch.Size([12])))
+
+
+# ### Threads
+
+
+def _run_threads(count: int, target) -> list:
+    errors: list = []
+    barrier = threading.Barrier(count)
+
+    def run(i):
+        try:
+            barrier.wait()
+            target(i)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors
+
+
+def test_first_calls_from_many_threads_compile_once_and_are_correct():
+    def fn(x, w):
+        return (x @ w).relu().sum(-1) * 2
+
+    compiled = jointgraph.aot_function(fn)
+    xs = [torch.randn(4, 8) for _ in range(6)]
+    ws = [torch.randn(8, 8, requires_grad=True) for _ in range(6)]
+    results: dict = {}
+
+    def step(i):
+        out = compiled(xs[i], ws[i])
+        out.sum().backward()
+        results[i] = (out.detach(), ws[i].grad.clone())
+
+    assert _run_threads(6, step) == []
+    assert len(compiled.entries) == 1
+    for i in range(6):
+        w = ws[i].detach().clone().requires_grad_(True)
+        expected = fn(xs[i], w)
+        expected.sum().backward()
+        torch.testing.assert_close(results[i][0], expected.detach())
+        torch.testing.assert_close(results[i][1], w.grad)
+
+
+def test_concurrent_calls_of_different_entries_stay_correct():
+    def fn(x, scale: float):
+        return (x.sin() * scale).sum()
+
+    compiled = jointgraph.aot_function(fn)
+    inputs = [(torch.randn(3 + i % 3, requires_grad=True), float(i % 2 + 1)) for i in range(8)]
+    grads: dict = {}
+
+    def step(i):
+        for _ in range(5):
+            x, scale = inputs[i]
+            x.grad = None
+            compiled(x, scale).backward()
+            grads[i] = x.grad.clone()
+
+    assert _run_threads(8, step) == []
+    for i, (x, scale) in enumerate(inputs):
+        torch.testing.assert_close(grads[i], x.detach().cos() * scale)
+
+
+def test_seeding_in_another_thread_while_tracing_is_not_refused():
+    started, seeded = threading.Event(), threading.Event()
+
+    def fn(x):
+        started.set()
+        seeded.wait(10)
+        return x * 2
+
+    errors: list = []
+
+    def seed():
+        started.wait(10)
+        try:
+            torch.manual_seed(1)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(repr(exc))
+        seeded.set()
+
+    other = threading.Thread(target=seed)
+    other.start()
+    torch.testing.assert_close(jointgraph.aot_function(fn)(torch.ones(2)), torch.full((2,), 2.0))
+    other.join()
+    assert errors == []
