@@ -165,3 +165,154 @@ def test_seeding_in_another_thread_while_tracing_is_not_refused():
     torch.testing.assert_close(jointgraph.aot_function(fn)(torch.ones(2)), torch.full((2,), 2.0))
     other.join()
     assert errors == []
+
+
+# ### Guards: what changes the graph recompiles
+
+
+@pytest.mark.parametrize("how", HOW)
+def test_autocast_state_is_guarded(how):
+    def fn(x, w):
+        return x @ w
+
+    compiled = compile_with(how, fn)
+    x, w = torch.randn(4, 4), torch.randn(4, 4, requires_grad=True)
+    for state in [("cpu", torch.bfloat16), None, ("cpu", torch.float16), ("cpu", torch.bfloat16), None]:
+        if state is None:
+            out, expected = compiled(x, w), fn(x, w)
+        else:
+            with torch.autocast(*state):
+                out, expected = compiled(x, w), fn(x, w)
+        assert out.dtype == expected.dtype, state
+        torch.testing.assert_close(out, expected)
+        out.float().sum().backward()
+        assert w.grad.dtype == torch.float32
+        w.grad = None
+
+
+@pytest.mark.parametrize("how", HOW)
+def test_default_dtype_is_guarded(how):
+    def fn(x):
+        return x.sum() + torch.ones(3)
+
+    compiled = compile_with(how, fn)
+    x = torch.randn(3)
+    previous = torch.get_default_dtype()
+    try:
+        for dtype in [torch.float32, torch.float64, torch.float32]:
+            torch.set_default_dtype(dtype)
+            out, expected = compiled(x), fn(x)
+            assert out.dtype == expected.dtype == dtype
+            torch.testing.assert_close(out, expected)
+    finally:
+        torch.set_default_dtype(previous)
+
+
+@pytest.mark.parametrize("how", HOW)
+def test_deterministic_mode_is_guarded(how):
+    def fn(x):
+        return x * (2.0 if torch.are_deterministic_algorithms_enabled() else 3.0)
+
+    compiled = compile_with(how, fn)
+    x = torch.ones(3, requires_grad=True)
+    try:
+        for mode in [False, True, False]:
+            torch.use_deterministic_algorithms(mode)
+            torch.testing.assert_close(compiled(x), fn(x))
+    finally:
+        torch.use_deterministic_algorithms(False)
+
+
+SCALE = 2.0
+FLAGS = {"double": False}
+
+
+def _helper(x):
+    return x * SCALE
+
+
+@pytest.mark.parametrize("how", HOW)
+def test_closure_and_global_values_are_guarded(how):
+    global SCALE
+    offset = 1.0
+    shape = (3, 2)
+
+    def fn(x):
+        y = _helper(x).reshape(shape) + offset
+        return y * 2 if FLAGS["double"] else y
+
+    compiled = compile_with(how, fn)
+    x = torch.randn(6, requires_grad=True)
+    try:
+        for new_offset, new_scale, new_shape, double in [(1.0, 2.0, (3, 2), False), (5.0, 2.0, (3, 2), False),
+                                                         (5.0, 0.5, (3, 2), False), (5.0, 0.5, (2, 3), False),
+                                                         (5.0, 0.5, (2, 3), True), (1.0, 2.0, (3, 2), False)]:
+            offset, SCALE, shape, FLAGS["double"] = new_offset, new_scale, new_shape, double
+            out, expected = compiled(x), fn(x)
+            torch.testing.assert_close(out, expected)
+            (grad,) = torch.autograd.grad(out.sum(), x)
+            (expected_grad,) = torch.autograd.grad(expected.sum(), x)
+            torch.testing.assert_close(grad, expected_grad)
+    finally:
+        SCALE, FLAGS["double"] = 2.0, False
+
+
+def test_closure_values_are_guarded_by_type():
+    scale = 2
+
+    def fn(x):
+        return x * scale
+
+    compiled = jointgraph.aot_function(fn)
+    x = torch.arange(3)
+    assert compiled(x).dtype == torch.int64
+    scale = 2.0
+    assert_same_structure(compiled(x), fn(x))
+    scale = True
+    assert_same_structure(compiled(x), fn(x))
+
+
+def test_rebinding_a_called_function_recompiles():
+    def double(x):
+        return x * 2
+
+    def fn(x):
+        return act(x) + 1
+
+    act = double
+    compiled = jointgraph.aot_function(fn)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), fn(x))
+    act = torch.sin
+    torch.testing.assert_close(compiled(x), fn(x))
+    factor = 5.0
+    act = lambda x: x * factor   # noqa: E731 - a lambda with its own closure
+    torch.testing.assert_close(compiled(x), fn(x))
+    factor = 7.0
+    torch.testing.assert_close(compiled(x), fn(x))
+
+
+def test_same_values_reuse_the_compiled_entry():
+    scale = 2.0
+    compiled = jointgraph.aot_function(lambda x: x * scale)
+    x = torch.randn(3)
+    for _ in range(3):
+        compiled(x)
+    scale = 3.0
+    compiled(x)
+    scale = 2.0
+    compiled(x)
+    assert len(compiled.entries) == 2
+
+
+def test_a_container_too_large_to_guard_is_refused_at_compile_time():
+    table = list(range(100))
+
+    def fn(x):
+        return x * table[3]
+
+    with pytest.raises(jointgraph.UnsupportedError, match="'table'"):
+        jointgraph.aot_function(fn)(torch.randn(3))
+    with pytest.warns(UserWarning, match="'table'"):
+        out = jointgraph.aot_function(fn, on_unsupported="eager")(torch.ones(3))
+    torch.testing.assert_close(out, torch.full((3,), 3.0))

@@ -10,6 +10,23 @@ whether grad mode is on. A symbolic ("dynamic") entry drops shapes and strides
 from the key and checks the ShapeEnv's guard expression instead. PyTorch's own
 ``aot_function`` ignores scalars and ``requires_grad``; reusing a graph across
 those silently computes the wrong thing, so we key on them.
+
+The key also holds what else a trace bakes in (capture/guards.py): the ambient
+torch state (autocast enabled and dtype per device type, the default dtype,
+deterministic mode), the ambient saved-tensor hooks, and the Python values the
+function reads from its closure cells and globals, found once from its code
+(``__closure__`` and the global names of its code and of the functions and lambdas
+it defines), following the Python functions it reaches through them (bound by
+identity, so rebinding one recompiles). Scalars, strings, None, dtypes, devices,
+enums and small tuples/lists/dicts/sets of them are guarded by type and value
+(2, 2.0 and True differ); a container of more than 64 values is refused with
+``UnsupportedError`` at compile time. Objects (modules, classes, tensors,
+instances) are not guarded: their attributes are read at trace time only, and a
+method's ``self`` is not followed. Values are read per call from precomputed
+getters (about 0.3 µs per guarded value, 0.2 µs for the ambient state); a
+function that reads none adds nothing. Dynamo guards all of this itself for
+``torch.compile``. Threads calling a function for the first time compile it once,
+under ``api.COMPILE_LOCK``.
 """
 
 from __future__ import annotations
