@@ -13,6 +13,7 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx import traceback as fx_traceback
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from .capture.inputs import FlatSignature, fakeify, flat_signature, leaf_names, make_flat_fn
@@ -37,9 +38,11 @@ COMPILE_LOCK = threading.RLock()
 
 
 def _serialized(fn: Callable) -> Callable:
+    """Run under COMPILE_LOCK, and leave ``torch.fx.traceback.current_meta`` as it was: selective
+    checkpointing writes its tags there while traced, and PyTorch's own later compiles read them."""
     @functools.wraps(fn)
     def locked(*args, **kwargs):
-        with COMPILE_LOCK:
+        with COMPILE_LOCK, fx_traceback.preserve_node_meta(fx_traceback.should_preserve_node_meta):
             return fn(*args, **kwargs)
     return locked
 

@@ -128,3 +128,16 @@ def test_selective_checkpoint_policy_saves_matmul_and_recomputes_the_rest(how):
     (grad_e,) = torch.autograd.grad(_sac(x, w), w)
     (grad_c,) = torch.autograd.grad(_compile(_sac, how, "mincut")(x, w), w)
     torch.testing.assert_close(grad_c, grad_e)
+
+
+def test_tracing_a_selective_checkpoint_leaves_no_global_state_behind():
+    """Selective checkpointing writes fx_traceback.current_meta while traced; PyTorch's own
+    partitioner (aot_eager) compiling afterwards must not see those tags."""
+    from torch.fx import traceback as fx_traceback
+
+    before = dict(fx_traceback.current_meta)
+    x, w, _ = _args()
+    jointgraph.aot_function(_sac)(x, w).backward()
+    assert fx_traceback.current_meta == before
+    torch._dynamo.reset()
+    torch.compile(lambda x, w: (x @ w).relu().sum(), backend="aot_eager")(x, w).backward()

@@ -316,3 +316,95 @@ def test_a_container_too_large_to_guard_is_refused_at_compile_time():
     with pytest.warns(UserWarning, match="'table'"):
         out = jointgraph.aot_function(fn, on_unsupported="eager")(torch.ones(3))
     torch.testing.assert_close(out, torch.full((3,), 3.0))
+
+
+# ### Compressed saved values: backward comparisons stay exact (Note [Compared saved values])
+
+F = torch.nn.functional
+COMPARED_OPS = {
+    "amax": lambda y: y.amax(-1),
+    "amin": lambda y: y.amin(-1),
+    "max": lambda y: y.max(),
+    "max-dim": lambda y: y.max(-1).values,
+    "min-dim": lambda y: y.min(-1).values,
+    "median": lambda y: y.median(),
+    "median-dim": lambda y: y.median(-1).values,
+    "nanmedian": lambda y: y.nanmedian(-1).values,
+    "kthvalue": lambda y: y.kthvalue(3, -1).values,
+    "sort": lambda y: y.sort(-1).values,
+    "topk": lambda y: y.topk(3, -1).values,
+    "cummax": lambda y: y.cummax(-1).values,
+    "max_pool": lambda y: F.max_pool1d(y[None], 2),
+    "maximum": lambda y: torch.maximum(y, y.flip(-1)),
+    "inf-norm": lambda y: torch.linalg.vector_norm(y, float("inf"), dim=-1),
+    "relu": lambda y: y.relu(),
+    "hardtanh": lambda y: F.hardtanh(y, -0.5, 0.5),
+    "relu6": lambda y: F.relu6(y * 4),
+    "leaky_relu": lambda y: F.leaky_relu(y, 0.1),
+    "elu": lambda y: F.elu(y),
+    "abs": lambda y: y.abs(),
+    "clamp": lambda y: y.clamp(-0.5, 0.5),
+    "clamp-min": lambda y: y.clamp(min=0),
+    "softplus": lambda y: F.softplus(y, beta=2, threshold=1),
+    "hardswish": lambda y: F.hardswish(y * 3),
+    "logsumexp": lambda y: y.logsumexp(-1),
+}
+TOLERANCE = {"bf16": 2e-2, "fp8": 1.5e-1}
+
+
+def _loss(op, x, t):
+    y = x * 1.5 + 0.25       # an intermediate: saved values a codec may pack
+    out = op(y)
+    return (out * t[: out.numel()].reshape(out.shape)).sum()
+
+
+@pytest.mark.parametrize("compress", ["bf16", "fp8"])
+@pytest.mark.parametrize("how", ["default", "mincut", "budget", "torch.compile"])
+@pytest.mark.parametrize("name", sorted(COMPARED_OPS))
+def test_backward_comparisons_of_compressed_saved_values_match_eager(name, how, compress):
+    op = COMPARED_OPS[name]
+    policy = jointgraph.hooks.SavedTensorPolicy(compress=compress)
+    fn = lambda x, t: _loss(op, x, t)   # noqa: E731
+    if how == "torch.compile":
+        compiled = compile_with(how, fn, saved_tensors=policy)
+    elif how == "budget":
+        compiled = jointgraph.aot_function(fn, partitioner="budget", memory_budget=0.5, saved_tensors=policy)
+    else:
+        compiled = jointgraph.aot_function(fn, partitioner=how, saved_tensors=policy)
+    x = torch.randn(4, 8)
+    y = torch.tensor([1e-7, -1e-7, 0.4999, 0.5001, -0.4999, -0.5001])   # fp8 flushes the tiny ones,
+    x[0, :6] = (y - 0.25) / 1.5                                           # rounding moves the others past 0.5
+    t = torch.randn(64)
+    xe, xc = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+    _loss(op, xe, t).backward()
+    compiled(xc, t).backward()
+    assert not xc.grad.isnan().any()
+    tol = TOLERANCE[compress]
+    torch.testing.assert_close(xc.grad, xe.grad, atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("compress", ["bf16", "fp8"])
+def test_sign_tests_of_compressed_values_are_exact(compress):
+    """relu's mask under fp8: tiny positive activations next to a large one keep their gradient."""
+    def fn(x, w):
+        return ((x * w).relu() * 3).sum()
+
+    x = torch.tensor([1000.0, 1e-6, -1e-6, 2.0, 1e-30, -1e-30, 0.0, 5.0])
+    w = torch.ones(8, requires_grad=True)
+    policy = jointgraph.hooks.SavedTensorPolicy(compress=compress)
+    jointgraph.aot_function(fn, partitioner="default", saved_tensors=policy)(x, w).backward()
+    expected = torch.where(x > 0, 3 * x, torch.zeros(()))
+    assert torch.equal(w.grad, expected)
+
+
+def test_compared_saved_values_are_kept_uncompressed_and_say_why():
+    def fn(x):
+        y = x * 2
+        return y.amax(-1).sum() + y.relu().sum()
+
+    plan = jointgraph.plan(fn, torch.randn(4, 8, requires_grad=True), partitioner="default",
+                           saved_tensors=jointgraph.hooks.SavedTensorPolicy(compress="bf16"))
+    saved = {s.name: s for s in plan.saved}
+    assert saved["amax"].decision is jointgraph.Decision.SAVE and saved["amax"].dtype == torch.float32
+    assert "compares it (aten.eq.Tensor)" in saved["amax"].reason
+    assert saved["relu"].decision is jointgraph.Decision.COMPRESS   # a sign test: bf16 keeps signs
