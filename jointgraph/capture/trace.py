@@ -360,7 +360,7 @@ def _output_view_info(out, flat_outs: list, infos: list[OutputInfo], with_backwa
     """An output that is an autograd view of an earlier tensor output is regenerated from it at run time,
     so it stays a view of that output (in-place ops on it behave as in eager)."""
     base = getattr(out, "_base", None) if isinstance(out, torch.Tensor) else None
-    if base is None:
+    if base is None or with_backward and _from_custom_function(out):
         return None
     for i, info in enumerate(infos):
         if info.kind == "tensor" and flat_outs[i] is base:
@@ -372,6 +372,12 @@ def _output_view_info(out, flat_outs: list, infos: list[OutputInfo], with_backwa
     return None
 
 
+def _from_custom_function(out) -> bool:
+    """The output of a custom autograd.Function (Python or C++): its own backward, not a view's."""
+    grad_fn = out.grad_fn
+    return isinstance(grad_fn, torch.autograd.function.BackwardCFunction) or type(grad_fn).__name__ == "CppFunction"
+
+
 def _output_info(out, f_args: list, input_storages: dict, with_backward: bool) -> OutputInfo:
     if not isinstance(out, torch.Tensor):
         return OutputInfo(kind="constant", constant=out)
@@ -379,7 +385,9 @@ def _output_info(out, f_args: list, input_storages: dict, with_backward: bool) -
         if out is f:
             return OutputInfo(kind="input", requires_grad=f.requires_grad, input_index=i)
     base = input_storages.get(StorageWeakRef(out.untyped_storage()))
-    if base is not None:
+    if base is not None and not (with_backward and _from_custom_function(out)):
+        # A view of an input is regenerated from the caller's tensor; a custom Function's output
+        # that aliases an input is a plain output, so the Function's backward stays in the graph.
         plain = _from_fun(out)
         return OutputInfo(kind="input_view", requires_grad=out.requires_grad, input_index=base,
                           view_meta=(tuple(plain.shape), tuple(plain.stride()), plain.storage_offset(), plain.dtype,
