@@ -177,7 +177,9 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
     plan_entries = []
     position = {i: k for k, i in enumerate(tensor_outs)}
     for i, info in enumerate(outputs):
-        if info.kind == "tensor":
+        if info.kind == "tensor" and info.view_meta is not None:   # the graph returns the view's base
+            plan_entries.append(("tensor_view", (position[i], info.view_meta)))
+        elif info.kind == "tensor":
             plan_entries.append(("tensor", position[i]))
         elif info.kind == "constant":
             plan_entries.append(output_entry(info.constant, fakes))
@@ -187,11 +189,12 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
             plan_entries.append(("output_view", (info.input_index, info.view_meta)))
         else:
             plan_entries.append(("input_view", (info.input_index, info.view_meta)))
-    saved_inputs, saved_copies = [], []
+    saved_inputs, saved_copies, read_outputs = [], [], []
     if graphs.backward is not None:
         fw_out = [n for n in graphs.forward.graph.nodes if n.op == "output"][0]
         roles = fw_out.meta["roles"]
         saved_nodes = [v for v, r in zip(fw_out.args[0], roles, strict=True) if r is Role.SAVED_TENSOR]
+        read_outputs = _outputs_the_backward_reads(joint.gm.graph, len(tensor_outs))
         for s, node in enumerate(saved_nodes):
             if node.op == "placeholder" and node.meta["input_index"] in mutated:
                 saved_copies.append(s)   # the epilogue overwrites it: keep the old value
@@ -214,10 +217,22 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         non_differentiable=non_diff,
         grad_inputs=tuple(info.requires_grad for info in joint.inputs),
         saved_input_positions=tuple(saved_inputs),
+        outputs_read_by_backward=tuple(read_outputs),
         output_plan=tuple(plan_entries),
         out_spec=out_spec,
         signature=signature,
     )
+
+
+def _outputs_the_backward_reads(graph, num_user_tensors: int) -> list[int]:
+    """User tensor outputs (not inputs) whose value the joint graph's backward reads: eager would
+    save them, so modifying one in place before the backward raises (runtime/function.py)."""
+    from .planner.graph_utils import backward_nodes
+
+    backward = backward_nodes(graph)
+    out = next(n for n in reversed(graph.nodes) if n.op == "output")
+    return [k for k, node in enumerate(out.args[0][:num_user_tensors])
+            if isinstance(node, torch.fx.Node) and node.op != "placeholder" and any(u in backward for u in node.users)]
 
 
 def plan(fn_or_module: Any, *example_args: Any, **options: Any) -> Plan:

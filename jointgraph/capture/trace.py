@@ -222,7 +222,7 @@ def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...]
                     _output_info(out, f_args, input_storages, with_backward)
                 outputs.append(info)
                 if info.kind == "tensor" and info.requires_grad:
-                    plain = _from_fun(out)
+                    plain = _from_fun(_returned(out, info))
                     tangents.append((plain.shape, plain.dtype, plain.device))
         # Tangents are plain fakes: made outside FunctionalTensorMode.
         tangents = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype, device in tangents]
@@ -364,12 +364,23 @@ def _output_view_info(out, flat_outs: list, infos: list[OutputInfo], with_backwa
         return None
     for i, info in enumerate(infos):
         if info.kind == "tensor" and flat_outs[i] is base:
-            plain = _from_fun(out)
             requires_grad = bool(with_backward and out.requires_grad)
             return OutputInfo(kind="output_view", requires_grad=requires_grad, input_index=i,
-                              view_meta=(tuple(plain.shape), tuple(plain.stride()), plain.storage_offset(),
-                                         plain.dtype, requires_grad))
+                              view_meta=_view_meta(out, requires_grad))
     return None
+
+
+def _view_meta(out, requires_grad: bool) -> tuple:
+    """How the runtime regenerates the view ``out`` (OutputInfo.view_meta)."""
+    plain = _from_fun(out)
+    multi_output = torch._functionalize_is_multi_output_view(out.elem)
+    return (tuple(plain.shape), tuple(plain.stride()), plain.storage_offset(), plain.dtype, requires_grad,
+            bool(multi_output))
+
+
+def _returned(out, info: OutputInfo):
+    """What the graph returns for a user output: a view of an intermediate returns its base."""
+    return out._base if info.kind == "tensor" and info.view_meta is not None else out
 
 
 def _from_custom_function(out) -> bool:
@@ -388,12 +399,16 @@ def _output_info(out, f_args: list, input_storages: dict, with_backward: bool) -
     if base is not None and not (with_backward and _from_custom_function(out)):
         # A view of an input is regenerated from the caller's tensor; a custom Function's output
         # that aliases an input is a plain output, so the Function's backward stays in the graph.
-        plain = _from_fun(out)
         return OutputInfo(kind="input_view", requires_grad=out.requires_grad, input_index=base,
-                          view_meta=(tuple(plain.shape), tuple(plain.stride()), plain.storage_offset(), plain.dtype,
-                                     bool(out.requires_grad)))
+                          view_meta=_view_meta(out, bool(out.requires_grad)))
+    view_meta = None
+    if with_backward and out._base is not None and not _from_custom_function(out):
+        # A view of an intermediate: returned from the autograd.Function it could not be modified
+        # in place; the graph returns its base instead, and the runtime takes the view of it.
+        view_meta = _view_meta(out, bool(out.requires_grad))
+        out = out._base
     requires_grad = with_backward and out.requires_grad and (out.is_floating_point() or out.is_complex())
-    return OutputInfo(kind="tensor", requires_grad=requires_grad)
+    return OutputInfo(kind="tensor", requires_grad=requires_grad, view_meta=view_meta)
 
 
 def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode,
@@ -426,6 +441,7 @@ def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fak
             for i in clone_idx:
                 call_inputs[i] = f_inputs[i].clone()
             outs = flat_fn(*call_inputs)
+        outs = [_returned(out, info) for out, info in zip(outs, meta.outputs, strict=True)]
         results = [_from_fun(outs[i]) for i in tensor_out_idx]
         grads: list = []
         if has_backward:

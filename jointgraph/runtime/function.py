@@ -14,13 +14,15 @@ dropped, and a second backward raises as eager does. When ambient
 saved-tensor hooks] in jointgraph/hooks), saved values go through ``save_for_backward``
 so the user's pack/unpack run once per saved tensor, as in eager. Saved tensors that the
 user can reach (inputs) record their version and are checked in the backward,
-as eager's saved-variable check does. Double backward raises (the backward is
-``once_differentiable``): a wrong second-order gradient is never returned.
+as eager's saved-variable check does; so do user outputs the backward reads (held
+weakly: modifying one, or a view of it, in place before the backward raises, as in eager).
+Double backward raises (the backward is ``once_differentiable``): a wrong second-order gradient is never returned.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -33,6 +35,8 @@ from ..errors import UnsupportedError
 _keep_graph = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", lambda: True)
 _top_hooks = torch._C._autograd._top_saved_tensors_default_hooks
 _HOOKED = object()  # ctx.stash marker: saved values went through save_for_backward
+_set_creation_meta = torch._C._autograd._set_creation_meta
+_MULTI_OUTPUT_NODE = torch._C._autograd.CreationMeta.MULTI_OUTPUT_NODE
 
 
 @dataclasses.dataclass
@@ -56,6 +60,7 @@ class EntryLayout:
     out_spec: Any
     signature: Any                              # FlatSignature: leaves -> graph inputs
     hooks_inlined: bool = False                 # Note [Inlined saved-tensor hooks] in jointgraph/hooks
+    outputs_read_by_backward: tuple[int, ...] = ()   # user outputs to version-check in the backward
 
 
 class CompiledEntry:
@@ -114,12 +119,17 @@ class CompiledEntry:
                 flat.append(inputs[value])
             elif kind == "symbolic":   # a size expression (capture/symbolic.py)
                 flat.append(value(inputs))
-            else:  # a view of the caller's tensor ("input_view") or of an earlier output, as eager returns
-                index, (size, stride, offset, dtype, requires_grad) = value
-                base = flat[index] if kind == "output_view" else inputs[index]
+            else:  # a view of the caller's tensor ("input_view"), of an earlier output, or of the base the
+                # graph returned for a view of an intermediate ("tensor_view"), as eager returns
+                index, (size, stride, offset, dtype, requires_grad, multi_output) = value
+                base = flat[index] if kind == "output_view" else outs[index] if kind == "tensor_view" \
+                    else inputs[index]
                 if base.requires_grad and not requires_grad:   # x.detach(), views under no_grad
                     base = base.detach()
-                flat.append(_regenerate_view(base, size, stride, offset, dtype))
+                view = _regenerate_view(base, size, stride, offset, dtype)
+                if multi_output and torch.is_grad_enabled():   # unbind / split: in-place raises, as in eager
+                    _set_creation_meta(view, _MULTI_OUTPUT_NODE)
+                flat.append(view)
         return flat
 
     def __call__(self, leaves: list) -> Any:
@@ -190,6 +200,7 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout) -
     non_diff = layout.non_differentiable
     grad_mask = layout.grad_inputs
     saved_inputs = layout.saved_input_positions
+    read_outputs = layout.outputs_read_by_backward
     saved_copies = layout.saved_copies
     bw_mutated = layout.backward_mutations
     n_grads = len(grad_mask)
@@ -214,6 +225,8 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout) -
             ctx.sizes = list(outs[n_fw_outs + n_saved:])
             if saved_inputs:
                 ctx.versions = [(s, inputs[i], inputs[i]._version) for s, i in saved_inputs]
+            if read_outputs:   # weakly: a cycle output -> grad_fn -> ctx -> output would outlive the call
+                ctx.output_versions = [(weakref.ref(outs[k]), outs[k]._version) for k in read_outputs]
             if bw_mutated:
                 ctx.bw_targets = [inputs[i] for i in bw_mutated]
             if non_diff:
@@ -238,6 +251,14 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout) -
                             "one of the variables needed for gradient computation has been modified by an "
                             f"inplace operation: saved input {s} is at version {tensor._version}; expected "
                             f"version {version} instead.")
+            if read_outputs:   # as eager's saved-variable check: the backward reads these outputs
+                for output, version in ctx.output_versions:
+                    tensor = output()
+                    if tensor is not None and tensor._version != version:
+                        raise RuntimeError(
+                            "one of the variables needed for gradient computation has been modified by an "
+                            f"inplace operation: an output of the compiled function is at version "
+                            f"{tensor._version}; expected version {version} instead.")
             if not _keep_graph() and ctx.stash is not _HOOKED:
                 ctx.stash = None
             args = [*ctx.sizes, *stash]
