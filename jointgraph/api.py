@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -11,9 +13,11 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx import traceback as fx_traceback
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from .capture.inputs import FlatSignature, fakeify, flat_signature, leaf_names, make_flat_fn
+from .capture.symbolic import output_entry
 from .capture.trace import trace_joint
 from .hooks import apply_policy, check_policy, user_hook_codecs
 from .ir import Decision, Plan, Role, verify
@@ -29,7 +33,22 @@ from .split import SplitGraphs, split
 
 PARTITIONERS: dict[str, Callable] = {"default": plan_default, "mincut": plan_mincut}
 
+# make_fx, functionalization and the trace-time RNG guard patch process-global state:
+# one compilation at a time, from any thread (re-entrant: a compile may compile again).
+COMPILE_LOCK = threading.RLock()
 
+
+def _serialized(fn: Callable) -> Callable:
+    """Run under COMPILE_LOCK, and leave ``torch.fx.traceback.current_meta`` as it was: selective
+    checkpointing writes its tags there while traced, and PyTorch's own later compiles read them."""
+    @functools.wraps(fn)
+    def locked(*args, **kwargs):
+        with COMPILE_LOCK, fx_traceback.preserve_node_meta(fx_traceback.should_preserve_node_meta):
+            return fn(*args, **kwargs)
+    return locked
+
+
+@_serialized
 def build_plan(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode,
                options: CompileOptions, *, with_backward: bool, names=None, non_leaf=frozenset(),
                debug: bool = False, saved_hooks=None):
@@ -142,11 +161,11 @@ def compile_entry(plan: Plan, joint, graphs: SplitGraphs, options: CompileOption
         bw_examples = [n.meta.get("val") for n in graphs.backward.graph.nodes if n.op == "placeholder"]
         backward = compile_graph(graphs.backward, bw_examples, options.bw_compiler, boxed=True)
     plan.timings["compile"] = time.perf_counter() - start
-    layout = make_layout(joint, graphs, signature, out_spec)
+    layout = make_layout(joint, graphs, signature, out_spec, fakes)
     return CompiledEntry(forward, backward, layout, plan)
 
 
-def make_layout(joint, graphs: SplitGraphs, signature, out_spec) -> EntryLayout:
+def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) -> EntryLayout:
     """Precompute the index lists of the call path (Note [Runtime call path])."""
     outputs = joint.outputs
     tensor_outs = [i for i, o in enumerate(outputs) if o.kind == "tensor"]
@@ -161,22 +180,25 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec) -> EntryLayout:
     plan_entries = []
     position = {i: k for k, i in enumerate(tensor_outs)}
     for i, info in enumerate(outputs):
-        if info.kind == "tensor":
+        if info.kind == "tensor" and info.view_meta is not None:   # the graph returns the view's base
+            plan_entries.append(("tensor_view", (position[i], info.view_meta)))
+        elif info.kind == "tensor":
             plan_entries.append(("tensor", position[i]))
         elif info.kind == "constant":
-            plan_entries.append(("constant", info.constant))
+            plan_entries.append(output_entry(info.constant, fakes))
         elif info.kind == "input":
             plan_entries.append(("input", info.input_index))
         elif info.kind == "output_view":
             plan_entries.append(("output_view", (info.input_index, info.view_meta)))
         else:
             plan_entries.append(("input_view", (info.input_index, info.view_meta, info.view_replay)))
-    saved_inputs, saved_copies, saved_aliases = [], [], []
+    saved_inputs, saved_copies, saved_aliases, read_outputs = [], [], [], []
     reshaped = {i for i, info in enumerate(joint.inputs) if info.new_metadata is not None}
     if graphs.backward is not None:
         fw_out = [n for n in graphs.forward.graph.nodes if n.op == "output"][0]
         roles = fw_out.meta["roles"]
         saved_nodes = [v for v, r in zip(fw_out.args[0], roles, strict=True) if r is Role.SAVED_TENSOR]
+        read_outputs = _outputs_the_backward_reads(joint.gm.graph, len(tensor_outs))
         for s, node in enumerate(saved_nodes):
             root = storage_root(node) if isinstance(node, torch.fx.Node) else None
             if root is not None and root.op == "placeholder" and root.meta["input_index"] in mutated:
@@ -207,10 +229,22 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec) -> EntryLayout:
         non_differentiable=non_diff,
         grad_inputs=tuple(info.requires_grad or info.requires_grad_set for info in joint.inputs),
         saved_input_positions=tuple(saved_inputs),
+        outputs_read_by_backward=tuple(read_outputs),
         output_plan=tuple(plan_entries),
         out_spec=out_spec,
         signature=signature,
     )
+
+
+def _outputs_the_backward_reads(graph, num_user_tensors: int) -> list[int]:
+    """User tensor outputs (not inputs) whose value the joint graph's backward reads: eager would
+    save them, so modifying one in place before the backward raises (runtime/function.py)."""
+    from .planner.graph_utils import backward_nodes
+
+    backward = backward_nodes(graph)
+    out = next(n for n in reversed(graph.nodes) if n.op == "output")
+    return [k for k, node in enumerate(out.args[0][:num_user_tensors])
+            if isinstance(node, torch.fx.Node) and node.op != "placeholder" and any(u in backward for u in node.users)]
 
 
 def plan(fn_or_module: Any, *example_args: Any, **options: Any) -> Plan:

@@ -10,7 +10,8 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
-from .api import build_entry
+from .api import COMPILE_LOCK, build_entry
+from .capture.guards import ClosureGuard, ambient_state, closure_guard
 from .capture.inputs import (
     _PLAIN_TENSOR_TYPES,
     dynamic_key,
@@ -18,6 +19,7 @@ from .capture.inputs import (
     leaf_names,
     make_flat_fn,
     static_key,
+    unflattener,
 )
 from .errors import UnsupportedError
 from .options import CompileOptions
@@ -32,9 +34,10 @@ class _EagerEntry:
     def __init__(self, fn: Callable, spec):
         self.fn = fn
         self.spec = spec
+        self._unflatten = unflattener(spec)
 
     def __call__(self, leaves: list) -> Any:
-        args, kwargs = pytree.tree_unflatten(leaves, self.spec)
+        args, kwargs = self._unflatten(leaves)
         return self.fn(*args, **kwargs)
 
 
@@ -52,6 +55,7 @@ class CompiledFunction:
         self._num_entries = 0
         self._warned: set[str] = set()
         self._positional_specs: dict[int, Any] = {}
+        self._guard: ClosureGuard | None = None   # found on the first call (Note [Guards])
 
     @property
     def entries(self) -> list:
@@ -72,22 +76,32 @@ class CompiledFunction:
 
     def call_flat(self, leaves: list, spec, leaf_roles=None) -> Any:
         grad_enabled = torch.is_grad_enabled()
-        key = static_key(leaves, grad_enabled)
-        hooks = _top_hooks(False)   # the ambient saved_tensors_hooks are part of the guard
-        if hooks is not None:
-            key = (key, hooks)
+        context = self._context()
+        key = (static_key(leaves, grad_enabled), context)
+        entry = self._lookup(leaves, spec, key, grad_enabled, context)
+        if entry is None:
+            with COMPILE_LOCK:   # threads calling first at once compile once (Note [Guards])
+                entry = self._lookup(leaves, spec, key, grad_enabled, context)
+                if entry is None:
+                    entry = self._compile(leaves, spec, grad_enabled, leaf_roles)
+        return self._run(entry, leaves, spec)
+
+    def _context(self) -> tuple:
+        """Note [Guards]: the ambient torch state, the saved-tensor hooks, the closure values."""
+        guard = self._guard
+        if guard is None:
+            guard = self._guard = closure_guard(self.fn)
+        return ambient_state(), _top_hooks(False), guard.read()
+
+    def _lookup(self, leaves: list, spec, key: tuple, grad_enabled: bool, context: tuple) -> Any:
         for entry in self._static.get(key, ()):
             if entry.spec is spec or entry.spec == spec:
-                return self._run(entry, leaves, spec)
+                return entry
         if self._dynamic:
-            dkey = dynamic_key(leaves, grad_enabled)
-            if hooks is not None:
-                dkey = (dkey, hooks)
-            for entry in self._dynamic.get(dkey, ()):
+            for entry in self._dynamic.get((dynamic_key(leaves, grad_enabled), context), ()):
                 if entry.spec == spec and entry.guard(leaves):
-                    return self._run(entry, leaves, spec)
-        entry = self._compile(leaves, spec, key, grad_enabled, leaf_roles, hooks)
-        return self._run(entry, leaves, spec)
+                    return entry
+        return None
 
     def _run(self, entry, leaves: list, spec) -> Any:
         try:
@@ -95,12 +109,22 @@ class CompiledFunction:
         except AliasedInputs as aliased:
             return self._synthetic(leaves, spec, entry.layout.signature.tensor_leaf_positions, aliased)
 
-    def _compile(self, leaves: list, spec, key: tuple, grad_enabled: bool, leaf_roles, hooks=None) -> Any:
+    def _compile(self, leaves: list, spec, grad_enabled: bool, leaf_roles) -> Any:
+        guard = closure_guard(self.fn)
+        if guard.names != self._guard.names:   # a function it reaches was rebound: other values to guard
+            self._guard = guard
+            self._static.clear()
+            self._dynamic.clear()
+        context = self._context()
+        key = (static_key(leaves, grad_enabled), context)
+        hooks = context[1]
         dynamic = self._wants_dynamic(leaves, key)
         signature = flat_signature(leaves, leaf_roles, leaf_names(pytree.tree_unflatten(leaves, spec)))
         tensors = [leaves[p] for p in signature.tensor_leaf_positions]
         flat_fn, out_box = make_flat_fn(self.fn, spec, signature)
         try:
+            if guard.refused is not None:
+                raise guard.refused
             entry = build_entry(flat_fn, out_box, signature, tensors, self.options, dynamic=dynamic,
                                 saved_hooks=hooks)
         except UnsupportedError as exc:
@@ -114,8 +138,7 @@ class CompiledFunction:
         self._num_entries += 1
         if dynamic and not isinstance(entry, _EagerEntry):
             entry.guard = _shape_guard(entry, signature)
-            dkey = dynamic_key(leaves, grad_enabled)
-            self._dynamic.setdefault(dkey if hooks is None else (dkey, hooks), []).append(entry)
+            self._dynamic.setdefault((dynamic_key(leaves, grad_enabled), context), []).append(entry)
         else:
             self._static.setdefault(key, []).append(entry)
         return entry

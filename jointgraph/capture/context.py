@@ -20,6 +20,8 @@ depend on the order eager's kernel visits them and are refused.
 from __future__ import annotations
 
 import contextlib
+import functools
+import threading
 import weakref
 
 import torch
@@ -182,17 +184,22 @@ class _RngStateGuard:
 
     def __init__(self, real):
         self._real = real
+        self._tracing_thread = threading.get_ident()
 
     def __getattr__(self, name):
         return getattr(self._real, name)
 
-    def _refuse(self, *args, **kwargs):
+    def _refuse(self, name, *args, **kwargs):
+        if threading.get_ident() != self._tracing_thread:   # another thread's eager code: not ours to refuse
+            return getattr(self._real, name)(*args, **kwargs)
         raise UnsupportedError("setting the random number generator state (torch.manual_seed, torch.set_rng_state) "
                                "inside the compiled function is not supported: it would happen at trace time only",
                                source=user_source_line(),
                                hint='seed outside the compiled function, or pass on_unsupported="eager"')
 
-    manual_seed = set_state = seed = _refuse
+    manual_seed = functools.partialmethod(_refuse, "manual_seed")
+    set_state = functools.partialmethod(_refuse, "set_state")
+    seed = functools.partialmethod(_refuse, "seed")
 
 
 @contextlib.contextmanager
@@ -203,23 +210,6 @@ def refuse_rng_state_changes():
         yield
     finally:
         torch.random.default_generator = real
-
-
-@contextlib.contextmanager
-def restore_node_meta():
-    """Leave ``torch.fx.traceback.current_meta`` as it was: selective checkpointing writes its
-    region tags there while it is traced and never removes them, and every later trace (Dynamo,
-    PyTorch's own partitioner) would copy the stale tags onto its nodes."""
-    import torch.fx.traceback as fx_traceback
-
-    meta = fx_traceback.current_meta
-    saved = dict(meta)
-    try:
-        yield
-    finally:
-        fx_traceback.current_meta = meta
-        meta.clear()
-        meta.update(saved)
 
 
 @contextlib.contextmanager

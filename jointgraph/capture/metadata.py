@@ -111,7 +111,7 @@ def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...]
                     _output_info(out, call_args, input_storages, with_backward, replay_views)
                 outputs.append(info)
                 if info.kind == "tensor" and info.requires_grad:
-                    plain = from_fun(out)
+                    plain = from_fun(returned(out, info))
                     tangents.append((plain.shape, plain.dtype, plain.device))
         # Tangents are plain fakes: made outside FunctionalTensorMode.
         tangents = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype, device in tangents]
@@ -231,16 +231,33 @@ def _output_view_info(out, flat_outs: list, infos: list[OutputInfo], with_backwa
     """An output that is an autograd view of an earlier tensor output is regenerated from it at run time,
     so it stays a view of that output (in-place ops on it behave as in eager)."""
     base = getattr(out, "_base", None) if isinstance(out, torch.Tensor) else None
-    if base is None:
+    if base is None or with_backward and _from_custom_function(out):
         return None
     for i, info in enumerate(infos):
         if info.kind == "tensor" and flat_outs[i] is base:
-            plain = from_fun(out)
             requires_grad = bool(with_backward and out.requires_grad)
             return OutputInfo(kind="output_view", requires_grad=requires_grad, input_index=i,
-                              view_meta=(tuple(plain.shape), tuple(plain.stride()), plain.storage_offset(),
-                                         plain.dtype, requires_grad))
+                              view_meta=_view_meta(out, requires_grad))
     return None
+
+
+def _view_meta(out, requires_grad: bool) -> tuple:
+    """How the runtime regenerates the view ``out`` (OutputInfo.view_meta)."""
+    plain = from_fun(out)
+    multi_output = torch._functionalize_is_multi_output_view(out.elem)
+    return (tuple(plain.shape), tuple(plain.stride()), plain.storage_offset(), plain.dtype, requires_grad,
+            bool(multi_output))
+
+
+def returned(out, info: OutputInfo):
+    """What the graph returns for a user output: a view of an intermediate returns its base."""
+    return out._base if info.kind == "tensor" and info.view_meta is not None else out
+
+
+def _from_custom_function(out) -> bool:
+    """The output of a custom autograd.Function (Python or C++): its own backward, not a view's."""
+    grad_fn = out.grad_fn
+    return isinstance(grad_fn, torch.autograd.function.BackwardCFunction) or type(grad_fn).__name__ == "CppFunction"
 
 
 def _output_info(out, f_args: list, input_storages: dict, with_backward: bool, replay_views: bool) -> OutputInfo:
@@ -250,11 +267,17 @@ def _output_info(out, f_args: list, input_storages: dict, with_backward: bool, r
         if out is f:
             return OutputInfo(kind="input", requires_grad=f.requires_grad, input_index=i)
     base = input_storages.get(StorageWeakRef(out.untyped_storage()))
-    if base is not None:
-        plain = from_fun(out)
+    if base is not None and not (with_backward and _from_custom_function(out)):
+        # A view of an input is regenerated from the caller's tensor; a custom Function's output
+        # that aliases an input is a plain output, so the Function's backward stays in the graph.
         replay = _view_replay(out) if replay_views else None
         return OutputInfo(kind="input_view", requires_grad=out.requires_grad, input_index=base,
-                          view_meta=(tuple(plain.shape), tuple(plain.stride()), plain.storage_offset(), plain.dtype,
-                                     bool(out.requires_grad)), view_replay=replay)
+                          view_meta=_view_meta(out, bool(out.requires_grad)), view_replay=replay)
+    view_meta = None
+    if with_backward and out._base is not None and not _from_custom_function(out):
+        # A view of an intermediate: returned from the autograd.Function it could not be modified
+        # in place; the graph returns its base instead, and the runtime takes the view of it.
+        view_meta = _view_meta(out, bool(out.requires_grad))
+        out = out._base
     requires_grad = with_backward and out.requires_grad and (out.is_floating_point() or out.is_complex())
-    return OutputInfo(kind="tensor", requires_grad=requires_grad)
+    return OutputInfo(kind="tensor", requires_grad=requires_grad, view_meta=view_meta)

@@ -34,8 +34,8 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from ..errors import UnsupportedError
 from ..ir import InputInfo, JointGraph, Role
 from ..ir.graph import lazy_graph_module
-from .context import EagerInPlaceChecks, from_fun, grad_context, restore_node_meta, to_fun, translate_errors
-from .metadata import collect_metadata, restore_storage_bytes, storage_sizes
+from .context import EagerInPlaceChecks, from_fun, grad_context, to_fun, translate_errors
+from .metadata import collect_metadata, restore_storage_bytes, returned, storage_sizes
 
 
 class _BackwardPhase:
@@ -104,13 +104,6 @@ def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fak
     new values of mutated inputs, then one gradient (or None) per input; roles on
     every placeholder and on the output node.
     """
-    with restore_node_meta():
-        return _trace_joint(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, names=names,
-                            non_leaf=non_leaf)
-
-
-def _trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode,
-                 *, with_backward: bool, names: list[str] | None, non_leaf: frozenset[int]) -> JointGraph:
     meta = collect_metadata(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, non_leaf=non_leaf)
     tensor_out_idx = [i for i, o in enumerate(meta.outputs) if o.kind == "tensor"]
     diff_out_idx = [i for i in tensor_out_idx if meta.outputs[i].requires_grad]
@@ -132,6 +125,7 @@ def _trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fa
             for i in clone_idx:
                 call_inputs[i] = f_inputs[i].clone()
             outs = flat_fn(*call_inputs)
+        outs = [returned(out, info) for out, info in zip(outs, meta.outputs, strict=True)]
         results = [from_fun(outs[i]) for i in tensor_out_idx]
         grads: list = []
         if has_backward:

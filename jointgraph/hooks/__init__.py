@@ -43,6 +43,7 @@ import torch.fx
 from ..ir import Decision
 from ..planner.graph_utils import SavedChoice, aliases_input, is_symbolic_scalar
 from .codecs import Codec, codec_decision, trace_hooks
+from .precision import Exactness, saved_value_needs
 
 # ### Policies
 
@@ -90,12 +91,18 @@ class SavedTensorPolicy:
         if self.compress is None and not self.offload:
             raise ValueError("SavedTensorPolicy needs compress='bf16' / 'fp8' or offload=True")
 
-    def codec_for(self, val: torch.Tensor) -> str | None:
-        """The codec this policy gives a saved value with fake value ``val`` (None: stored as is)."""
+    def codec_for(self, val: torch.Tensor, needs: Exactness = Exactness.ANY) -> str | None:
+        """The codec this policy gives a saved value with fake value ``val`` (None: stored as is),
+        which the backward ``needs`` exact or by sign (Note [Compared saved values])."""
         if val.dtype not in self.dtypes or val.numel() * val.dtype.itemsize < self.min_bytes:
             return None
         compress = self.compress
         if compress == "bf16" and val.dtype.itemsize <= 2 or compress == "fp8" and val.dtype.itemsize <= 1:
+            compress = None
+        # fp8 packing keeps every sign and zero; bf16 does from fp32 (same exponent range; fp32
+        # denormals below 2^-133, about 1e-40, round to zero) but not from fp64.
+        keeps_sign = compress == "fp8" or compress == "bf16" and val.dtype == torch.float32
+        if needs is Exactness.EXACT or needs is Exactness.SIGN and not keeps_sign:
             compress = None
         stages = [s for s in (compress, "offload" if self.offload else None) if s]
         return "+".join(stages) or None
@@ -109,15 +116,20 @@ def check_policy(policy) -> None:
 
 def apply_policy(choices: list[SavedChoice], policy: SavedTensorPolicy | None) -> list[SavedChoice]:
     """``choices`` with the policy's codec on every SAVE of a non-input floating tensor it matches."""
-    if policy is None:
+    if policy is None or not choices:
         return choices
+    needs = saved_value_needs(choices[0].node.graph)
     result = []
     for choice in choices:
         val = choice.node.meta.get("val")
         codec = None
         if (choice.decision is Decision.SAVE and choice.codec is None and isinstance(val, torch.Tensor)
                 and not is_symbolic_scalar(choice.node) and not aliases_input(choice.node)):
-            codec = policy.codec_for(val)
+            need = needs.get(choice.node)
+            codec = policy.codec_for(val, need.exactness if need else Exactness.ANY)
+            if need is not None and codec != policy.codec_for(val):
+                choice = dataclasses.replace(choice, reason=f"{choice.reason}; not compressed: the backward "
+                                             f"compares it ({need.because}), rounding would change the result")
         if codec is None:
             result.append(choice)
             continue

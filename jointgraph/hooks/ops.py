@@ -12,6 +12,7 @@ from torch import Tensor
 
 FP8 = torch.float8_e4m3fn
 FP8_MAX = torch.finfo(FP8).max   # 448.0
+FP8_TINY = 2.0 ** -9              # its smallest subnormal
 
 
 def _like(x: Tensor, dtype: torch.dtype, device: torch.device | str | None = None) -> Tensor:
@@ -43,11 +44,17 @@ def _(packed: Tensor, dtype: torch.dtype) -> Tensor:
 @torch.library.custom_op("jointgraph::pack_fp8", mutates_args=())
 def pack_fp8(x: Tensor) -> tuple[Tensor, Tensor]:
     """``x`` as float8_e4m3fn with one fp32 scale per tensor: ``x ~= q.float() * scale``,
-    ``scale = amax(|x|) / 448`` (the largest e4m3fn value), so the largest element maps to 448."""
+    ``scale = amax(|x|) / 448`` (the largest e4m3fn value), so the largest element maps to 448.
+
+    A nonzero value never becomes zero: one too small for e4m3fn is stored as its smallest
+    value with the same sign, so a backward testing signs (relu's mask) sees every sign and
+    zero exactly (Note [Compared saved values] in hooks/precision.py).
+    """
     amax = x.detach().abs().amax().float() if x.numel() else x.new_zeros((), dtype=torch.float32)
     scale = torch.clamp(amax / FP8_MAX, min=torch.finfo(torch.float32).tiny)
-    q = (x.float() / scale).clamp(-FP8_MAX, FP8_MAX).to(FP8)
-    return q, scale
+    scaled = (x.float() / scale).clamp(-FP8_MAX, FP8_MAX)
+    scaled = torch.where(scaled == 0, scaled, scaled.abs().clamp(min=FP8_TINY).copysign(scaled))
+    return scaled.to(FP8), scale
 
 
 @pack_fp8.register_fake

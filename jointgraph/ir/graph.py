@@ -41,13 +41,17 @@ class InputInfo:
 class OutputInfo:
     """One flat user output. ``kind`` is "tensor", "constant", "input" (an input returned as is),
     "input_view" (a view of an input, regenerated on the caller's tensor) or "output_view" (a view
-    of the earlier tensor output ``input_index``, regenerated on it)."""
+    of the earlier tensor output ``input_index``, regenerated on it). A "tensor" with ``view_meta``
+    is a view of an intermediate: the graph returns its base and the runtime regenerates the view,
+    so it can be modified in place afterwards, as in eager (``requires_grad`` is the base's)."""
 
     kind: str
     requires_grad: bool = False
     input_index: int | None = None
     constant: Any = None
-    view_meta: tuple | None = None  # (size, stride, storage_offset, dtype, requires_grad) for views
+    # For views: (size, stride, storage_offset, dtype, requires_grad, multi_output); multi_output:
+    # one of several views one op returned (unbind, split), which eager forbids modifying in place.
+    view_meta: tuple | None = None
     view_replay: tuple | None = None  # view ops from the input to this output (Note [Input mutations])
 
 

@@ -70,6 +70,7 @@ import torch
 import torch.fx
 
 from ..hooks.codecs import codec_decision
+from ..hooks.precision import Exactness, saved_value_needs
 from ..ir import Role
 from ..ir.graph import output_node
 from .costs import CODEC_RATIO, codec_seconds, device_for, node_seconds
@@ -383,6 +384,7 @@ class Regions:
     def __init__(self, graph: torch.fx.Graph, policy=None):
         self.graph = graph
         self.policy = policy
+        self.needs = saved_value_needs(graph) if policy is not None else {}   # Note [Compared saved values]
         self.device = device_for(graph)
         backward = backward_nodes(graph)
         out = output_node(graph)
@@ -600,7 +602,8 @@ class Regions:
         val = v.meta.get("val")
         if option.storage is None or not isinstance(val, torch.Tensor):
             return None
-        allowed = self.policy.codec_for(val)
+        need = self.needs.get(v)
+        allowed = self.policy.codec_for(val, need.exactness if need else Exactness.ANY)
         if allowed is None:
             return None
         wanted = option.storage.split("+")

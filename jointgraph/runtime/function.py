@@ -14,26 +14,30 @@ dropped, and a second backward raises as eager does. When ambient
 saved-tensor hooks] in jointgraph/hooks), saved values go through ``save_for_backward``
 so the user's pack/unpack run once per saved tensor, as in eager. Saved tensors that the
 user can reach (inputs) record their version and are checked in the backward,
-as eager's saved-variable check does. Double backward raises (the backward is
-``once_differentiable``): a wrong second-order gradient is never returned.
+as eager's saved-variable check does; so do user outputs the backward reads (held
+weakly: modifying one, or a view of it, in place before the backward raises, as in eager).
+Double backward raises (the backward is ``once_differentiable``): a wrong second-order gradient is never returned.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch._C._functionalization as functionalization
-import torch.utils._pytree as pytree
 from torch.autograd.function import once_differentiable
 
+from ..capture.inputs import unflattener
 from .aliasing import check_no_aliasing
 
 _keep_graph = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", lambda: True)
 _top_hooks = torch._C._autograd._top_saved_tensors_default_hooks
 _HOOKED = object()  # ctx.stash marker: saved values went through save_for_backward
+_set_creation_meta = torch._C._autograd._set_creation_meta
+_MULTI_OUTPUT_NODE = torch._C._autograd.CreationMeta.MULTI_OUTPUT_NODE
 
 
 @dataclasses.dataclass
@@ -57,10 +61,11 @@ class EntryLayout:
     non_differentiable: tuple[int, ...]         # among Function outputs
     grad_inputs: tuple[bool, ...]               # per graph input: receives a gradient
     saved_input_positions: tuple[tuple[int, int], ...]  # (saved index, graph input index)
-    output_plan: tuple[tuple[str, Any], ...]    # per flat user output: ("tensor", k) | ("input", i) | ...
+    output_plan: tuple[tuple[str, Any], ...]    # per flat user output: ("tensor", k) | ("symbolic", read) | ...
     out_spec: Any
     signature: Any                              # FlatSignature: leaves -> graph inputs
     hooks_inlined: bool = False                 # Note [Inlined saved-tensor hooks] in jointgraph/hooks
+    outputs_read_by_backward: tuple[int, ...] = ()   # user outputs to version-check in the backward
 
 
 class CompiledEntry:
@@ -82,6 +87,7 @@ class CompiledEntry:
         self._pre_alias = tuple(sorted({v[1][0] for v in layout.output_plan if v[0] == "input_view"
                                         and v[1][2] is not None and v[1][0] in meta_mutated}))
         self._single_output = layout.out_spec.is_leaf()   # the function returned one tensor
+        self._unflatten = unflattener(layout.out_spec)
         self.saved_hooks = None   # the ambient saved_tensors_hooks pair this entry was compiled under
 
     @property
@@ -122,22 +128,32 @@ class CompiledEntry:
             elif kind == "input":
                 flat.append(inputs[value])
             elif kind == "input_view" and value[2] is not None:   # replay the view ops on the caller's tensor
-                index, (*_, requires_grad), replay = value
+                index, (*_, requires_grad, multi_output), replay = value
                 base = pre[index] if pre and index in pre else inputs[index]
-                flat.append(_replay_view(base, replay, requires_grad))
-            else:  # a view of the caller's tensor ("input_view") or of an earlier output, as eager returns
-                index, (size, stride, offset, dtype, requires_grad) = value[:2]
-                base = flat[index] if kind == "output_view" else inputs[index]
+                view = _replay_view(base, replay, requires_grad)
+                if multi_output and torch.is_grad_enabled():   # unbind / split: in-place raises, as in eager
+                    _set_creation_meta(view, _MULTI_OUTPUT_NODE)
+                flat.append(view)
+            elif kind == "symbolic":   # a size expression (capture/symbolic.py)
+                flat.append(value(inputs))
+            else:  # a view of the caller's tensor ("input_view"), of an earlier output, or of the base the
+                # graph returned for a view of an intermediate ("tensor_view"), as eager returns
+                index, (size, stride, offset, dtype, requires_grad, multi_output) = value[:2]
+                base = flat[index] if kind == "output_view" else outs[index] if kind == "tensor_view" \
+                    else inputs[index]
                 if base.requires_grad and not requires_grad:   # x.detach(), views under no_grad
                     base = base.detach()
-                flat.append(_regenerate_view(base, size, stride, offset, dtype))
+                view = _regenerate_view(base, size, stride, offset, dtype)
+                if multi_output and torch.is_grad_enabled():   # unbind / split: in-place raises, as in eager
+                    _set_creation_meta(view, _MULTI_OUTPUT_NODE)
+                flat.append(view)
         return flat
 
     def __call__(self, leaves: list) -> Any:
         flat = self.run_inputs([leaves[p] for p in self._positions])
         if self._single_output:
             return flat[0]
-        return pytree.tree_unflatten(flat, self.layout.out_spec)
+        return self._unflatten(flat)
 
 
 def _regenerate_view(base: torch.Tensor, size, stride, offset, dtype) -> torch.Tensor:
@@ -201,6 +217,7 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout) -
     non_diff = layout.non_differentiable
     grad_mask = layout.grad_inputs
     saved_inputs = layout.saved_input_positions
+    read_outputs = layout.outputs_read_by_backward
     saved_copies = layout.saved_copies
     saved_aliases = layout.saved_aliases
     bw_mutated = layout.backward_mutations
@@ -229,6 +246,8 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout) -
             ctx.sizes = list(outs[n_fw_outs + n_saved:])
             if saved_inputs:   # the epilogue's own as_strided_ (a metadata mutation) is not the user's write
                 ctx.versions = [(s, inputs[i], inputs[i]._version + (i in meta_mutated)) for s, i in saved_inputs]
+            if read_outputs:   # weakly: a cycle output -> grad_fn -> ctx -> output would outlive the call
+                ctx.output_versions = [(weakref.ref(outs[k]), outs[k]._version) for k in read_outputs]
             if bw_mutated:
                 ctx.bw_targets = [inputs[i] for i in bw_mutated]
             if non_diff:
@@ -253,6 +272,14 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout) -
                             "one of the variables needed for gradient computation has been modified by an "
                             f"inplace operation: saved input {s} is at version {tensor._version}; expected "
                             f"version {version} instead.")
+            if read_outputs:   # as eager's saved-variable check: the backward reads these outputs
+                for output, version in ctx.output_versions:
+                    tensor = output()
+                    if tensor is not None and tensor._version != version:
+                        raise RuntimeError(
+                            "one of the variables needed for gradient computation has been modified by an "
+                            f"inplace operation: an output of the compiled function is at version "
+                            f"{tensor._version}; expected version {version} instead.")
             if not _keep_graph() and ctx.stash is not _HOOKED:
                 ctx.stash = None
             args = [*ctx.sizes, *stash]
