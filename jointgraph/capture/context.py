@@ -213,6 +213,24 @@ def refuse_rng_state_changes():
 
 
 @contextlib.contextmanager
+def compiling():
+    """``torch.compiler.is_compiling()`` is True while jointgraph traces, as under torch.compile and
+    torch.export, so libraries (Hugging Face transformers among them) take their trace-safe branches
+    instead of branching on tensor values."""
+    import torch.compiler as compiler
+
+    old = getattr(compiler, "_is_compiling_flag", None)
+    if old is None:   # pragma: no cover - a torch without the flag
+        yield
+        return
+    compiler._is_compiling_flag = True
+    try:
+        yield
+    finally:
+        compiler._is_compiling_flag = old
+
+
+@contextlib.contextmanager
 def translate_errors():
     """Turn tracer failures the user cannot see into UnsupportedError with their source line."""
     try:

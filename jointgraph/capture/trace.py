@@ -34,7 +34,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from ..errors import UnsupportedError
 from ..ir import InputInfo, JointGraph, Role
 from ..ir.graph import lazy_graph_module
-from .context import EagerInPlaceChecks, from_fun, grad_context, to_fun, translate_errors
+from .context import EagerInPlaceChecks, compiling, from_fun, grad_context, to_fun, translate_errors
 from .metadata import collect_metadata, restore_storage_bytes, returned, storage_sizes
 
 
@@ -104,6 +104,13 @@ def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fak
     new values of mutated inputs, then one gradient (or None) per input; roles on
     every placeholder and on the output node.
     """
+    with compiling():
+        return _trace_joint(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, names=names,
+                            non_leaf=non_leaf)
+
+
+def _trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode,
+                 *, with_backward: bool, names: list[str] | None, non_leaf: frozenset[int]) -> JointGraph:
     meta = collect_metadata(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, non_leaf=non_leaf)
     tensor_out_idx = [i for i, o in enumerate(meta.outputs) if o.kind == "tensor"]
     diff_out_idx = [i for i in tensor_out_idx if meta.outputs[i].requires_grad]
