@@ -82,6 +82,22 @@ SCENARIOS = {
                                 "y = torch.randn(3, requires_grad=True)\nx, y"),
     "inplace_through_view_of_non_leaf": ("def f(x):\n    x[0].square_()\n    return x.sum()",
                                          "leaf = torch.randn(3, 2, requires_grad=True)\nx = leaf * 1\nx,"),
+    # non-leaf inputs are traced with their own strides: reshape copies a non-contiguous input
+    "reshape_of_non_contiguous_input": ("def f(a):\n    return a.reshape(-1)",
+                                        "leaf = torch.randn(4, 3, requires_grad=True)\na = leaf[:, 1:]\na,"),
+    "write_into_reshape_copy": ("def f(a):\n    a.reshape(-1).zero_()\n    return a * 1",
+                                "leaf = torch.randn(6, 3, requires_grad=True)\na = leaf[::2] * 1\na,"),
+    # two equal outputs stay two tensors (CSE never merges returned nodes)
+    "two_equal_outputs": ("def f(a):\n    return a.sum(), a.sum()", "a = torch.randn(4, requires_grad=True)\na,"),
+    # Note [Errors in the backward]: eager raises these at backward only, never at the call
+    "saved_input_then_modified_under_no_grad": (
+        "def f(a):\n    t = a.sin()\n    with torch.no_grad():\n        a.mul_(2.)\n    return t",
+        "leaf = torch.randn(3, requires_grad=True)\na = leaf * 1\na,"),
+    "in_place_on_own_operand": ("def f(a):\n    t = a * 1\n    t.mul_(t)\n    return t",
+                                "a = torch.randn(3, requires_grad=True)\na,"),
+    "saved_weight_then_modified": ("def f(x, w):\n    y = x * w\n    with torch.no_grad():\n        w.add_(1)\n"
+                                   "    return y", "x = torch.randn(3, requires_grad=True)\n"
+                                   "w = torch.randn(3, requires_grad=True)\nx, w"),
     # errors eager raises
     "zero_size_leaf_with_grad": ("def f(x):\n    x.mul_(2)\n    return x",
                                  "x = torch.randn(0, requires_grad=True)\nx,"),
@@ -91,6 +107,7 @@ SCENARIOS = {
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.
 REFUSED = {
+    "write_into_expanded_input": ("def f(a):\n    a[0] = 1.\n    return a * 1", "a = torch.zeros(1).expand(3)\na,"),
     "unfold_mul_": ("def f(x):\n    x.unfold(0, 2, 1).mul_(2)\n    return x", "x = torch.arange(4.)\nx,"),
     "set_": ("def f(a, b):\n    a.set_(b)\n    return a * 2", "a = torch.zeros(3)\nb = torch.randn(3)\na, b"),
     "assign_data": ("def f(x):\n    x.data = x.data * 2\n    return x + 1", "x = torch.randn(3)\nx,"),
@@ -142,3 +159,18 @@ def test_overlap_error_is_eagers_runtime_error():
     with pytest.raises(RuntimeError, match="more than one element of the written-to tensor") as compiled:
         jointgraph.aot_function(f)(torch.zeros(3))
     assert type(compiled.value) is type(eager.value)
+
+
+def test_backward_error_is_raised_only_by_the_backward():
+    def f(x, w):
+        y = x * w
+        with torch.no_grad():
+            w.add_(1)
+        return y
+
+    compiled = jointgraph.aot_function(f)
+    x, w = torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)
+    y = compiled(x, w)   # no error at the call, as in eager
+    assert y.requires_grad
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()

@@ -589,10 +589,7 @@ def _run_view_scenario(fn, requires_grad, after, base):
 
 
 @pytest.mark.parametrize("how", HOW)
-@pytest.mark.parametrize("name", [
-    pytest.param(name, marks=pytest.mark.xfail(strict=True, reason="known: CSE merges the two equal outputs into "
-                                               "one tensor, so writing to one changes the other"))
-    if name == "view-and-an-equal-tensor" else name for name in sorted(VIEW_SCENARIOS)])
+@pytest.mark.parametrize("name", sorted(VIEW_SCENARIOS))
 def test_outputs_that_are_views_behave_as_in_eager_under_in_place_ops(name, how):
     fn, requires_grad, after = VIEW_SCENARIOS[name]
     base = torch.randn(2, 3)

@@ -61,6 +61,14 @@ def from_fun(x):
     return x
 
 
+def clone_as_is(t: torch.Tensor) -> torch.Tensor:
+    """A copy with ``t``'s strides, even when ``t`` is not dense (a slice): ``clone()`` would make it
+    contiguous, and ops that view or copy depending on strides (``reshape``) would then differ from eager."""
+    if _dense(t) or _has_internal_overlap(t):
+        return t.clone()
+    return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device).copy_(t)
+
+
 def grad_context(with_backward: bool):
     return torch.enable_grad() if with_backward else torch.no_grad()
 

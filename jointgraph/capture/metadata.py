@@ -55,6 +55,7 @@ from ..ir import InputInfo, OutputInfo, Role
 from .context import (
     EagerInPlaceChecks,
     RefuseTraceTimeHooks,
+    clone_as_is,
     from_fun,
     grad_context,
     refuse_rng_state_changes,
@@ -87,8 +88,9 @@ def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...]
             storage_bytes = storage_sizes(fake_args)
             checks = EagerInPlaceChecks()
             with grad_context(with_backward), RefuseTraceTimeHooks(), checks:
-                call_args = [a.clone() if i in non_leaf and with_backward else a for i, a in enumerate(f_args)]
+                call_args = [clone_as_is(a) if i in non_leaf and with_backward else a for i, a in enumerate(f_args)]
                 grad_fns = [a.grad_fn if isinstance(a, torch.Tensor) else None for a in call_args]
+                writes = [_write_count(a) for a in call_args]   # clone_as_is writes its copy once
                 storages = [_storage_ref(a) for a in call_args]
                 flat_outs = flat_fn(*call_args)
             for i, (a, before) in enumerate(zip(call_args, storages, strict=True)):
@@ -98,8 +100,8 @@ def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...]
                     raise UnsupportedError(f"assigning to .data of input {i} inside the compiled function is not "
                                            "supported", hint="use `with torch.no_grad(): x.copy_(y)` for a "
                                            'same-shaped value, or pass on_unsupported="eager"')
-            inputs = [_input_info(f, a, role, g, replay_views)
-                      for f, a, role, g in zip(call_args, fake_args, roles, grad_fns, strict=True)]
+            inputs = [_input_info(f, a, role, g, replay_views, w)
+                      for f, a, role, g, w in zip(call_args, fake_args, roles, grad_fns, writes, strict=True)]
             inputs = _storage_resizes(inputs, call_args, fake_args, storage_bytes)
             inputs = [dataclasses.replace(info, mutated_via_data=True) if info.mutates_data
                       and checks.only_via_data(a) else info for info, a in zip(inputs, call_args, strict=True)]
@@ -182,15 +184,28 @@ def _full_storage_bytes(t: torch.Tensor) -> int:
     return int(extent) * t.element_size()
 
 
-def _input_info(f_arg, fake_arg, role: Role, grad_fn_before, replay_views: bool) -> InputInfo:
+def _write_count(t) -> int | None:
+    if not isinstance(t, torch.Tensor):
+        return None
+    torch._sync(t)
+    return torch._functionalize_mutation_counter(t.elem)
+
+
+def _input_info(f_arg, fake_arg, role: Role, grad_fn_before, replay_views: bool,
+                writes_before: int | None) -> InputInfo:
     if not isinstance(f_arg, torch.Tensor):
         return InputInfo(role=role, requires_grad=False)
-    torch._sync(f_arg)
+    written = _write_count(f_arg) != writes_before
     elem = f_arg.elem
     if torch._functionalize_was_storage_changed(elem):
         raise UnsupportedError("set_() of an input (sharing another tensor's storage) is not supported",
                                hint='return the new tensor instead, or pass on_unsupported="eager"')
-    mutated = bool(torch._functionalize_has_data_mutation(elem))
+    mutated = written and bool(torch._functionalize_has_data_mutation(elem))
+    if mutated and any(st == 0 and sz > 1 for sz, st in zip(fake_arg.shape, fake_arg.stride(), strict=True)):
+        raise UnsupportedError("an input whose elements share memory (an expanded tensor, stride 0) is written in "
+                               "place; its new value cannot be expressed functionally",
+                               hint="pass the tensor before expand (or a .clone() of the expanded one), or pass "
+                                    'on_unsupported="eager"')
     recorded = f_arg.grad_fn is not grad_fn_before   # autograd saw an in-place op on it
     new_metadata = None
     if torch._functionalize_has_metadata_mutation(elem):

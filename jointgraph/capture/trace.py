@@ -34,7 +34,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from ..errors import UnsupportedError
 from ..ir import InputInfo, JointGraph, Role
 from ..ir.graph import lazy_graph_module
-from .context import EagerInPlaceChecks, compiling, from_fun, grad_context, to_fun, translate_errors
+from .context import EagerInPlaceChecks, clone_as_is, compiling, from_fun, grad_context, to_fun, translate_errors
 from .metadata import collect_metadata, restore_storage_bytes, returned, storage_sizes
 
 
@@ -105,8 +105,29 @@ def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fak
     every placeholder and on the output node.
     """
     with compiling():
-        return _trace_joint(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, names=names,
-                            non_leaf=non_leaf)
+        try:
+            return _trace_joint(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, names=names,
+                                non_leaf=non_leaf)
+        except BackwardRaises as raised:   # Note [Errors in the backward] in runtime/function.py
+            error, outputs = raised.error, raised.outputs
+        joint = _trace_joint(flat_fn, fake_args, roles, fake_mode, with_backward=False, names=names,
+                             non_leaf=non_leaf)
+    return dataclasses.replace(joint, backward_error=error, error_outputs=outputs)
+
+
+# Errors eager's autograd raises when its backward runs: a saved value modified in place since, and
+# eager's memory-overlap checks on backward kernels.
+_EAGER_BACKWARD_ERRORS = ("modified by an inplace operation", "unsupported operation:")
+
+
+class BackwardRaises(Exception):
+    """The traced backward raised ``error`` (eager raises it when its backward runs), for the
+    differentiable user outputs ``outputs``."""
+
+    def __init__(self, error: BaseException, outputs: tuple[int, ...]):
+        super().__init__(str(error))
+        self.error = error
+        self.outputs = outputs
 
 
 def _trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode,
@@ -130,7 +151,7 @@ def _trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fa
         with grad_context(with_backward), EagerInPlaceChecks():
             call_inputs = list(f_inputs)
             for i in clone_idx:
-                call_inputs[i] = f_inputs[i].clone()
+                call_inputs[i] = clone_as_is(f_inputs[i])
             outs = flat_fn(*call_inputs)
         outs = [returned(out, info) for out, info in zip(outs, meta.outputs, strict=True)]
         results = [from_fun(outs[i]) for i in tensor_out_idx]
@@ -143,7 +164,12 @@ def _trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fa
         if has_backward:
             before = _mutation_counters(f_inputs)
             with _BackwardPhase():
-                got = torch.autograd.grad(diff_outs, wrt, grad_outputs=f_tangents, allow_unused=True)
+                try:
+                    got = torch.autograd.grad(diff_outs, wrt, grad_outputs=f_tangents, allow_unused=True)
+                except RuntimeError as exc:   # a saved value modified in place, ...: eager raises at backward
+                    if type(exc) is not RuntimeError or not any(m in str(exc) for m in _EAGER_BACKWARD_ERRORS):
+                        raise   # a tracer's own limit (data-dependent op, ...), not an error eager's backward raises
+                    raise BackwardRaises(exc, tuple(diff_out_idx)) from exc
                 by_input = dict(zip(grad_idx, got, strict=True))
                 grads = [from_fun(by_input.get(i)) for i in range(num_inputs)]
                 bw_mutated[:] = _backward_mutations(f_inputs, before, meta.inputs)

@@ -70,6 +70,10 @@ class JointGraph:
     out_spec: Any                   # pytree spec of the user's result
     has_backward: bool
     fake_mode: Any = None
+    # Note [Errors in the backward]: the error eager's backward raises, and the user outputs
+    # (indices into ``outputs``) whose backward raises it; the graph then has no backward.
+    backward_error: BaseException | None = None
+    error_outputs: tuple[int, ...] = ()
 
     @property
     def graph(self) -> torch.fx.Graph:

@@ -23,9 +23,14 @@ def cse(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     with a forward one (Note [Phases]: a checkpoint's recomputation stays a recomputation).
     Scalars match by type and value: ``add(x, 1)`` is not ``add(x, 1.0)`` (an integer
     tensor gives different dtypes), nor ``mul(x, 0.0)`` ``mul(x, -0.0)``.
-    Guarantees: same outputs; each distinct pure computation appears once.
+    Guarantees: same outputs; each distinct pure computation appears once, except that two
+    nodes the graph returns are never merged into one.
     """
     graph = gm.graph
+    # Two graph outputs stay two tensors: eager returns distinct objects for ``a * 3, a * 3``, and
+    # gradients of two inputs must not share a buffer (AccumulateGrad may keep it as ``.grad``).
+    out = next(n for n in reversed(graph.nodes) if n.op == "output")
+    returned = {n for n in out.args[0] if isinstance(n, torch.fx.Node)}
     seen: dict[tuple, torch.fx.Node] = {}
     impure: dict = {}   # per target: impurity of an OpOverload depends on the op alone
     for node in list(graph.nodes):
@@ -39,6 +44,8 @@ def cse(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
         previous = seen.get(key)
         if previous is None:
             seen[key] = node
+        elif node in returned and previous in returned:
+            continue
         else:
             node.replace_all_uses_with(previous)
             graph.erase_node(node)

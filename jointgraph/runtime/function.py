@@ -65,6 +65,7 @@ class EntryLayout:
     out_spec: Any
     signature: Any                              # FlatSignature: leaves -> graph inputs
     hooks_inlined: bool = False                 # Note [Inlined saved-tensor hooks] in jointgraph/hooks
+    backward_error: tuple | None = None         # (error, user output positions): Note [Errors in the backward]
     outputs_read_by_backward: tuple[int, ...] = ()   # user outputs to version-check in the backward
 
 
@@ -147,6 +148,21 @@ class CompiledEntry:
                 if multi_output and torch.is_grad_enabled():   # unbind / split: in-place raises, as in eager
                     _set_creation_meta(view, _MULTI_OUTPUT_NODE)
                 flat.append(view)
+        if layout.backward_error is not None:
+            flat = self._with_raising_backward(flat, inputs)
+        return flat
+
+    def _with_raising_backward(self, flat: list, inputs: list) -> list:
+        """Note [Errors in the backward]: the outputs eager differentiates, behind a node whose
+        backward raises eager's error (the graph has no backward to run)."""
+        error, positions = self.layout.backward_error
+        sources = [t for t in inputs if isinstance(t, torch.Tensor) and t.requires_grad]
+        if not sources or not torch.is_grad_enabled():
+            return flat
+        outs = RaisesInBackward.apply(error, len(positions), *sources, *[flat[k] for k in positions])
+        flat = list(flat)
+        for k, out in zip(positions, outs, strict=True):
+            flat[k] = out
         return flat
 
     def __call__(self, leaves: list) -> Any:
@@ -166,6 +182,28 @@ def _regenerate_view(base: torch.Tensor, size, stride, offset, dtype) -> torch.T
         real = base.as_strided((*size, 2), (*(2 * s for s in stride), 1), 2 * offset)
         return torch.view_as_complex(real)
     return base.view(dtype).as_strided(size, stride, offset)   # view(dtype): not differentiable
+
+
+class RaisesInBackward(torch.autograd.Function):
+    """Note [Errors in the backward]
+    -----------------------------
+    Eager raises some autograd errors only when the backward runs: a value saved for the
+    backward was modified in place afterwards (``y = x * w; w.add_(1); return y``). Tracing
+    the backward hits the same error at compile time; the entry is then compiled without a
+    backward, and its differentiable outputs come out of this node, whose backward raises
+    the error eager would, with eager's type and message. A call that never runs the
+    backward works, as in eager.
+    """
+
+    @staticmethod
+    def forward(ctx, error, n_outputs, *tensors):
+        ctx.error = error
+        return tuple(t.clone() for t in tensors[len(tensors) - n_outputs:])
+
+    @staticmethod
+    def backward(ctx, *grads):
+        error = ctx.error
+        raise type(error)(*error.args)
 
 
 def _replay_view(base: torch.Tensor, replay: tuple, requires_grad: bool) -> torch.Tensor:
