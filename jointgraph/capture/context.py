@@ -247,8 +247,19 @@ def translate_errors():
     except UnsupportedOperatorException as exc:
         raise UnsupportedError(f"operator {exc.func} has no fake-tensor implementation",
                                source=source_from_traceback(exc)) from exc
+    except ValueError as exc:
+        if not str(exc).startswith("Cannot view a tensor with shape"):
+            raise
+        # Fake tensors' view() raises ValueError where eager's kernel raises this RuntimeError.
+        raise RuntimeError("view size is not compatible with input tensor's size and stride (at least one "
+                           "dimension spans across two contiguous subspaces). Use .reshape(...) instead.") from exc
     except RuntimeError as exc:
         message = str(exc)
+        if "cannot mutate tensors with frozen storage" in message:
+            raise UnsupportedError(
+                "an in-place write to a tensor whose storage another tensor took with set_() cannot be compiled "
+                "(functionalization freezes that storage)", source=source_from_traceback(exc),
+                hint='use the tensor set_() was given, or a clone, or pass on_unsupported="eager"') from exc
         if _FAKE_DATA_ACCESS in message:
             # A kernel read the data of a fake tensor: its result depends on tensor values.
             raise UnsupportedError(
