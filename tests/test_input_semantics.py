@@ -62,6 +62,11 @@ SCENARIOS = {
     "same_view_twice_and_another": ("def f(a, b, c):\n    a.add_(1)\n    return b",
                                     "base = torch.zeros(6, 2, dtype=torch.int64)\nx0 = base[::2]\nx2 = base[0]\n"
                                     "x0, x0, x2"),
+    "t_after_write_of_expanded": ("def f(a, b):\n    b.add_(1.)\n    a.transpose_(0, 1)\n    return a * 1",
+                                  "base = torch.randn(1, 4)\na = base.expand(3, 4)\nb = torch.randn(2)\na, b"),
+    "requires_grad_of_intermediate_that_requires_grad": (
+        "def f(a):\n    t = a * 2\n    t.requires_grad_()\n    return t.sum()",
+        "a = torch.randn(3, requires_grad=True)\na,"),
     # metadata mutations of inputs that require grad
     "t_no_differentiable_output": ("def f(a):\n    a.t_()\n    return 4",
                                    "leaf = torch.randn(2, 4, requires_grad=True)\na = leaf * 1\na,"),
@@ -112,6 +117,10 @@ REFUSED = {
     "set_then_write_to_source": ("def f(a):\n    t = a.detach()\n    t.set_(a)\n    with torch.no_grad():\n"
                                  "        a.square_()\n    return t.sum()",
                                  "a = torch.randn(3, requires_grad=True)\na,"),
+    "as_strided_after_write": ("def f(a):\n    a.mul_(2.)\n    a.as_strided_((2,), (1,))\n    return a * 1",
+                               "base = torch.randn(7, 2)\na = base[2:6]\na,"),
+    "requires_grad_of_intermediate": ("def f(a):\n    t = a * 2\n    t.requires_grad_()\n    return t.sum()",
+                                      "a = torch.randn(3)\na,"),
     "assign_data": ("def f(x):\n    x.data = x.data * 2\n    return x + 1", "x = torch.randn(3)\nx,"),
 }
 

@@ -33,6 +33,7 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
+from ..capture.context import treated_as_inputs
 from ..errors import UnsupportedError
 
 
@@ -90,7 +91,8 @@ def _views_of_bases(fn: Callable, spec, views: tuple, duplicates: tuple, returne
         for position, first in duplicates:
             leaves[position] = leaves[first]
         args, kwargs = pytree.tree_unflatten(leaves, spec)
-        result = fn(*args, **kwargs)
+        with treated_as_inputs([leaves[position] for position, *_ in views]):
+            result = fn(*args, **kwargs)
         flat = pytree.tree_leaves(result)
         returned.clear()
         returned.update({k: rebuilt[id(v)] for k, v in enumerate(flat) if id(v) in rebuilt})
