@@ -215,7 +215,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         storage_resizes=tuple((i, info.storage_bytes) for i, info in enumerate(joint.inputs)
                               if info.storage_bytes is not None),
         backward_mutations=tuple(i for i, info in enumerate(joint.inputs) if info.mutated_in_backward),
-        metadata_mutations=tuple((i, *info.new_metadata, info.metadata_recorded and joint.has_backward)
+        metadata_mutations=tuple((i, *info.new_metadata, info.metadata_recorded)
                                  for i, info in enumerate(joint.inputs) if info.new_metadata is not None),
         requires_grad_set=tuple(i for i, info in enumerate(joint.inputs) if info.requires_grad_set),
         mutated_with_grad=tuple(i for i, needs in zip(mutated, mutated_grad, strict=True) if needs),

@@ -107,7 +107,7 @@ class CompiledFunction:
         try:
             return entry(leaves)
         except AliasedInputs as aliased:
-            return self._synthetic(leaves, spec, entry.layout.signature.tensor_leaf_positions, aliased)
+            return self._synthetic(leaves, spec, entry.layout, aliased)
 
     def _compile(self, leaves: list, spec, grad_enabled: bool, leaf_roles) -> Any:
         guard = closure_guard(self.fn)

@@ -71,7 +71,7 @@ def compile_dynamo_graph(gm: torch.fx.GraphModule, example_inputs: list, options
         try:
             return run(inputs)
         except AliasedInputs as aliased:
-            return synthetic(inputs, spec, signature.tensor_leaf_positions, aliased)
+            return synthetic(inputs, spec, entry.layout, aliased)
 
     compiled.plan = plan  # for inspection
     return compiled

@@ -53,7 +53,28 @@ SCENARIOS = {
                                 "a = base[:3]\nb = base[2:5]\na, b"),
     "zero_size_views": ("def f(a, b):\n    a.mul_(2)\n    return a.sum() + b.sum()",
                         "base = torch.arange(6.)\na = base[0:0]\nb = base[2:2]\na, b"),
+    "aliased_requires_grad_": ("def f(a, b):\n    a.mul_(2.)\n    b.requires_grad_()\n    return a * 1",
+                               "base = torch.randn(3, 2)\nb = base[1:]\nbase, b"),
+    "aliased_unsqueeze_": ("def f(a, b):\n    a.mul_(2.)\n    a.unsqueeze_(0)\n    return a",
+                           "a = torch.randn(2)\nb = a.detach()\na, b"),
+    "aliased_expanded_transpose_": ("def f(a, b):\n    a.transpose_(0, 1)\n    b.add_(1.)",
+                                    "base = torch.randn(1, 4)\na = base.expand(4, 4)\nb = base[0]\na, b"),
+    "same_view_twice_and_another": ("def f(a, b, c):\n    a.add_(1)\n    return b",
+                                    "base = torch.zeros(6, 2, dtype=torch.int64)\nx0 = base[::2]\nx2 = base[0]\n"
+                                    "x0, x0, x2"),
+    "t_after_write_of_expanded": ("def f(a, b):\n    b.add_(1.)\n    a.transpose_(0, 1)\n    return a * 1",
+                                  "base = torch.randn(1, 4)\na = base.expand(3, 4)\nb = torch.randn(2)\na, b"),
+    "requires_grad_of_intermediate_that_requires_grad": (
+        "def f(a):\n    t = a * 2\n    t.requires_grad_()\n    return t.sum()",
+        "a = torch.randn(3, requires_grad=True)\na,"),
     # metadata mutations of inputs that require grad
+    "t_no_differentiable_output": ("def f(a):\n    a.t_()\n    return 4",
+                                   "leaf = torch.randn(2, 4, requires_grad=True)\na = leaf * 1\na,"),
+    "t_of_view_of_leaf": ("def f(a):\n    a.t_()\n    return 1",
+                          "leaf = torch.randn(6, requires_grad=True)\na = leaf[2:]\na,"),
+    "transpose_of_leaf": ("def f(a):\n    a.transpose_(0, 1)\n    return a.unfold(0, 2, 1)",
+                          "a = torch.randn(4, 3, requires_grad=True)\na,"),
+    "t_then_view_raises": ("def f(a):\n    a.t_()\n    return a.view(-1)", "a = torch.randn(2, 4)\na,"),
     "t_": ("def f(x):\n    x.t_()\n    return x * 2", "leaf = torch.randn(2, 3, requires_grad=True)\nx = leaf * 1\nx,"),
     "unsqueeze_": ("def f(x):\n    x.unsqueeze_(0)\n    return x * 2",
                    "leaf = torch.randn(2, 3, requires_grad=True)\nx = leaf * 1\nx,"),
@@ -110,6 +131,13 @@ REFUSED = {
     "write_into_expanded_input": ("def f(a):\n    a[0] = 1.\n    return a * 1", "a = torch.zeros(1).expand(3)\na,"),
     "unfold_mul_": ("def f(x):\n    x.unfold(0, 2, 1).mul_(2)\n    return x", "x = torch.arange(4.)\nx,"),
     "set_": ("def f(a, b):\n    a.set_(b)\n    return a * 2", "a = torch.zeros(3)\nb = torch.randn(3)\na, b"),
+    "set_then_write_to_source": ("def f(a):\n    t = a.detach()\n    t.set_(a)\n    with torch.no_grad():\n"
+                                 "        a.square_()\n    return t.sum()",
+                                 "a = torch.randn(3, requires_grad=True)\na,"),
+    "as_strided_after_write": ("def f(a):\n    a.mul_(2.)\n    a.as_strided_((2,), (1,))\n    return a * 1",
+                               "base = torch.randn(7, 2)\na = base[2:6]\na,"),
+    "requires_grad_of_intermediate": ("def f(a):\n    t = a * 2\n    t.requires_grad_()\n    return t.sum()",
+                                      "a = torch.randn(3)\na,"),
     "assign_data": ("def f(x):\n    x.data = x.data * 2\n    return x + 1", "x = torch.randn(3)\nx,"),
 }
 

@@ -651,8 +651,13 @@ def _grad_mismatch(expected: Observation, actual: Observation) -> Outcome | None
 
 
 def _inner(exc: BaseException) -> BaseException:
-    """The exception Dynamo wrapped (``BackendCompilerFailed.inner_exception``, ``__cause__``), if any."""
+    """The exception Dynamo wrapped (``BackendCompilerFailed.inner_exception``, ``__cause__``), if any;
+    an UnsupportedError is itself the answer (its cause is the tracer's error it translated)."""
+    from ..errors import UnsupportedError
+
     for _ in range(8):
+        if isinstance(exc, UnsupportedError):
+            return exc
         nested = getattr(exc, "inner_exception", None) or exc.__cause__
         if nested is None:
             return exc

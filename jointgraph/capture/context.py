@@ -73,18 +73,41 @@ def grad_context(with_backward: bool):
     return torch.enable_grad() if with_backward else torch.no_grad()
 
 
+_AS_INPUTS = threading.local()   # ids of tensors the traced function takes as inputs (rebuilt aliased views)
+
+
+@contextlib.contextmanager
+def treated_as_inputs(tensors: list):
+    """``requires_grad_()`` on these (views rebuilt from a synthetic base, Note [Aliased inputs]) is
+    an input's: the caller applies it."""
+    before = getattr(_AS_INPUTS, "ids", frozenset())
+    _AS_INPUTS.ids = before | {id(t) for t in tensors}
+    try:
+        yield
+    finally:
+        _AS_INPUTS.ids = before
+
+
 class RefuseTraceTimeHooks(torch.overrides.TorchFunctionMode):
     """Refuse autograd hooks registered inside the traced function.
 
     A hook on an intermediate would run once, on fake tensors, while the backward is
     traced, and never again at run time (PyTorch's own aot_function does exactly
-    that). Until hooks are carried into the graph, they are refused.
+    that). Until hooks are carried into the graph, they are refused. So is
+    ``requires_grad_()`` on an intermediate that does not require grad: it would make
+    it a new leaf at run time, which the graph cannot (an input's is a prologue).
     """
+
+    def __init__(self, inputs: list = ()):
+        super().__init__()
+        self.inputs = {id(t) for t in inputs}
 
     _REFUSED = {torch.Tensor.register_hook: "Tensor.register_hook", torch.Tensor.retain_grad: "Tensor.retain_grad",
                 torch.Tensor.register_post_accumulate_grad_hook: "Tensor.register_post_accumulate_grad_hook"}
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is torch.Tensor.requires_grad_:
+            self._check_requires_grad(*args, **(kwargs or {}))
         name = self._REFUSED.get(func)
         if name is not None:
             raise UnsupportedError(f"{name} on a tensor inside the compiled function is not supported: the hook "
@@ -92,6 +115,15 @@ class RefuseTraceTimeHooks(torch.overrides.TorchFunctionMode):
                                    hint="register the hook outside the compiled function (on its inputs or "
                                         'outputs), or pass on_unsupported="eager"')
         return func(*args, **(kwargs or {}))
+
+    def _check_requires_grad(self, tensor, requires_grad: bool = True) -> None:
+        if not requires_grad or tensor.requires_grad or id(tensor) in self.inputs \
+                or id(tensor) in getattr(_AS_INPUTS, "ids", ()):
+            return
+        raise UnsupportedError("requires_grad_() on a tensor computed inside the compiled function (not an input) "
+                               "is not supported: it would become a new leaf at run time", source=user_source_line(),
+                               hint="call requires_grad_() on an input, or return the tensor and call it outside, "
+                                    'or pass on_unsupported="eager"')
 
 
 # In-place methods that change metadata or autograd state only: no element is written.
@@ -255,8 +287,19 @@ def translate_errors():
     except UnsupportedOperatorException as exc:
         raise UnsupportedError(f"operator {exc.func} has no fake-tensor implementation",
                                source=source_from_traceback(exc)) from exc
+    except ValueError as exc:
+        if not str(exc).startswith("Cannot view a tensor with shape"):
+            raise
+        # Fake tensors' view() raises ValueError where eager's kernel raises this RuntimeError.
+        raise RuntimeError("view size is not compatible with input tensor's size and stride (at least one "
+                           "dimension spans across two contiguous subspaces). Use .reshape(...) instead.") from exc
     except RuntimeError as exc:
         message = str(exc)
+        if "cannot mutate tensors with frozen storage" in message:
+            raise UnsupportedError(
+                "an in-place write to a tensor whose storage another tensor took with set_() cannot be compiled "
+                "(functionalization freezes that storage)", source=source_from_traceback(exc),
+                hint='use the tensor set_() was given, or a clone, or pass on_unsupported="eager"') from exc
         if _FAKE_DATA_ACCESS in message:
             # A kernel read the data of a fake tensor: its result depends on tensor values.
             raise UnsupportedError(

@@ -87,8 +87,8 @@ def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...]
             f_args = [to_fun(a) for a in fake_args]
             storage_bytes = storage_sizes(fake_args)
             checks = EagerInPlaceChecks()
-            with grad_context(with_backward), RefuseTraceTimeHooks(), checks:
-                call_args = [clone_as_is(a) if i in non_leaf and with_backward else a for i, a in enumerate(f_args)]
+            call_args = [clone_as_is(a) if i in non_leaf and with_backward else a for i, a in enumerate(f_args)]
+            with grad_context(with_backward), RefuseTraceTimeHooks(call_args), checks:
                 grad_fns = [a.grad_fn if isinstance(a, torch.Tensor) else None for a in call_args]
                 writes = [_write_count(a) for a in call_args]   # clone_as_is writes its copy once
                 storages = [_storage_ref(a) for a in call_args]
@@ -103,6 +103,7 @@ def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...]
             inputs = [_input_info(f, a, role, g, replay_views, w)
                       for f, a, role, g, w in zip(call_args, fake_args, roles, grad_fns, writes, strict=True)]
             inputs = _storage_resizes(inputs, call_args, fake_args, storage_bytes)
+            _check_written_geometry(inputs, fake_args)
             inputs = [dataclasses.replace(info, mutated_via_data=True) if info.mutates_data
                       and checks.only_via_data(a) else info for info, a in zip(inputs, call_args, strict=True)]
             input_storages = {StorageWeakRef(f.untyped_storage()): i for i, f in enumerate(call_args)
@@ -210,13 +211,42 @@ def _input_info(f_arg, fake_arg, role: Role, grad_fn_before, replay_views: bool,
     new_metadata = None
     if torch._functionalize_has_metadata_mutation(elem):
         new_metadata = _replayable_metadata(f_arg, replay_views)
-        if _full_storage_bytes(from_fun(f_arg)) > fake_arg.untyped_storage().nbytes():
+        value = from_fun(f_arg)   # its strides are the new value's: an expanded input's are not stride 0
+        if value.numel() > fake_arg.numel() and _full_storage_bytes(value) > fake_arg.untyped_storage().nbytes():
             raise UnsupportedError("resize_() of an input to a larger size is not supported",
                                    hint='resize a clone and return it, or pass on_unsupported="eager"')
     requires_grad_set = bool(f_arg.requires_grad and f_arg.grad_fn is None and not fake_arg.requires_grad)
     return InputInfo(role=role, requires_grad=bool(fake_arg.requires_grad), mutates_data=mutated,
                      mutation_hidden_from_autograd=mutated and not recorded, new_metadata=new_metadata,
                      metadata_recorded=new_metadata is not None and recorded, requires_grad_set=requires_grad_set)
+
+
+def _check_written_geometry(infos: list[InputInfo], fake_args: list) -> None:
+    """An input whose data and metadata both change gets its new value copied in its final geometry
+    (Note [Input mutations]): that writes every element the function wrote only when the final
+    geometry holds the caller's elements (``t_``, ``unsqueeze_``), not after ``as_strided_`` to fewer."""
+    for i, (info, fake) in enumerate(zip(infos, fake_args, strict=True)):
+        if not (info.mutates_data and info.new_metadata is not None):
+            continue
+        size, stride, offset, replay = info.new_metadata
+        if replay is not None:
+            with torch.utils._python_dispatch._disable_current_modes():
+                view = functionalization.apply_view_meta_sequence(torch.ops.aten.alias(fake), list(replay))
+            size, stride, offset = view.shape, view.stride(), view.storage_offset()
+        old, new = _elements(fake.shape, fake.stride(), fake.storage_offset()), _elements(size, stride, offset)
+        if old is not None and new is not None and old != new:
+            raise UnsupportedError(f"input {i} is written in place and its geometry then changed to one that does "
+                                   "not hold the same elements (as_strided_() to other elements after the write) "
+                                   "is not supported", hint='write through a view instead, or pass '
+                                   'on_unsupported="eager"')
+
+
+def _elements(size, stride, offset) -> tuple | None:
+    """Which storage elements a geometry holds, up to the order of its dimensions; None if symbolic."""
+    if not all(isinstance(v, int) for v in (*size, *stride, offset)):
+        return None
+    dims = sorted((s, st) for s, st in zip(size, stride, strict=True) if s != 1)
+    return (offset, tuple(dims)) if all(s > 0 for s in size) else ()
 
 
 def _replayable_metadata(f_arg, replay_views: bool) -> tuple:

@@ -14,7 +14,15 @@ through any view lands in the base and every other view sees it, as in eager.
 The base is a differentiable view of the views' common autograd root, so
 gradients reach the root; inputs that share storage but not an autograd root
 (``x`` and ``x.detach()``) can be rebased only when none of them requires grad.
-An output that is one of the caller's tensors is returned as the caller's object.
+An output that is one of the caller's tensors is returned as the caller's object; a
+tensor passed twice is rebuilt once, so both arguments are one object, as in eager.
+What the function does to a view's own metadata (``t_()``, ``unsqueeze_()``,
+``as_strided_()``) happens to the rebuilt view inside: it is replayed on the caller's
+tensor afterwards from the entry compiled on the aliased inputs (its layout's
+``metadata_mutations``; the data was already written through the base in the old
+geometry, as in eager). ``requires_grad_()`` on an aliased input is applied to the
+caller's tensor afterwards when the call has no differentiable output; otherwise it is
+refused.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
+from ..capture.context import treated_as_inputs
 from ..errors import UnsupportedError
 
 
@@ -69,17 +78,21 @@ def base_of(members: list[torch.Tensor]) -> torch.Tensor | None:
     return first.detach().as_strided((numel,), (1,), 0)
 
 
-def _views_of_bases(fn: Callable, spec, views: tuple, returned: dict) -> Callable:
-    """``fn`` over (bases, other leaves): each view leaf rebuilt from its base. ``returned``
-    receives, at trace time, which flat outputs are those rebuilt leaves themselves."""
+def _views_of_bases(fn: Callable, spec, views: tuple, duplicates: tuple, returned: dict) -> Callable:
+    """``fn`` over (bases, other leaves): each view leaf rebuilt from its base, a repeated leaf
+    (``duplicates``: (position, first position)) as the same object. ``returned`` receives, at
+    trace time, which flat outputs are those rebuilt leaves themselves."""
     def call(bases: list, masked: list) -> Any:
         leaves = list(masked)
         rebuilt = {}
         for position, size, stride, offset, group in views:
             leaves[position] = bases[group].as_strided(size, stride, offset)
             rebuilt[id(leaves[position])] = position
+        for position, first in duplicates:
+            leaves[position] = leaves[first]
         args, kwargs = pytree.tree_unflatten(leaves, spec)
-        result = fn(*args, **kwargs)
+        with treated_as_inputs([leaves[position] for position, *_ in views]):
+            result = fn(*args, **kwargs)
         flat = pytree.tree_leaves(result)
         returned.clear()
         returned.update({k: rebuilt[id(v)] for k, v in enumerate(flat) if id(v) in rebuilt})
@@ -97,7 +110,16 @@ class SyntheticBases:
         self.make_compiled = make_compiled
         self._inner: dict[tuple, tuple[Callable, dict]] = {}
 
-    def __call__(self, leaves: list, spec, positions: tuple[int, ...], aliased: AliasedInputs) -> Any:
+    def __call__(self, leaves: list, spec, layout, aliased: AliasedInputs) -> Any:
+        """Run ``leaves`` through bases; ``layout``: the EntryLayout compiled for the aliased inputs."""
+        positions = layout.signature.tensor_leaf_positions
+        members_of = {i for group in aliased.groups for i in group}
+        requires_grad_set = [i for i in layout.requires_grad_set if i in members_of]
+        if requires_grad_set and layout.tangent_positions:
+            raise UnsupportedError("requires_grad_() on an input that shares storage with another mutated input, "
+                                   "when an output depends on it, is not supported",
+                                   hint='call requires_grad_() before the compiled function, pass distinct '
+                                   'tensors, or pass on_unsupported="eager"')
         bases, views = [], []
         for group in aliased.groups:
             members = [leaves[positions[i]] for i in group]
@@ -107,17 +129,28 @@ class SyntheticBases:
             views += [(positions[i], tuple(m.shape), tuple(m.stride()), m.storage_offset(), len(bases))
                       for i, m in zip(group, members, strict=True)]
             bases.append(base)
-        key = (tuple(views), spec)
+        duplicates = tuple(sorted((p, positions[i]) for p, i in layout.signature.duplicate_of.items()
+                                  if i in members_of))
+        key = (tuple(views), duplicates, spec)
         found = self._inner.get(key)
         if found is None:
             returned: dict[int, int] = {}
-            found = self._inner[key] = (self.make_compiled(_views_of_bases(self.fn, spec, tuple(views), returned)),
-                                        returned)
+            inner_fn = _views_of_bases(self.fn, spec, tuple(views), duplicates, returned)
+            found = self._inner[key] = (self.make_compiled(inner_fn), returned)
         inner, returned = found
         masked = list(leaves)
         for position, *_ in views:
             masked[position] = None
+        for position, _ in duplicates:
+            masked[position] = None
         result = inner(bases, masked)
+        metadata = tuple(m for m in layout.metadata_mutations if m[0] in members_of)
+        if metadata:   # the rebuilt views' t_() / as_strided_(), on the caller's tensors
+            from .function import _apply_metadata_mutations
+
+            _apply_metadata_mutations([leaves[p] for p in positions], metadata)
+        for i in requires_grad_set:
+            leaves[positions[i]].requires_grad_()
         if not returned:
             return result
         flat, out_spec = pytree.tree_flatten(result)
