@@ -16,7 +16,8 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx import traceback as fx_traceback
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-from .capture.inputs import FlatSignature, fakeify, flat_signature, leaf_names, make_flat_fn
+from .capture.captured import CapturedSources, lift_captured
+from .capture.inputs import FlatSignature, fakeify
 from .capture.symbolic import output_entry
 from .capture.trace import trace_joint
 from .hooks import apply_policy, check_policy, user_hook_codecs
@@ -113,7 +114,8 @@ def plan_call(flat_fn: Callable, signature: FlatSignature, tensors: list, option
     grad mode is on and an input requires grad.
     """
     fake_mode = FakeTensorMode(shape_env=ShapeEnv() if dynamic else None)
-    fakes = fakeify(tensors, fake_mode, dynamic=dynamic)
+    captured = frozenset(k for k, role in enumerate(signature.roles) if role is Role.CAPTURED)
+    fakes = fakeify(tensors, fake_mode, dynamic=dynamic, static=captured)
     # Traced with grad mode on whenever it is on: the function may make tensors require grad
     # (requires_grad_() on an input, a leaf created inside); has_backward says if it did.
     with_backward = torch.is_grad_enabled()
@@ -254,10 +256,11 @@ def plan(fn_or_module: Any, *example_args: Any, **options: Any) -> Plan:
 
     opts = make_options(**options)
     fn, leaves, spec, leaf_roles = _bind(fn_or_module, example_args, {})
-    signature = flat_signature(leaves, leaf_roles, leaf_names(pytree.tree_unflatten(leaves, spec)))
-    tensors = [leaves[p] for p in signature.tensor_leaf_positions]
-    flat_fn, _ = make_flat_fn(fn, spec, signature)
-    return plan_call(flat_fn, signature, tensors, opts, dynamic=bool(opts.dynamic))[0]
+
+    def build(signature, flat_fn, out_box, tensors):
+        return plan_call(flat_fn, signature, tensors, opts, dynamic=bool(opts.dynamic))[0]
+
+    return lift_captured(fn, leaves, spec, leaf_roles, CapturedSources(), build)[0]
 
 
 def _bind(fn_or_module: Any, args: tuple, kwargs: dict):

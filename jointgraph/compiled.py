@@ -11,13 +11,11 @@ import torch
 import torch.utils._pytree as pytree
 
 from .api import COMPILE_LOCK, build_entry
+from .capture.captured import CapturedSources, lift_captured
 from .capture.guards import ClosureGuard, ambient_state, closure_guard
 from .capture.inputs import (
     _PLAIN_TENSOR_TYPES,
     dynamic_key,
-    flat_signature,
-    leaf_names,
-    make_flat_fn,
     static_key,
     unflattener,
 )
@@ -37,7 +35,7 @@ class _EagerEntry:
         self._unflatten = unflattener(spec)
 
     def __call__(self, leaves: list) -> Any:
-        args, kwargs = self._unflatten(leaves)
+        args, kwargs = self._unflatten(leaves[:self.spec.num_leaves])
         return self.fn(*args, **kwargs)
 
 
@@ -56,6 +54,7 @@ class CompiledFunction:
         self._warned: set[str] = set()
         self._positional_specs: dict[int, Any] = {}
         self._guard: ClosureGuard | None = None   # found on the first call (Note [Guards])
+        self._captured = CapturedSources()   # Note [Captured tensors] in capture/captured.py
 
     @property
     def entries(self) -> list:
@@ -76,6 +75,8 @@ class CompiledFunction:
 
     def call_flat(self, leaves: list, spec, leaf_roles=None) -> Any:
         grad_enabled = torch.is_grad_enabled()
+        if self._captured.getters:   # Note [Captured tensors]: read where they were found
+            leaves = [*leaves, *self._captured.read()]
         context = self._context()
         key = (static_key(leaves, grad_enabled), context)
         entry = self._lookup(leaves, spec, key, grad_enabled, context)
@@ -83,15 +84,16 @@ class CompiledFunction:
             with COMPILE_LOCK:   # threads calling first at once compile once (Note [Guards])
                 entry = self._lookup(leaves, spec, key, grad_enabled, context)
                 if entry is None:
-                    entry = self._compile(leaves, spec, grad_enabled, leaf_roles)
+                    entry, leaves = self._compile(leaves, spec, grad_enabled, leaf_roles)
         return self._run(entry, leaves, spec)
 
     def _context(self) -> tuple:
-        """Note [Guards]: the ambient torch state, the saved-tensor hooks, the closure values."""
+        """Note [Guards]: the ambient torch state, the saved-tensor hooks, the closure values, the
+        ``training`` flags of the modules captured tensors were found in."""
         guard = self._guard
         if guard is None:
             guard = self._guard = closure_guard(self.fn)
-        return ambient_state(), _top_hooks(False), guard.read()
+        return ambient_state(), _top_hooks(False), guard.read(), self._captured.training()
 
     def _lookup(self, leaves: list, spec, key: tuple, grad_enabled: bool, context: tuple) -> Any:
         for entry in self._static.get(key, ()):
@@ -107,9 +109,16 @@ class CompiledFunction:
         try:
             return entry(leaves)
         except AliasedInputs as aliased:
+            if len(leaves) > spec.num_leaves:
+                raise UnsupportedError("an argument shares storage with a tensor the function captured "
+                                       "(Note [Captured tensors]) and one of them is mutated in place",
+                                       hint='pass distinct tensors (e.g. .clone()), or on_unsupported="eager"') \
+                    from aliased
             return self._synthetic(leaves, spec, entry.layout, aliased)
 
-    def _compile(self, leaves: list, spec, grad_enabled: bool, leaf_roles) -> Any:
+    def _compile(self, leaves: list, spec, grad_enabled: bool, leaf_roles) -> tuple[Any, list]:
+        """Compile an entry for ``leaves``; return it and the leaves it runs on (with the captured
+        tensors found while tracing)."""
         guard = closure_guard(self.fn)
         if guard.names != self._guard.names:   # a function it reaches was rebound: other values to guard
             self._guard = guard
@@ -119,14 +128,10 @@ class CompiledFunction:
         key = (static_key(leaves, grad_enabled), context)
         hooks = context[1]
         dynamic = self._wants_dynamic(leaves, key)
-        signature = flat_signature(leaves, leaf_roles, leaf_names(pytree.tree_unflatten(leaves, spec)))
-        tensors = [leaves[p] for p in signature.tensor_leaf_positions]
-        flat_fn, out_box = make_flat_fn(self.fn, spec, signature)
         try:
             if guard.refused is not None:
                 raise guard.refused
-            entry = build_entry(flat_fn, out_box, signature, tensors, self.options, dynamic=dynamic,
-                                saved_hooks=hooks)
+            entry, leaves, signature = self._build(leaves, spec, leaf_roles, dynamic, hooks)
         except UnsupportedError as exc:
             if self.options.on_unsupported != "eager":
                 raise
@@ -134,6 +139,8 @@ class CompiledFunction:
                           stacklevel=4)
             entry = _EagerEntry(self.fn, spec)
             dynamic = False
+        context = self._context()
+        key = (static_key(leaves, grad_enabled), context)
         entry.spec = spec
         self._num_entries += 1
         if dynamic and not isinstance(entry, _EagerEntry):
@@ -141,7 +148,22 @@ class CompiledFunction:
             self._dynamic.setdefault((dynamic_key(leaves, grad_enabled), context), []).append(entry)
         else:
             self._static.setdefault(key, []).append(entry)
-        return entry
+        return entry, leaves
+
+    def _build(self, leaves: list, spec, leaf_roles, dynamic: bool, hooks) -> tuple[Any, list, Any]:
+        """build_entry, lifting the captured tensors it finds (Note [Captured tensors])."""
+        known = len(self._captured.getters)
+
+        def build(signature, flat_fn, out_box, tensors):
+            if len(self._captured.getters) != known:   # entries compiled before take fewer leaves
+                self._static.clear()
+                self._dynamic.clear()
+            entry = build_entry(flat_fn, out_box, signature, tensors, self.options, dynamic=dynamic,
+                                saved_hooks=hooks)
+            return entry, signature
+
+        (entry, signature), leaves = lift_captured(self.fn, leaves, spec, leaf_roles, self._captured, build)
+        return entry, leaves, signature
 
     def _wants_dynamic(self, leaves: list, key: tuple) -> bool:
         if self.options.dynamic is not None:

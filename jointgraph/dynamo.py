@@ -33,8 +33,10 @@ def compile_dynamo_graph(gm: torch.fx.GraphModule, example_inputs: list, options
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from .api import build_plan, compile_entry, non_leaf_inputs
+    from .capture.captured import Recapture
     from .capture.inputs import FlatSignature, make_flat_fn
     from .compiled import CompiledFunction
+    from .errors import UnsupportedError
     from .runtime.aliasing import AliasedInputs, SyntheticBases
 
     fake_mode = detect_fake_mode(example_inputs) or FakeTensorMode()
@@ -60,8 +62,14 @@ def compile_dynamo_graph(gm: torch.fx.GraphModule, example_inputs: list, options
 
     flat_fn, out_box = make_flat_fn(call_graph, spec, signature)
     with_backward = torch.is_grad_enabled()
-    plan, joint, graphs = build_plan(flat_fn, fakes, signature.roles, fake_mode, options,
-                                     with_backward=with_backward, non_leaf=non_leaf_inputs(example_inputs))
+    try:
+        plan, joint, graphs = build_plan(flat_fn, fakes, signature.roles, fake_mode, options,
+                                         with_backward=with_backward, non_leaf=non_leaf_inputs(example_inputs))
+    except Recapture as found:   # Dynamo lifts what a program captures; a real tensor left in its graph is not
+        shapes = ", ".join(str(tuple(t.shape)) for t in found.tensors)
+        raise UnsupportedError(f"the graph Dynamo handed over reads real tensors that are not graph inputs "
+                               f"(shapes {shapes}); jointgraph lifts captured tensors through aot_function "
+                               "only (Note [Captured tensors])") from None
     entry = compile_entry(plan, joint, graphs, options, signature, out_box[0], fakes)
     run = entry.run_inputs
     synthetic = SyntheticBases(call_graph, lambda inner: CompiledFunction(inner, options))   # Note [Aliased inputs]

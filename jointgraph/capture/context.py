@@ -40,6 +40,7 @@ try:  # the name moved between releases
 except ImportError:  # pragma: no cover
     _DataDependentGuard = RuntimeError
 
+_REAL_TENSOR_REACHED = "Please convert all Tensors to FakeTensors first"   # FakeTensorMode on a real tensor
 _FAKE_DATA_ACCESS = "data is not allocated yet"   # c10's message when a kernel reads a fake tensor's data
 _DATA_DEPENDENT = (DataDependentOutputException, DynamicOutputShapeException, _DataDependentGuard)
 _FUNCTIONALIZATION_LIMITS = ("functionalization",)   # RuntimeErrors functionalization raises on what it cannot express
@@ -284,6 +285,14 @@ def translate_errors():
             f"{what} cannot be compiled ahead of time: its result depends on tensor values ({type(exc).__name__})",
             source=source_from_traceback(exc),
             hint='compute it outside the compiled function, or pass on_unsupported="eager"') from exc
+    except AssertionError as exc:
+        if _REAL_TENSOR_REACHED not in str(exc):
+            raise
+        # Note [Captured tensors]: a real tensor reached below __torch_function__ or in the backward.
+        raise UnsupportedError(f"a real tensor reached the tracer where it cannot be lifted into a graph input: "
+                               f"{str(exc).partition('Found in ')[2][:200] or exc}",
+                               source=source_from_traceback(exc),
+                               hint='pass the tensor as an argument, or pass on_unsupported="eager"') from exc
     except UnsupportedOperatorException as exc:
         raise UnsupportedError(f"operator {exc.func} has no fake-tensor implementation",
                                source=source_from_traceback(exc)) from exc

@@ -22,7 +22,9 @@ enums and small tuples/lists/dicts/sets of them are guarded by type and value
 (2, 2.0 and True differ); a container of more than 64 values is refused with
 ``UnsupportedError`` at compile time. Objects (modules, classes, tensors,
 instances) are not guarded: their attributes are read at trace time only, and a
-method's ``self`` is not followed. Values are read per call from precomputed
+method's ``self`` is not followed. The tensors a function reads from them are lifted into
+graph inputs, re-read and guarded per call like arguments (Note [Captured tensors] in
+capture/captured.py). Values are read per call from precomputed
 getters (about 0.3 µs per guarded value, 0.2 µs for the ambient state); a
 function that reads none adds nothing. Dynamo guards all of this itself for
 ``torch.compile``. Threads calling a function for the first time compile it once,
@@ -175,15 +177,21 @@ def _rebuild(spec: pytree.TreeSpec, leaves) -> Any:
     return pytree.SUPPORTED_NODES[spec.type].unflatten_fn(children, spec.context)
 
 
-def make_flat_fn(fn, spec: pytree.TreeSpec, signature: FlatSignature):
+def make_flat_fn(fn, spec: pytree.TreeSpec, signature: FlatSignature, captured: list = ()):
     """Return ``flat_fn(*graph_inputs)`` that rebuilds the user's call and flattens its result.
 
-    ``out_spec_box`` receives the pytree spec of the result at trace time.
+    The leaves past ``spec``'s are ``captured``, the real tensors the function reads from its
+    closure, globals and modules: the function runs with each swapped for its graph input
+    (Note [Captured tensors] in capture/captured.py). ``out_spec_box`` receives the pytree
+    spec of the result at trace time.
     """
+    from .captured import run_captured
+
     positions = signature.tensor_leaf_positions
     duplicates = signature.duplicate_of
     constants = signature.constants
     num_leaves = signature.num_leaves
+    num_args = spec.num_leaves
     out_spec_box: list = []
     unflatten = unflattener(spec)
 
@@ -195,8 +203,9 @@ def make_flat_fn(fn, spec: pytree.TreeSpec, signature: FlatSignature):
             leaves[pos] = inputs[k]
         for pos, value in constants.items():
             leaves[pos] = value
-        args, kwargs = unflatten(leaves)
-        result = fn(*args, **kwargs)
+        args, kwargs = unflatten(leaves[:num_args])
+        lifted = {id(real): leaves[num_args + j] for j, real in enumerate(captured) if isinstance(real, _TENSOR)}
+        result = run_captured(fn, args, kwargs, lifted)
         flat, out_spec = pytree.tree_flatten(result)
         out_spec_box[:] = [out_spec]
         return flat
@@ -204,18 +213,20 @@ def make_flat_fn(fn, spec: pytree.TreeSpec, signature: FlatSignature):
     return flat_fn, out_spec_box
 
 
-def fakeify(tensors: list, fake_mode, *, dynamic: bool) -> list:
-    """Fake copies of the graph inputs: leaves with the caller's ``requires_grad``."""
+def fakeify(tensors: list, fake_mode, *, dynamic: bool, static: frozenset[int] = frozenset()) -> list:
+    """Fake copies of the graph inputs: leaves with the caller's ``requires_grad``. Under ``dynamic``
+    the inputs in ``static`` (captured tensors) keep their sizes."""
     from torch.fx.experimental.symbolic_shapes import DimDynamic, StatelessSymbolicContext
 
     fakes = []
-    for t in tensors:
+    for i, t in enumerate(tensors):
         if not isinstance(t, _TENSOR):
             fakes.append(t)
             continue
         context = None
         if dynamic and t.dim() > 0:
-            context = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC] * t.dim())
+            kind = DimDynamic.STATIC if i in static else DimDynamic.DYNAMIC
+            context = StatelessSymbolicContext(dynamic_sizes=[kind] * t.dim())
         # Only non-leaf inputs are detached: a leaf keeps its identity and autograd metadata.
         if t.is_leaf:
             fake = fake_mode.from_tensor(t, symbolic_context=context)

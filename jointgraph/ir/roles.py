@@ -17,6 +17,7 @@ class Role(enum.Enum):
     PRIMAL = "primal"              # a tensor argument of the user's function
     PARAMETER = "parameter"        # an nn.Parameter of the compiled module
     BUFFER = "buffer"              # a registered buffer of the compiled module
+    CAPTURED = "captured"          # a tensor read from a closure, global or module (Note [Captured tensors])
     SIZE = "size"                  # a symbolic size passed as an int (Dynamo graphs)
     TANGENT = "tangent"            # incoming gradient of a differentiable output
     # outputs
@@ -30,7 +31,7 @@ class Role(enum.Enum):
 
     @property
     def is_input_value(self) -> bool:
-        return self in (Role.PRIMAL, Role.PARAMETER, Role.BUFFER, Role.SIZE)
+        return self in (Role.PRIMAL, Role.PARAMETER, Role.BUFFER, Role.CAPTURED, Role.SIZE)
 
 
 class Decision(enum.Enum):
