@@ -90,6 +90,10 @@ SCENARIOS = {
                     "x = torch.randn(3)\nw = torch.randn(3, requires_grad=True)\nx, w"),
     "data_mul_": ("def f(x, w):\n    w.data.mul_(2)\n    return x * 1",
                   "x = torch.randn(3)\nw = torch.randn(3, requires_grad=True)\nx, w"),
+    "data_view_written": ("def f(b):\n    b.data.unsqueeze(0).fill_(-1.0)\n    return b[0].exp()",
+                          "leaf = torch.randn(5, requires_grad=True)\nbase = leaf.clone()\nb = base[3:]\nb,"),
+    "data_then_direct_write_to_a_view": ("def f(a):\n    a.data.mul_(2.0)\n    a[:, 1:].fill_(3.0)\n    return a * 1",
+                                         "base = torch.randn(4, 2)\na = base[1:].detach()\na,"),
     # autograd state changes of inputs
     "requires_grad_": ("def f(x):\n    y = x * 3\n    x.requires_grad_()\n    return y, x * 2",
                        "x = torch.randn(3)\nx,"),
@@ -145,7 +149,7 @@ REFUSED = {
 @pytest.mark.parametrize("contender", list(CONTENDERS))
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_input_scenario_matches_eager(name, contender):
-    if name == "data_mul_" and contender == "dynamo":
+    if name.startswith("data_") and contender == "dynamo":
         pytest.skip("Dynamo rewrites x.data before jointgraph sees the graph: the write bumps x's version there")
     outcome = check(_program(*SCENARIOS[name]), CONTENDERS[contender])
     assert outcome.status == "pass", outcome.message

@@ -170,21 +170,19 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
     def __init__(self):
         super().__init__()
         self._expanded: dict[int, tuple] = {}   # id(expand result) -> (weak ref to it, its source)
-        self._data_of: dict[int, tuple] = {}    # id(x.data) -> (weak ref to it, x)
-        # ids of tensors written through ``.data`` (which has its own version counter) / written directly
-        self.written_via_data: set[int] = set()
-        self.written_directly: set[int] = set()
+        # Tensors whose version counter is ``.data``'s own (``x.data`` and views of it): id -> weak ref.
+        self._data_aliases: dict[int, weakref.ref] = {}
+        # Storages written through such a tensor / through any other (eager bumps those versions).
+        self.written_via_data: set = set()
+        self.written_directly: set = set()
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
         target = args[0] if args and isinstance(args[0], torch.Tensor) else None
         if target is not None and name.endswith("_") and not name.startswith("_") and name not in _METADATA_ONLY:
-            ref, owner = self._data_of.get(id(target), (None, None))
-            if ref is not None and ref() is target:
-                self.written_via_data.add(id(owner))
-            else:
-                self.written_directly.add(id(target))
+            written = self.written_via_data if self._is_data_alias(target) else self.written_directly
+            written.add(StorageWeakRef(target.untyped_storage()))
             ref, source = self._expanded.get(id(target), (None, None))
             source = source if ref is not None and ref() is target else None
             overlaps = _has_internal_overlap(target)
@@ -201,13 +199,22 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         result = func(*args, **kwargs)
         if func in _EXPANDS and isinstance(result, torch.Tensor) and target is not None:
             self._expanded[id(result)] = (weakref.ref(result), target)
-        elif name == "__get__" and getattr(func, "__self__", None) is _DATA and isinstance(result, torch.Tensor):
-            self._data_of[id(result)] = (weakref.ref(result), target)
+        elif isinstance(result, torch.Tensor) and target is not None and (
+                name == "__get__" and getattr(func, "__self__", None) is _DATA
+                or self._is_data_alias(target) and result is not target
+                and StorageWeakRef(result.untyped_storage()) == StorageWeakRef(target.untyped_storage())):
+            self._data_aliases[id(result)] = weakref.ref(result)   # x.data, or a view of it
         return result
 
+    def _is_data_alias(self, t: torch.Tensor) -> bool:
+        ref = self._data_aliases.get(id(t))
+        return ref is not None and ref() is t
+
     def only_via_data(self, t: torch.Tensor) -> bool:
-        """``t`` was written in place only through ``t.data``: eager leaves its version unchanged."""
-        return id(t) in self.written_via_data and id(t) not in self.written_directly
+        """``t``'s storage was written in place only through ``.data`` aliases: eager leaves its version
+        unchanged (``.data`` counts its own versions)."""
+        storage = StorageWeakRef(t.untyped_storage())
+        return storage in self.written_via_data and storage not in self.written_directly
 
     @staticmethod
     def _check(target: torch.Tensor, rest: tuple, kwargs: dict) -> None:
