@@ -142,6 +142,8 @@ REFUSED = {
                                "base = torch.randn(7, 2)\na = base[2:6]\na,"),
     "requires_grad_of_intermediate": ("def f(a):\n    t = a * 2\n    t.requires_grad_()\n    return t.sum()",
                                       "a = torch.randn(3)\na,"),
+    "assign_data_of_intermediate": ("def f(a):\n    t = a.tanh()\n    t.data = t.data * 2\n    return a * t",
+                                    "a = torch.randn(3)\na,"),
     "assign_data": ("def f(x):\n    x.data = x.data * 2\n    return x + 1", "x = torch.randn(3)\nx,"),
 }
 

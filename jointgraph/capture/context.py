@@ -175,6 +175,17 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         # Storages written through such a tensor / through any other (eager bumps those versions).
         self.written_via_data: set = set()
         self.written_directly: set = set()
+        self._storages: dict[int, tuple] = {}   # id(result) -> (weak ref to it, its storage when made)
+
+    def check_storage_kept(self, t: torch.Tensor) -> None:
+        """Refuse a tensor whose storage was swapped behind functionalization's back (``t.data = y``
+        on an intermediate): the wrapper would keep reading the old value."""
+        ref, storage = self._storages.get(id(t), (None, None))
+        if ref is not None and ref() is t and StorageWeakRef(t.untyped_storage()) != storage:
+            raise UnsupportedError("assigning to .data of a tensor inside the compiled function is not supported: "
+                                   "the traced program would keep reading its old value", source=user_source_line(),
+                                   hint="use `with torch.no_grad(): t.copy_(y)` for a same-shaped value, or a new "
+                                        'variable, or pass on_unsupported="eager"')
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -196,7 +207,12 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                                        "(eager's result depends on the order its kernel writes them)",
                                        source=user_source_line(),
                                        hint='write into a clone, or pass on_unsupported="eager"')
+        for arg in args:
+            if isinstance(arg, torch.Tensor):
+                self.check_storage_kept(arg)
         result = func(*args, **kwargs)
+        if isinstance(result, torch.Tensor):
+            self._storages[id(result)] = (weakref.ref(result), StorageWeakRef(result.untyped_storage()))
         if func in _EXPANDS and isinstance(result, torch.Tensor) and target is not None:
             self._expanded[id(result)] = (weakref.ref(result), target)
         elif isinstance(result, torch.Tensor) and target is not None and (

@@ -93,6 +93,9 @@ def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...]
                 writes = [_write_count(a) for a in call_args]   # clone_as_is writes its copy once
                 storages = [_storage_ref(a) for a in call_args]
                 flat_outs = flat_fn(*call_args)
+                for out in flat_outs:
+                    if isinstance(out, torch.Tensor):
+                        checks.check_storage_kept(out)
             for i, (a, before) in enumerate(zip(call_args, storages, strict=True)):
                 if before is not None and _storage_ref(a) != before:
                     # `x.data = y` swaps the tensor under functionalization's wrapper, which keeps
