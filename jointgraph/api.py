@@ -232,7 +232,8 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         grad_inputs=tuple(info.requires_grad or info.requires_grad_set for info in joint.inputs),
         saved_input_positions=tuple(saved_inputs),
         outputs_read_by_backward=tuple(read_outputs),
-        backward_error=(joint.backward_error, joint.error_outputs) if joint.backward_error is not None else None,
+        backward_error=(joint.backward_error, joint.error_outputs, joint.error_inputs)
+        if joint.backward_error is not None else None,
         output_plan=tuple(plan_entries),
         out_spec=out_spec,
         signature=signature,

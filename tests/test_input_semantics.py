@@ -123,6 +123,9 @@ SCENARIOS = {
     "saved_weight_then_modified": ("def f(x, w):\n    y = x * w\n    with torch.no_grad():\n        w.add_(1)\n"
                                    "    return y", "x = torch.randn(3, requires_grad=True)\n"
                                    "w = torch.randn(3, requires_grad=True)\nx, w"),
+    "recorded_mutation_of_a_saved_input": ("def f(a):\n    t0 = a.sin()\n    a.add_(t0)\n    return a",
+                                           "leaf = torch.randn(4, 3, requires_grad=True)\nbase = leaf * 1\n"
+                                           "a = base[2:]\na,"),
     # errors eager raises
     "zero_size_leaf_with_grad": ("def f(x):\n    x.mul_(2)\n    return x",
                                  "x = torch.randn(0, requires_grad=True)\nx,"),

@@ -109,10 +109,10 @@ def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fak
             return _trace_joint(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, names=names,
                                 non_leaf=non_leaf)
         except BackwardRaises as raised:   # Note [Errors in the backward] in runtime/function.py
-            error, outputs = raised.error, raised.outputs
+            error, outputs, inputs = raised.error, raised.outputs, raised.inputs
         joint = _trace_joint(flat_fn, fake_args, roles, fake_mode, with_backward=False, names=names,
                              non_leaf=non_leaf)
-    return dataclasses.replace(joint, backward_error=error, error_outputs=outputs)
+    return dataclasses.replace(joint, backward_error=error, error_outputs=outputs, error_inputs=inputs)
 
 
 # Errors eager's autograd raises when its backward runs: a saved value modified in place since, and
@@ -122,12 +122,13 @@ _EAGER_BACKWARD_ERRORS = ("modified by an inplace operation", "unsupported opera
 
 class BackwardRaises(Exception):
     """The traced backward raised ``error`` (eager raises it when its backward runs), for the
-    differentiable user outputs ``outputs``."""
+    differentiable user outputs ``outputs`` and the inputs ``inputs`` whose mutation autograd records."""
 
-    def __init__(self, error: BaseException, outputs: tuple[int, ...]):
+    def __init__(self, error: BaseException, outputs: tuple[int, ...], inputs: tuple[int, ...]):
         super().__init__(str(error))
         self.error = error
         self.outputs = outputs
+        self.inputs = inputs
 
 
 def _trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode,
@@ -169,7 +170,7 @@ def _trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fa
                 except RuntimeError as exc:   # a saved value modified in place, ...: eager raises at backward
                     if type(exc) is not RuntimeError or not any(m in str(exc) for m in _EAGER_BACKWARD_ERRORS):
                         raise   # a tracer's own limit (data-dependent op, ...), not an error eager's backward raises
-                    raise BackwardRaises(exc, tuple(diff_out_idx)) from exc
+                    raise BackwardRaises(exc, tuple(diff_out_idx), tuple(recorded_idx)) from exc
                 by_input = dict(zip(grad_idx, got, strict=True))
                 grads = [from_fun(by_input.get(i)) for i in range(num_inputs)]
                 bw_mutated[:] = _backward_mutations(f_inputs, before, meta.inputs)

@@ -74,6 +74,7 @@ class JointGraph:
     # (indices into ``outputs``) whose backward raises it; the graph then has no backward.
     backward_error: BaseException | None = None
     error_outputs: tuple[int, ...] = ()
+    error_inputs: tuple[int, ...] = ()   # inputs whose recorded mutation leads to the error
 
     @property
     def graph(self) -> torch.fx.Graph:

@@ -65,7 +65,8 @@ class EntryLayout:
     out_spec: Any
     signature: Any                              # FlatSignature: leaves -> graph inputs
     hooks_inlined: bool = False                 # Note [Inlined saved-tensor hooks] in jointgraph/hooks
-    backward_error: tuple | None = None         # (error, user output positions): Note [Errors in the backward]
+    # (error, user output positions, mutated inputs): Note [Errors in the backward]
+    backward_error: tuple | None = None
     outputs_read_by_backward: tuple[int, ...] = ()   # user outputs to version-check in the backward
 
 
@@ -155,14 +156,17 @@ class CompiledEntry:
     def _with_raising_backward(self, flat: list, inputs: list) -> list:
         """Note [Errors in the backward]: the outputs eager differentiates, behind a node whose
         backward raises eager's error (the graph has no backward to run)."""
-        error, positions = self.layout.backward_error
+        error, positions, mutated = self.layout.backward_error
         sources = [t for t in inputs if isinstance(t, torch.Tensor) and t.requires_grad]
         if not sources or not torch.is_grad_enabled():
             return flat
-        outs = RaisesInBackward.apply(error, len(positions), *sources, *[flat[k] for k in positions])
+        outs = RaisesInBackward.apply(error, len(positions) + len(mutated), *sources,
+                                      *[flat[k] for k in positions], *[inputs[i].detach() for i in mutated])
         flat = list(flat)
-        for k, out in zip(positions, outs, strict=True):
+        for k, out in zip(positions, outs[:len(positions)], strict=True):
             flat[k] = out
+        for i, value in zip(mutated, outs[len(positions):], strict=True):
+            inputs[i].copy_(value)   # the caller's tensor takes a history whose backward raises, as eager's
         return flat
 
     def __call__(self, leaves: list) -> Any:
