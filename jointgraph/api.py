@@ -183,7 +183,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
     position = {i: k for k, i in enumerate(tensor_outs)}
     for i, info in enumerate(outputs):
         if info.kind == "tensor" and info.view_meta is not None:   # the graph returns the view's base
-            plan_entries.append(("tensor_view", (position[i], info.view_meta)))
+            plan_entries.append(("tensor_view", (position[i], info.view_meta, info.view_replay)))
         elif info.kind == "tensor":
             plan_entries.append(("tensor", position[i]))
         elif info.kind == "constant":

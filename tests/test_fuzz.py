@@ -227,7 +227,8 @@ def test_minimize_keeps_the_failure_and_drops_the_rest():
 
 ### jointgraph under the oracle
 
-@pytest.mark.xfail(strict=False, reason="issue 11: input mutation and aliasing bugs still open; remove when fixed")
+@pytest.mark.xfail(strict=False, reason="issue 11 is not closed: about 4% of random programs per partitioner are "
+                                         "still wrong or crash (benchmarks/fuzz.py); remove when zero")
 def test_random_programs_match_eager():
     contenders = fuzz.contenders(dynamo_every=3)
     summary = fuzz.run(90, seed=2024, contenders=list(contenders.values()), progress=False)

@@ -140,6 +140,9 @@ _OVERLAP_UNCHECKED = frozenset({
 })
 _EXPANDS = frozenset({torch.Tensor.expand, torch.Tensor.expand_as, torch.Tensor.broadcast_to, torch.broadcast_to})
 _FILLS = frozenset({"fill_", "zero_"})
+_DUNDER_WRITES = frozenset({"__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__",
+                            "__imod__", "__ipow__", "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__",
+                            "__imatmul__"})
 _DATA = torch._C.TensorBase.__dict__["data"]   # the descriptor whose __get__ is `x.data`
 
 
@@ -191,9 +194,10 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
         target = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        if target is not None and name in _DUNDER_WRITES:   # x[i] = v, x += v
+            self._record_write(target)
         if target is not None and name.endswith("_") and not name.startswith("_") and name not in _METADATA_ONLY:
-            written = self.written_via_data if self._is_data_alias(target) else self.written_directly
-            written.add(StorageWeakRef(target.untyped_storage()))
+            self._record_write(target)
             ref, source = self._expanded.get(id(target), (None, None))
             source = source if ref is not None and ref() is target else None
             overlaps = _has_internal_overlap(target)
@@ -221,6 +225,10 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                 and StorageWeakRef(result.untyped_storage()) == StorageWeakRef(target.untyped_storage())):
             self._data_aliases[id(result)] = weakref.ref(result)   # x.data, or a view of it
         return result
+
+    def _record_write(self, target: torch.Tensor) -> None:
+        written = self.written_via_data if self._is_data_alias(target) else self.written_directly
+        written.add(StorageWeakRef(target.untyped_storage()))
 
     def _is_data_alias(self, t: torch.Tensor) -> bool:
         ref = self._data_aliases.get(id(t))

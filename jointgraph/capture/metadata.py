@@ -219,6 +219,11 @@ def _input_info(f_arg, fake_arg, role: Role, grad_fn_before, replay_views: bool,
             raise UnsupportedError("resize_() of an input to a larger size is not supported",
                                    hint='resize a clone and return it, or pass on_unsupported="eager"')
     requires_grad_set = bool(f_arg.requires_grad and f_arg.grad_fn is None and not fake_arg.requires_grad)
+    if requires_grad_set and new_metadata is not None:
+        # Its gradient would have the final geometry, the graph's the one the input came in with.
+        raise UnsupportedError("requires_grad_() on an input whose metadata (t_(), transpose_(), ...) the "
+                               "function also changes is not supported",
+                               hint='change a view instead (x = x.t()), or pass on_unsupported="eager"')
     return InputInfo(role=role, requires_grad=bool(fake_arg.requires_grad), mutates_data=mutated,
                      mutation_hidden_from_autograd=mutated and not recorded, new_metadata=new_metadata,
                      metadata_recorded=new_metadata is not None and recorded, requires_grad_set=requires_grad_set)
@@ -321,11 +326,13 @@ def _output_info(out, f_args: list, input_storages: dict, with_backward: bool, r
         replay = _view_replay(out) if replay_views else None
         return OutputInfo(kind="input_view", requires_grad=out.requires_grad, input_index=base,
                           view_meta=_view_meta(out, bool(out.requires_grad)), view_replay=replay)
-    view_meta = None
+    view_meta = replay = None
     if with_backward and out._base is not None and not _from_custom_function(out):
         # A view of an intermediate: returned from the autograd.Function it could not be modified
-        # in place; the graph returns its base instead, and the runtime takes the view of it.
+        # in place; the graph returns its base instead, and the runtime takes the view of it
+        # (replaying the view ops: the base's real strides may differ from its fake's).
         view_meta = _view_meta(out, bool(out.requires_grad))
+        replay = _view_replay(out) if replay_views else None
         out = out._base
     requires_grad = with_backward and out.requires_grad and (out.is_floating_point() or out.is_complex())
-    return OutputInfo(kind="tensor", requires_grad=requires_grad, view_meta=view_meta)
+    return OutputInfo(kind="tensor", requires_grad=requires_grad, view_meta=view_meta, view_replay=replay)

@@ -129,9 +129,9 @@ class CompiledEntry:
                 flat.append(value)
             elif kind == "input":
                 flat.append(inputs[value])
-            elif kind == "input_view" and value[2] is not None:   # replay the view ops on the caller's tensor
+            elif kind in ("input_view", "tensor_view") and value[2] is not None:   # replay the view ops
                 index, (*_, requires_grad, multi_output), replay = value
-                base = pre[index] if pre and index in pre else inputs[index]
+                base = outs[index] if kind == "tensor_view" else pre[index] if pre and index in pre else inputs[index]
                 view = _replay_view(base, replay, requires_grad)
                 if multi_output and torch.is_grad_enabled():   # unbind / split: in-place raises, as in eager
                     _set_creation_meta(view, _MULTI_OUTPUT_NODE)
