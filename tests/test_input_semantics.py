@@ -130,6 +130,10 @@ SCENARIOS = {
     "zero_size_leaf_with_grad": ("def f(x):\n    x.mul_(2)\n    return x",
                                  "x = torch.randn(0, requires_grad=True)\nx,"),
     "expand_add_": ("def f(x):\n    x.expand(2, 3).add_(1)\n    return x", "x = torch.zeros(3)\nx,"),
+    "full_overlap_after_a_write": ("def f(a):\n    a.fill_(-1.0)\n    a.add_(a.t())\n    return a",
+                                   "base = torch.randn(6)\na = base[1:5]\na,"),
+    "partial_overlap_after_a_write": ("def f(x):\n    x.mul_(2)\n    x[1:].copy_(x[:-1])\n    return x",
+                                      "x = torch.arange(4.)\nx,"),
     "overlapping_copy_": ("def f(x):\n    x[1:].copy_(x[:-1])\n    return x", "x = torch.arange(4.)\nx,"),
 }
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,

@@ -156,8 +156,14 @@ def _dense(t: torch.Tensor) -> bool:
 
 
 def _partial_overlap(out: torch.Tensor, other: torch.Tensor) -> bool:
-    """Eager's MemOverlapStatus::Partial between a written tensor and a read one."""
-    if other is out or out.numel() == 0 or other.numel() == 0 or not (_dense(out) and _dense(other)):
+    """Eager's MemOverlapStatus::Partial between a written tensor and a read one.
+
+    Geometry is read from the tensors functionalization holds (views of one current value),
+    not from the functional wrappers, whose offsets go stale after a write to the base."""
+    if other is out or out.numel() == 0 or other.numel() == 0:
+        return False
+    out, other = from_fun(out), from_fun(other)
+    if not (_dense(out) and _dense(other)):
         return False
     if StorageWeakRef(out.untyped_storage()) != StorageWeakRef(other.untyped_storage()):
         return False
