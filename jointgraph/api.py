@@ -26,7 +26,7 @@ from .options import CompileOptions
 from .passes.pipeline import run_joint_passes, run_split_passes
 from .passes.saved_codecs import apply_saved_codecs
 from .planner.default import plan_default
-from .planner.graph_utils import storage_root
+from .planner.graph_utils import backward_nodes, storage_root
 from .planner.mincut import plan_mincut
 from .runtime.compilers import compile_graph
 from .runtime.function import CompiledEntry, EntryLayout
@@ -191,7 +191,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         elif info.kind == "input":
             plan_entries.append(("input", info.input_index))
         elif info.kind == "output_view":
-            plan_entries.append(("output_view", (info.input_index, info.view_meta)))
+            plan_entries.append(("output_view", (info.input_index, info.view_meta, None)))
         else:
             plan_entries.append(("input_view", (info.input_index, info.view_meta, info.view_replay)))
     saved_inputs, saved_copies, saved_aliases, read_outputs = [], [], [], []
@@ -202,14 +202,14 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         saved_nodes = [v for v, r in zip(fw_out.args[0], roles, strict=True) if r is Role.SAVED_TENSOR]
         read_outputs = _outputs_the_backward_reads(joint.gm.graph, len(tensor_outs))
         for s, node in enumerate(saved_nodes):
-            root = storage_root(node) if isinstance(node, torch.fx.Node) else None
-            if root is not None and root.op == "placeholder" and root.meta["input_index"] in mutated:
+            root = storage_root(node)
+            source = root.meta["input_index"] if root.op == "placeholder" else None
+            if source in mutated:
                 saved_copies.append(s)   # an input (or a view of one) the epilogue overwrites: keep the old value
-            elif root is not None and root.op == "placeholder" and root.meta["input_index"] in reshaped:
+                continue
+            if source in reshaped:
                 saved_aliases.append(s)   # the epilogue's as_strided_ changes its geometry: keep the old one
-                if node.op == "placeholder":
-                    saved_inputs.append((s, node.meta["input_index"]))
-            elif node.op == "placeholder":
+            if node.op == "placeholder":
                 saved_inputs.append((s, node.meta["input_index"]))
     return EntryLayout(
         num_user_tensors=len(tensor_outs),
@@ -243,8 +243,6 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
 def _outputs_the_backward_reads(graph, num_user_tensors: int) -> list[int]:
     """User tensor outputs (not inputs) whose value the joint graph's backward reads: eager would
     save them, so modifying one in place before the backward raises (runtime/function.py)."""
-    from .planner.graph_utils import backward_nodes
-
     backward = backward_nodes(graph)
     out = next(n for n in reversed(graph.nodes) if n.op == "output")
     return [k for k, node in enumerate(out.args[0][:num_user_tensors])

@@ -124,10 +124,8 @@ class CompiledFunction:
             self._guard = guard
             self._static.clear()
             self._dynamic.clear()
-        context = self._context()
-        key = (static_key(leaves, grad_enabled), context)
-        hooks = context[1]
-        dynamic = self._wants_dynamic(leaves, key)
+        hooks = _top_hooks(False)
+        dynamic = self._wants_dynamic()
         try:
             if guard.refused is not None:
                 raise guard.refused
@@ -139,15 +137,14 @@ class CompiledFunction:
                           stacklevel=4)
             entry = _EagerEntry(self.fn, spec)
             dynamic = False
-        context = self._context()
-        key = (static_key(leaves, grad_enabled), context)
+        context = self._context()   # after the build: it may have found captured tensors (more leaves)
         entry.spec = spec
         self._num_entries += 1
         if dynamic and not isinstance(entry, _EagerEntry):
             entry.guard = _shape_guard(entry, signature)
             self._dynamic.setdefault((dynamic_key(leaves, grad_enabled), context), []).append(entry)
         else:
-            self._static.setdefault(key, []).append(entry)
+            self._static.setdefault((static_key(leaves, grad_enabled), context), []).append(entry)
         return entry, leaves
 
     def _build(self, leaves: list, spec, leaf_roles, dynamic: bool, hooks) -> tuple[Any, list, Any]:
@@ -165,7 +162,7 @@ class CompiledFunction:
         (entry, signature), leaves = lift_captured(self.fn, leaves, spec, leaf_roles, self._captured, build)
         return entry, leaves, signature
 
-    def _wants_dynamic(self, leaves: list, key: tuple) -> bool:
+    def _wants_dynamic(self) -> bool:
         if self.options.dynamic is not None:
             return self.options.dynamic
         # dynamic=None: static first; symbolic once a shape changes past the recompile limit.

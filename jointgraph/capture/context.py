@@ -31,7 +31,6 @@ from torch._subclasses.fake_tensor import (
     UnsupportedOperatorException,
 )
 from torch._subclasses.functional_tensor import FunctionalTensor
-from torch.multiprocessing.reductions import StorageWeakRef
 
 from ..errors import UnsupportedError, source_from_traceback, user_source_line
 
@@ -65,7 +64,7 @@ def from_fun(x):
 def clone_as_is(t: torch.Tensor) -> torch.Tensor:
     """A copy with ``t``'s strides, even when ``t`` is not dense (a slice): ``clone()`` would make it
     contiguous, and ops that view or copy depending on strides (``reshape``) would then differ from eager."""
-    if _dense(t) or _has_internal_overlap(t):
+    if _dense(t) or has_internal_overlap(t):
         return t.clone()
     return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device).copy_(t)
 
@@ -146,7 +145,12 @@ _DUNDER_WRITES = frozenset({"__setitem__", "__iadd__", "__isub__", "__imul__", "
 _DATA = torch._C.TensorBase.__dict__["data"]   # the descriptor whose __get__ is `x.data`
 
 
-def _has_internal_overlap(t: torch.Tensor) -> bool:
+def _is_in_place(name: str) -> bool:
+    """A method that writes its tensor's elements (``add_``, ``copy_``), not only its metadata."""
+    return name.endswith("_") and not name.startswith("_") and name not in _METADATA_ONLY
+
+
+def has_internal_overlap(t: torch.Tensor) -> bool:
     """Eager's definite overlap (MemOverlap::Yes): a dimension of stride 0 and size > 1."""
     return any(st == 0 and sz > 1 for sz, st in zip(t.shape, t.stride(), strict=True))
 
@@ -165,7 +169,7 @@ def _partial_overlap(out: torch.Tensor, other: torch.Tensor) -> bool:
     out, other = from_fun(out), from_fun(other)
     if not (_dense(out) and _dense(other)):
         return False
-    if StorageWeakRef(out.untyped_storage()) != StorageWeakRef(other.untyped_storage()):
+    if _storage_id(out) != _storage_id(other):
         return False
     a0, a1 = out.storage_offset() * out.element_size(), (out.storage_offset() + out.numel()) * out.element_size()
     b0 = other.storage_offset() * other.element_size()
@@ -173,24 +177,52 @@ def _partial_overlap(out: torch.Tensor, other: torch.Tensor) -> bool:
     return a0 < b1 and b0 < a1 and (a0, a1) != (b0, b1)
 
 
-class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
-    """Note [Eager's in-place checks]."""
+class _ByTensor:
+    """Values keyed by live tensors (by identity: tensors compare elementwise, and ids are reused)."""
 
     def __init__(self):
+        self._items: dict[int, tuple] = {}
+
+    def __setitem__(self, t: torch.Tensor, value) -> None:
+        self._items[id(t)] = (weakref.ref(t), value)
+
+    def get(self, t: torch.Tensor, default=None):
+        ref, value = self._items.get(id(t), (None, default))
+        return value if ref is not None and ref() is t else default
+
+
+def _storage_id(t: torch.Tensor) -> int:
+    return t.untyped_storage()._cdata
+
+
+class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
+    """Note [Eager's in-place checks].
+
+    ``analyze``: the metadata pass also raises eager's errors and records what the caller's
+    tensors need (writes through ``.data``, storages swapped by ``t.data = y``); the joint trace,
+    which follows the same program, only needs the rewrite of writes into ``expand``s.
+    """
+
+    def __init__(self, analyze: bool = True):
         super().__init__()
-        self._expanded: dict[int, tuple] = {}   # id(expand result) -> (weak ref to it, its source)
-        # Tensors whose version counter is ``.data``'s own (``x.data`` and views of it): id -> weak ref.
-        self._data_aliases: dict[int, weakref.ref] = {}
-        # Storages written through such a tensor / through any other (eager bumps those versions).
+        self.analyze = analyze
+        self._expanded = _ByTensor()       # expand result -> its source
+        self._data_aliases = _ByTensor()   # x.data and views of it (``.data`` counts its own versions) -> True
+        self._storages = _ByTensor()       # any result -> its storage when made
+        # Storages written through a .data alias / through any other tensor (eager bumps those versions).
         self.written_via_data: set = set()
         self.written_directly: set = set()
-        self._storages: dict[int, tuple] = {}   # id(result) -> (weak ref to it, its storage when made)
+
+    def track(self, tensors: list) -> None:
+        """Watch ``tensors`` (the inputs) as results are watched: a storage swapped under them is refused."""
+        for t in tensors:
+            self._storages[t] = _storage_id(t)
 
     def check_storage_kept(self, t: torch.Tensor) -> None:
         """Refuse a tensor whose storage was swapped behind functionalization's back (``t.data = y``
         on an intermediate): the wrapper would keep reading the old value."""
-        ref, storage = self._storages.get(id(t), (None, None))
-        if ref is not None and ref() is t and StorageWeakRef(t.untyped_storage()) != storage:
+        storage = self._storages.get(t)
+        if storage is not None and _storage_id(t) != storage:
             raise UnsupportedError("assigning to .data of a tensor inside the compiled function is not supported: "
                                    "the traced program would keep reading its old value", source=user_source_line(),
                                    hint="use `with torch.no_grad(): t.copy_(y)` for a same-shaped value, or a new "
@@ -200,55 +232,60 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
         target = args[0] if args and isinstance(args[0], torch.Tensor) else None
-        if target is not None and name in _DUNDER_WRITES:   # x[i] = v, x += v
-            self._record_write(target)
-        if target is not None and name.endswith("_") and not name.startswith("_") and name not in _METADATA_ONLY:
-            self._record_write(target)
-            ref, source = self._expanded.get(id(target), (None, None))
-            source = source if ref is not None and ref() is target else None
-            overlaps = _has_internal_overlap(target)
-            if source is not None and (name in _FILLS or (not overlaps and source.dim() == target.dim())):
+        in_place = target is not None and _is_in_place(name)
+        if in_place:
+            source = self._expanded.get(target)
+            if source is not None and (name in _FILLS or (not has_internal_overlap(target)
+                                                          and source.dim() == target.dim())):
+                self._record_write(source)
                 func(source, *args[1:], **kwargs)   # the expanded tensor's memory is exactly its source's
                 return target
-            if name not in _OVERLAP_UNCHECKED:
-                self._check(target, args[1:], kwargs)
-            elif overlaps:
-                raise UnsupportedError(f"{name} into a tensor whose elements overlap in memory cannot be compiled "
-                                       "(eager's result depends on the order its kernel writes them)",
-                                       source=user_source_line(),
-                                       hint='write into a clone, or pass on_unsupported="eager"')
-        for arg in args:
-            if isinstance(arg, torch.Tensor):
-                self.check_storage_kept(arg)
+            if self.analyze:
+                self._check_write(name, target, args[1:], kwargs)
+        if self.analyze:
+            if in_place or target is not None and name in _DUNDER_WRITES:   # also x[i] = v, x += v
+                self._record_write(target)
+            for arg in args:
+                if isinstance(arg, torch.Tensor):
+                    self.check_storage_kept(arg)
         result = func(*args, **kwargs)
         if isinstance(result, torch.Tensor):
-            self._storages[id(result)] = (weakref.ref(result), StorageWeakRef(result.untyped_storage()))
-        if func in _EXPANDS and isinstance(result, torch.Tensor) and target is not None:
-            self._expanded[id(result)] = (weakref.ref(result), target)
-        elif isinstance(result, torch.Tensor) and target is not None and (
-                name == "__get__" and getattr(func, "__self__", None) is _DATA
-                or self._is_data_alias(target) and result is not target
-                and StorageWeakRef(result.untyped_storage()) == StorageWeakRef(target.untyped_storage())):
-            self._data_aliases[id(result)] = weakref.ref(result)   # x.data, or a view of it
+            self._track(func, name, target, result)
         return result
 
-    def _record_write(self, target: torch.Tensor) -> None:
-        written = self.written_via_data if self._is_data_alias(target) else self.written_directly
-        written.add(StorageWeakRef(target.untyped_storage()))
+    def _check_write(self, name: str, target: torch.Tensor, rest: tuple, kwargs: dict) -> None:
+        if name not in _OVERLAP_UNCHECKED:
+            self._check(target, rest, kwargs)
+        elif has_internal_overlap(target):
+            raise UnsupportedError(f"{name} into a tensor whose elements overlap in memory cannot be compiled "
+                                   "(eager's result depends on the order its kernel writes them)",
+                                   source=user_source_line(), hint='write into a clone, or pass on_unsupported="eager"')
 
-    def _is_data_alias(self, t: torch.Tensor) -> bool:
-        ref = self._data_aliases.get(id(t))
-        return ref is not None and ref() is t
+    def _track(self, func, name: str, target, result: torch.Tensor) -> None:
+        if func in _EXPANDS and target is not None:
+            self._expanded[result] = target
+        if not self.analyze:
+            return
+        self._storages[result] = _storage_id(result)
+        if target is not None and (name == "__get__" and getattr(func, "__self__", None) is _DATA
+                                   or self._data_aliases.get(target) and result is not target
+                                   and _storage_id(result) == _storage_id(target)):
+            self._data_aliases[result] = True   # x.data, or a view of it
+
+    def _record_write(self, target: torch.Tensor) -> None:
+        if self.analyze:
+            written = self.written_via_data if self._data_aliases.get(target) else self.written_directly
+            written.add(_storage_id(target))
 
     def only_via_data(self, t: torch.Tensor) -> bool:
         """``t``'s storage was written in place only through ``.data`` aliases: eager leaves its version
         unchanged (``.data`` counts its own versions)."""
-        storage = StorageWeakRef(t.untyped_storage())
+        storage = _storage_id(t)
         return storage in self.written_via_data and storage not in self.written_directly
 
     @staticmethod
     def _check(target: torch.Tensor, rest: tuple, kwargs: dict) -> None:
-        if _has_internal_overlap(target):
+        if has_internal_overlap(target):
             raise RuntimeError(INTERNAL_OVERLAP)
         for other in (*rest, *kwargs.values()):
             if isinstance(other, torch.Tensor) and _partial_overlap(target, other):

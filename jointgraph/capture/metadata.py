@@ -58,6 +58,7 @@ from .context import (
     clone_as_is,
     from_fun,
     grad_context,
+    has_internal_overlap,
     refuse_rng_state_changes,
     to_fun,
     translate_errors,
@@ -74,13 +75,11 @@ class TraceMetadata:
 
 
 def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode,
-                     *, with_backward: bool, non_leaf: frozenset[int] = frozenset(),
-                     replay_views: bool = True) -> TraceMetadata:
+                     *, with_backward: bool, non_leaf: frozenset[int] = frozenset()) -> TraceMetadata:
     """Run ``flat_fn`` once on functional fakes; record mutations, aliasing and grad-requiring outputs.
 
     Inputs in ``non_leaf`` (the caller's tensor requires grad and is not a leaf) are
     cloned first, so an in-place op on them is legal, as it is in eager.
-    ``replay_views``: record view-op sequences for replay (static shapes only).
     """
     with translate_errors(), refuse_rng_state_changes(), fake_mode:
         with FunctionalTensorMode(_allow_token_discovery=True):
@@ -88,22 +87,16 @@ def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...]
             storage_bytes = storage_sizes(fake_args)
             checks = EagerInPlaceChecks()
             call_args = [clone_as_is(a) if i in non_leaf and with_backward else a for i, a in enumerate(f_args)]
+            tensors = [a for a in call_args if isinstance(a, torch.Tensor)]
+            checks.track(tensors)   # `x.data = y` on an input is refused like one on an intermediate
             with grad_context(with_backward), RefuseTraceTimeHooks(call_args), checks:
                 grad_fns = [a.grad_fn if isinstance(a, torch.Tensor) else None for a in call_args]
                 writes = [_write_count(a) for a in call_args]   # clone_as_is writes its copy once
-                storages = [_storage_ref(a) for a in call_args]
                 flat_outs = flat_fn(*call_args)
-                for out in flat_outs:
-                    if isinstance(out, torch.Tensor):
-                        checks.check_storage_kept(out)
-            for i, (a, before) in enumerate(zip(call_args, storages, strict=True)):
-                if before is not None and _storage_ref(a) != before:
-                    # `x.data = y` swaps the tensor under functionalization's wrapper, which keeps
-                    # reading the old value: it cannot be traced, for inputs or intermediates.
-                    raise UnsupportedError(f"assigning to .data of input {i} inside the compiled function is not "
-                                           "supported", hint="use `with torch.no_grad(): x.copy_(y)` for a "
-                                           'same-shaped value, or pass on_unsupported="eager"')
-            inputs = [_input_info(f, a, role, g, replay_views, w)
+            for t in (*tensors, *flat_outs):
+                if isinstance(t, torch.Tensor):
+                    checks.check_storage_kept(t)
+            inputs = [_input_info(f, a, role, g, w)
                       for f, a, role, g, w in zip(call_args, fake_args, roles, grad_fns, writes, strict=True)]
             inputs = _storage_resizes(inputs, call_args, fake_args, storage_bytes)
             _check_written_geometry(inputs, fake_args)
@@ -114,7 +107,7 @@ def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...]
             outputs, tangents = [], []
             for out in flat_outs:
                 info = _output_view_info(out, flat_outs, outputs, with_backward) or \
-                    _output_info(out, call_args, input_storages, with_backward, replay_views)
+                    _output_info(out, call_args, input_storages, with_backward)
                 outputs.append(info)
                 if info.kind == "tensor" and info.requires_grad:
                     plain = from_fun(returned(out, info))
@@ -122,10 +115,6 @@ def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...]
         # Tangents are plain fakes: made outside FunctionalTensorMode.
         tangents = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype, device in tangents]
     return TraceMetadata(inputs, outputs, tangents)
-
-
-def _storage_ref(t) -> StorageWeakRef | None:
-    return StorageWeakRef(t.untyped_storage()) if isinstance(t, torch.Tensor) else None
 
 
 def storage_sizes(fake_args: list) -> list:
@@ -195,8 +184,7 @@ def _write_count(t) -> int | None:
     return torch._functionalize_mutation_counter(t.elem)
 
 
-def _input_info(f_arg, fake_arg, role: Role, grad_fn_before, replay_views: bool,
-                writes_before: int | None) -> InputInfo:
+def _input_info(f_arg, fake_arg, role: Role, grad_fn_before, writes_before: int | None) -> InputInfo:
     if not isinstance(f_arg, torch.Tensor):
         return InputInfo(role=role, requires_grad=False)
     written = _write_count(f_arg) != writes_before
@@ -205,7 +193,7 @@ def _input_info(f_arg, fake_arg, role: Role, grad_fn_before, replay_views: bool,
         raise UnsupportedError("set_() of an input (sharing another tensor's storage) is not supported",
                                hint='return the new tensor instead, or pass on_unsupported="eager"')
     mutated = written and bool(torch._functionalize_has_data_mutation(elem))
-    if mutated and any(st == 0 and sz > 1 for sz, st in zip(fake_arg.shape, fake_arg.stride(), strict=True)):
+    if mutated and has_internal_overlap(fake_arg):
         raise UnsupportedError("an input whose elements share memory (an expanded tensor, stride 0) is written in "
                                "place; its new value cannot be expressed functionally",
                                hint="pass the tensor before expand (or a .clone() of the expanded one), or pass "
@@ -213,7 +201,7 @@ def _input_info(f_arg, fake_arg, role: Role, grad_fn_before, replay_views: bool,
     recorded = f_arg.grad_fn is not grad_fn_before   # autograd saw an in-place op on it
     new_metadata = None
     if torch._functionalize_has_metadata_mutation(elem):
-        new_metadata = _replayable_metadata(f_arg, replay_views)
+        new_metadata = _replayable_metadata(f_arg)
         value = from_fun(f_arg)   # its strides are the new value's: an expanded input's are not stride 0
         if value.numel() > fake_arg.numel() and _full_storage_bytes(value) > fake_arg.untyped_storage().nbytes():
             raise UnsupportedError("resize_() of an input to a larger size is not supported",
@@ -239,7 +227,7 @@ def _check_written_geometry(infos: list[InputInfo], fake_args: list) -> None:
         size, stride, offset, replay = info.new_metadata
         if replay is not None:
             with torch.utils._python_dispatch._disable_current_modes():
-                view = functionalization.apply_view_meta_sequence(torch.ops.aten.alias(fake), list(replay))
+                view = replay_views(fake, replay)
             size, stride, offset = view.shape, view.stride(), view.storage_offset()
         old, new = _elements(fake.shape, fake.stride(), fake.storage_offset()), _elements(size, stride, offset)
         if old is not None and new is not None and old != new:
@@ -251,18 +239,28 @@ def _check_written_geometry(infos: list[InputInfo], fake_args: list) -> None:
 
 def _elements(size, stride, offset) -> tuple | None:
     """Which storage elements a geometry holds, up to the order of its dimensions; None if symbolic."""
-    if not all(isinstance(v, int) for v in (*size, *stride, offset)):
+    if not _static(size, stride, offset):
         return None
     dims = sorted((s, st) for s, st in zip(size, stride, strict=True) if s != 1)
     return (offset, tuple(dims)) if all(s > 0 for s in size) else ()
 
 
-def _replayable_metadata(f_arg, replay_views: bool) -> tuple:
+def _static(size, stride, offset) -> bool:
+    return all(isinstance(v, int) for v in (*size, *stride, offset))
+
+
+def replay_views(base: torch.Tensor, sequence: tuple) -> torch.Tensor:
+    """The view ops ``sequence`` (recorded by functionalization) applied to ``base``'s geometry, on an
+    alias: the sequence may hold in-place view ops (``t_``) that must not touch ``base`` itself."""
+    return functionalization.apply_view_meta_sequence(torch.ops.aten.alias(base), list(sequence))
+
+
+def _replayable_metadata(f_arg) -> tuple:
     """(size, stride, storage_offset, view replay) an input ends with after ``t_()`` / ``unsqueeze_()`` / ..."""
     plain = from_fun(f_arg)
     size, stride, offset = tuple(plain.shape), tuple(plain.stride()), plain.storage_offset()
-    replay = _view_replay(f_arg) if replay_views else None
-    if replay is None and not all(isinstance(v, int) for v in (*size, *stride, offset)):
+    replay = _view_replay(f_arg)
+    if replay is None and not _static(size, stride, offset):
         raise UnsupportedError("metadata mutation of an input with symbolic sizes is not supported",
                                hint='pass dynamic=False, or on_unsupported="eager"')
     return size, stride, offset, replay
@@ -272,7 +270,7 @@ def _view_replay(f_tensor) -> tuple | None:
     """The view ops from ``f_tensor``'s base to it, to replay on the caller's tensor; None if not replayable
     (symbolic sizes: the ops hold symbols, not the caller's sizes)."""
     plain = from_fun(f_tensor)
-    if not all(isinstance(v, int) for v in (*plain.shape, *plain.stride(), plain.storage_offset())):
+    if not _static(plain.shape, plain.stride(), plain.storage_offset()):
         return None
     try:
         return tuple(functionalization.get_view_meta_sequence(f_tensor.elem))
@@ -313,7 +311,7 @@ def _from_custom_function(out) -> bool:
     return isinstance(grad_fn, torch.autograd.function.BackwardCFunction) or type(grad_fn).__name__ == "CppFunction"
 
 
-def _output_info(out, f_args: list, input_storages: dict, with_backward: bool, replay_views: bool) -> OutputInfo:
+def _output_info(out, f_args: list, input_storages: dict, with_backward: bool) -> OutputInfo:
     if not isinstance(out, torch.Tensor):
         return OutputInfo(kind="constant", constant=out)
     for i, f in enumerate(f_args):
@@ -323,16 +321,15 @@ def _output_info(out, f_args: list, input_storages: dict, with_backward: bool, r
     if base is not None and not (with_backward and _from_custom_function(out)):
         # A view of an input is regenerated from the caller's tensor; a custom Function's output
         # that aliases an input is a plain output, so the Function's backward stays in the graph.
-        replay = _view_replay(out) if replay_views else None
         return OutputInfo(kind="input_view", requires_grad=out.requires_grad, input_index=base,
-                          view_meta=_view_meta(out, bool(out.requires_grad)), view_replay=replay)
+                          view_meta=_view_meta(out, bool(out.requires_grad)), view_replay=_view_replay(out))
     view_meta = replay = None
     if with_backward and out._base is not None and not _from_custom_function(out):
         # A view of an intermediate: returned from the autograd.Function it could not be modified
         # in place; the graph returns its base instead, and the runtime takes the view of it
         # (replaying the view ops: the base's real strides may differ from its fake's).
         view_meta = _view_meta(out, bool(out.requires_grad))
-        replay = _view_replay(out) if replay_views else None
+        replay = _view_replay(out)
         out = out._base
     requires_grad = with_backward and out.requires_grad and (out.is_floating_point() or out.is_complex())
     return OutputInfo(kind="tensor", requires_grad=requires_grad, view_meta=view_meta, view_replay=replay)

@@ -149,7 +149,7 @@ def _trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fa
 
     def joint(*args):
         f_inputs = [to_fun(a) for a in args[:num_inputs]]
-        with grad_context(with_backward), EagerInPlaceChecks():
+        with grad_context(with_backward), EagerInPlaceChecks(analyze=False):
             call_inputs = list(f_inputs)
             for i in clone_idx:
                 call_inputs[i] = clone_as_is(f_inputs[i])

@@ -35,6 +35,7 @@ import torch.utils._pytree as pytree
 
 from ..capture.context import treated_as_inputs
 from ..errors import UnsupportedError
+from .epilogue import apply_metadata_mutations
 
 
 class AliasedInputs(UnsupportedError):
@@ -146,9 +147,7 @@ class SyntheticBases:
         result = inner(bases, masked)
         metadata = tuple(m for m in layout.metadata_mutations if m[0] in members_of)
         if metadata:   # the rebuilt views' t_() / as_strided_(), on the caller's tensors
-            from .function import _apply_metadata_mutations
-
-            _apply_metadata_mutations([leaves[p] for p in positions], metadata)
+            apply_metadata_mutations([leaves[p] for p in positions], metadata)
         for i in requires_grad_set:
             leaves[positions[i]].requires_grad_()
         if not returned:

@@ -27,11 +27,12 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-import torch._C._functionalization as functionalization
 from torch.autograd.function import once_differentiable
 
 from ..capture.inputs import unflattener
+from ..capture.metadata import replay_views
 from .aliasing import check_no_aliasing
+from .epilogue import apply_metadata_mutations, apply_mutations, check_leaf_mutation
 
 _keep_graph = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", lambda: True)
 _top_hooks = torch._C._autograd._top_saved_tensors_default_hooks
@@ -105,7 +106,7 @@ class CompiledEntry:
         layout = self.layout
         if self._mutation_check:
             check_no_aliasing(inputs, layout.mutated_inputs)
-            _check_leaf_mutation(inputs, layout.mutated_with_grad)
+            check_leaf_mutation(inputs, layout.mutated_with_grad)
         for i in layout.requires_grad_set:   # Note [Input mutations]: a prologue, as the user's call did
             inputs[i].requires_grad_()
         if self.function is not None:
@@ -118,9 +119,9 @@ class CompiledEntry:
                 inputs[i].untyped_storage().resize_(nbytes)
         pre = {i: torch.ops.aten.alias(inputs[i]) for i in self._pre_alias} if self._pre_alias else None
         if layout.metadata_mutations:
-            _apply_metadata_mutations(inputs, layout.metadata_mutations)
+            apply_metadata_mutations(inputs, layout.metadata_mutations)
         if self._copies:
-            _apply_mutations(inputs, outs, self._copies)
+            apply_mutations(inputs, outs, self._copies)
         flat = []
         for kind, value in layout.output_plan:
             if kind == "tensor":
@@ -129,23 +130,21 @@ class CompiledEntry:
                 flat.append(value)
             elif kind == "input":
                 flat.append(inputs[value])
-            elif kind in ("input_view", "tensor_view") and value[2] is not None:   # replay the view ops
-                index, (*_, requires_grad, multi_output), replay = value
-                base = outs[index] if kind == "tensor_view" else pre[index] if pre and index in pre else inputs[index]
-                view = _replay_view(base, replay, requires_grad)
-                if multi_output and torch.is_grad_enabled():   # unbind / split: in-place raises, as in eager
-                    _set_creation_meta(view, _MULTI_OUTPUT_NODE)
-                flat.append(view)
             elif kind == "symbolic":   # a size expression (capture/symbolic.py)
                 flat.append(value(inputs))
             else:  # a view of the caller's tensor ("input_view"), of an earlier output, or of the base the
                 # graph returned for a view of an intermediate ("tensor_view"), as eager returns
-                index, (size, stride, offset, dtype, requires_grad, multi_output) = value[:2]
-                base = flat[index] if kind == "output_view" else outs[index] if kind == "tensor_view" \
-                    else inputs[index]
+                index, (size, stride, offset, dtype, requires_grad, multi_output), replay = value
+                if kind == "output_view":
+                    base = flat[index]
+                elif kind == "tensor_view":
+                    base = outs[index]
+                else:
+                    base = pre[index] if pre and index in pre else inputs[index]
                 if base.requires_grad and not requires_grad:   # x.detach(), views under no_grad
                     base = base.detach()
-                view = _regenerate_view(base, size, stride, offset, dtype)
+                view = _regenerate_view(base, size, stride, offset, dtype) if replay is None \
+                    else replay_views(base, replay)   # replayed: exact whatever the base's real strides
                 if multi_output and torch.is_grad_enabled():   # unbind / split: in-place raises, as in eager
                     _set_creation_meta(view, _MULTI_OUTPUT_NODE)
                 flat.append(view)
@@ -208,47 +207,6 @@ class RaisesInBackward(torch.autograd.Function):
     def backward(ctx, *grads):
         error = ctx.error
         raise type(error)(*error.args)
-
-
-def _replay_view(base: torch.Tensor, replay: tuple, requires_grad: bool) -> torch.Tensor:
-    if base.requires_grad and not requires_grad:   # x.detach(), views under no_grad
-        base = base.detach()
-    # On an alias: the sequence may hold in-place view ops (t_) that must not touch the caller's tensor.
-    return functionalization.apply_view_meta_sequence(torch.ops.aten.alias(base), list(replay))
-
-
-def _apply_metadata_mutations(inputs: list, mutations: tuple) -> None:
-    """Give the caller's tensors the geometry the function left them with (before any data copy)."""
-    for i, size, stride, offset, replay, recorded in mutations:
-        target = inputs[i]
-        if replay is not None:   # replayed on the caller's own strides and offset
-            with torch.no_grad():
-                view = functionalization.apply_view_meta_sequence(torch.ops.aten.alias(target), list(replay))
-            size, stride, offset = view.shape, view.stride(), view.storage_offset()
-        if recorded:
-            target.as_strided_(size, stride, offset)
-        else:
-            with torch.no_grad():
-                target.as_strided_(size, stride, offset)
-
-
-def _apply_mutations(inputs: list, outs, copies: tuple) -> None:
-    """The epilogue of Note [Input mutations]: copy new values into the caller's tensors."""
-    for i, k, recorded, keep_version in copies:
-        if recorded:
-            inputs[i].copy_(outs[k])   # autograd records it, as it recorded eager's in-place op
-        elif keep_version:   # written through x.data, which counts its own versions
-            with torch.no_grad(), torch.autograd._unsafe_preserve_version_counter(inputs[i]):
-                inputs[i].copy_(outs[k])
-        else:
-            with torch.no_grad():
-                inputs[i].copy_(outs[k])
-
-
-def _check_leaf_mutation(inputs: list, with_grad: tuple) -> None:
-    for i in with_grad:
-        if inputs[i].is_leaf and inputs[i].requires_grad:
-            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
 
 
 def _make_function(forward: Callable, backward: Callable, layout: EntryLayout) -> type:

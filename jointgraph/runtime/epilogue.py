@@ -1,0 +1,44 @@
+"""The epilogue of Note [Input mutations] (capture/metadata.py): what the call does to the
+caller's tensors after the compiled forward ran. Each step reads a precomputed index list."""
+
+from __future__ import annotations
+
+import torch
+
+from ..capture.metadata import replay_views
+
+
+def apply_metadata_mutations(inputs: list, mutations: tuple) -> None:
+    """Give the caller's tensors the geometry the function left them with (before any data copy)."""
+    for i, size, stride, offset, replay, recorded in mutations:
+        target = inputs[i]
+        if replay is not None:   # replayed on the caller's own strides and offset
+            with torch.no_grad():
+                view = replay_views(target, replay)
+            size, stride, offset = view.shape, view.stride(), view.storage_offset()
+        if recorded:
+            target.as_strided_(size, stride, offset)
+        else:
+            with torch.no_grad():
+                target.as_strided_(size, stride, offset)
+
+
+def apply_mutations(inputs: list, outs, copies: tuple) -> None:
+    """Copy new values into the caller's tensors: ``copies`` holds (input, output, recorded by
+    autograd, written only through ``.data``)."""
+    for i, k, recorded, keep_version in copies:
+        if recorded:
+            inputs[i].copy_(outs[k])   # autograd records it, as it recorded eager's in-place op
+        elif keep_version:   # written through x.data, which counts its own versions
+            with torch.no_grad(), torch.autograd._unsafe_preserve_version_counter(inputs[i]):
+                inputs[i].copy_(outs[k])
+        else:
+            with torch.no_grad():
+                inputs[i].copy_(outs[k])
+
+
+def check_leaf_mutation(inputs: list, with_grad: tuple) -> None:
+    """Eager's error for a recorded in-place op on a leaf that requires grad."""
+    for i in with_grad:
+        if inputs[i].is_leaf and inputs[i].requires_grad:
+            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
