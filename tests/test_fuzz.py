@@ -226,23 +226,14 @@ def test_minimize_keeps_the_failure_and_drops_the_rest():
 
 ### jointgraph under the oracle
 
-# Programs of the CI run below that are still wrong: open classes of issue 11, each named by the
-# oracle's key. The test fails on any other wrong result or crash, and when one of these starts
-# passing (then remove it here). The long run: benchmarks/fuzz.py.
-KNOWN_WRONG = {
-    2064: "output strides",                          # t0 = a * b_expanded; a.unsqueeze_(0); t0.diagonal()
-    2069: "exception at call, eager at backward",
-    2071: "output requires_grad",
-}
-
-
-def test_random_programs_match_eager_except_the_known_open_classes():
+def test_random_programs_match_eager():
+    """The CI-sized run: every program passes or is refused clearly under every contender
+    (the long run: benchmarks/fuzz.py)."""
     contenders = fuzz.contenders(dynamo_every=3)
     summary = fuzz.run(90, seed=2024, contenders=list(contenders.values()), progress=False)
-    unexpected = [f for f in summary.failures if KNOWN_WRONG.get(f.program.seed) != f.outcome.key]
-    report = "\n\n".join(f"{f.contender}: {f.outcome.message}\n{f.program.render()}" for f in unexpected[:3])
-    assert not unexpected, report
-    assert {f.program.seed for f in summary.failures} == set(KNOWN_WRONG), "one is fixed: update KNOWN_WRONG"
+    report = "\n\n".join(f"{f.contender}: {f.outcome.message}\n{f.program.render()}" for f in summary.failures[:3])
+    assert not summary.failures, report
+    assert sum(c["pass"] for c in summary.counts.values()) > 0.6 * sum(sum(c.values()) for c in summary.counts.values())
 
 
 def test_benchmark_cli_prints_counts(monkeypatch, capsys):

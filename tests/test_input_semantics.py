@@ -135,6 +135,37 @@ SCENARIOS = {
     "partial_overlap_after_a_write": ("def f(x):\n    x.mul_(2)\n    x[1:].copy_(x[:-1])\n    return x",
                                       "x = torch.arange(4.)\nx,"),
     "overlapping_copy_": ("def f(x):\n    x[1:].copy_(x[:-1])\n    return x", "x = torch.arange(4.)\nx,"),
+    # metadata ops on a view of an input bump the version it shares
+    "t_of_a_detached_input": ("def f(a):\n    t = a.detach()\n    t.t_()\n    return (t + t).sum(), a",
+                              "a = torch.randn(3, 2, requires_grad=True)\na,"),
+    "t_of_a_view_of_an_input": ("def f(a):\n    t = a[0]\n    t.unsqueeze_(0)\n    return (t * t).detach()",
+                                "base = torch.randn(5)\nx = base[2:]\nx,"),
+    # eager's full overlap needs equal strides too
+    "unsqueezed_self_is_a_partial_overlap": ("def f(a):\n    a.unsqueeze(0).mul_(a)\n    return a",
+                                             "a = torch.randn(2)\na,"),
+    "unsqueezed_self_copy_": ("def f(a):\n    a.unsqueeze(0).copy_(a)\n    return a", "a = torch.randn(2)\na,"),
+    # Note [Writes into expanded tensors]
+    "fill_a_row_of_an_expand": ("def f(x):\n    x.expand(2, 3)[0].fill_(2.)\n    return x * 1",
+                                "x = torch.zeros(3)\nx,"),
+    "setitem_a_row_of_an_expand": ("def f(x, v):\n    x.expand(2, 3)[1] = v\n    return x * 1",
+                                   "x = torch.zeros(3)\nv = torch.randn(3, requires_grad=True)\nx, v"),
+    "bool_setitem_into_an_expand": ("def f(a):\n    a.expand(2, 3, 3)[0] = False\n    a[0, 1] = False\n    return a",
+                                    "a = torch.ones(3, 3, dtype=torch.bool)\na,"),
+    "masked_setitem_into_an_expand": ("def f(a):\n    e = a.detach().expand(2, 3, 4)\n    e[e > 0] = 0.5\n"
+                                      "    return a.clone()", "a = torch.randn(3, 4)\na,"),
+    "masked_fill_of_an_expand": ("def f(a, m):\n    a.expand(2, 3).masked_fill_(m, -1.)\n    return a.clone()",
+                                 "a = torch.randn(3)\nm = torch.tensor([[True, False, False], [False, False, True]])"
+                                 "\na, m"),
+    "copy_self_of_an_expanded_input": ("def f(c):\n    c.copy_(c)\n    return c.sum()",
+                                       "c = torch.randn(1, 3).expand(2, 3)\nc,"),
+    # outputs of an entry whose backward raises keep sharing their base
+    "views_of_a_saved_value_written_in_place": ("def f(a):\n    t = a.exp()\n    t.mul_(2)\n"
+                                                "    return t[1:], t.select(0, -1)",
+                                                "a = torch.randn(2, 4, requires_grad=True)\na,"),
+    # requires_grad_() on an input that views another tensor: earlier views do not follow it
+    "requires_grad_of_a_view_input": ("def f(a):\n    t = a[::2]\n    a.requires_grad_()\n"
+                                      "    return a, t.sum(), (a * 2).sum()",
+                                      "base = torch.randn(4, 4)\nx = base[1:3]\nx,"),
 }
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.
@@ -151,6 +182,10 @@ REFUSED = {
                                       "a = torch.randn(3)\na,"),
     "assign_data_of_intermediate": ("def f(a):\n    t = a.tanh()\n    t.data = t.data * 2\n    return a * t",
                                     "a = torch.randn(3)\na,"),
+    "set_then_a_failing_op": ("def f(a, b):\n    b.set_(a)\n    b.transpose_(0, 1)\n    return b[:, 1:] * 2",
+                              "a = torch.randn(3)\nb = torch.randn(2, 2)\na, b"),
+    "return_after_set_": ("def f(a, b):\n    t = b.select(0, -1)\n    t.set_(a)\n    return t",
+                          "a = torch.randn(3)\nb = torch.randn(2, 3)\na, b"),
     "assign_data": ("def f(x):\n    x.data = x.data * 2\n    return x + 1", "x = torch.randn(3)\nx,"),
 }
 
@@ -160,6 +195,8 @@ REFUSED = {
 def test_input_scenario_matches_eager(name, contender):
     if name.startswith("data_") and contender == "dynamo":
         pytest.skip("Dynamo rewrites x.data before jointgraph sees the graph: the write bumps x's version there")
+    if name == "copy_self_of_an_expanded_input" and contender == "dynamo":
+        pytest.skip("Dynamo's own fake-tensor pass (backend='eager' too) raises on c.copy_(c) before any backend")
     outcome = check(_program(*SCENARIOS[name]), CONTENDERS[contender])
     assert outcome.status == "pass", outcome.message
 

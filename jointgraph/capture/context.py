@@ -1,20 +1,6 @@
 """What runs around the user's function while it is traced: functional wrappers, grad mode,
-refusals of what would happen at trace time only, eager's in-place overlap checks, and the
-translation of tracer failures into UnsupportedError.
-
-Note [Eager's in-place checks]
-------------------------------
-Functionalization turns every in-place op into an out-of-place op plus a write-back, so
-it never sees what eager's kernels refuse: writing into a tensor whose elements share
-memory (``x.expand(2, 3).add_(1)``) or reading from a tensor that partly overlaps the one
-written (``x[1:].copy_(x[:-1])``). ``EagerInPlaceChecks`` (a TorchFunctionMode, so it sees
-the user's tensors with their real view geometry) raises eager's own RuntimeError for
-both, at the call, as eager does. Writes into an ``expand``ed tensor that eager allows
-(``fill_`` / ``zero_``: every copy of an element gets the same value) are applied to the
-tensor that was expanded, which holds exactly the written memory; functionalization's
-inverse of ``expand`` (a sum over the expanded dimensions) would otherwise multiply the
-written value. Other writes into tensors with overlapping elements (``unfold`` windows)
-depend on the order eager's kernel visits them and are refused.
+refusals of what would happen at trace time only, and the translation of tracer failures
+into UnsupportedError. Eager's checks of in-place ops are in ``inplace.py``.
 """
 
 from __future__ import annotations
@@ -22,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
-import weakref
 
 import torch
 from torch._subclasses.fake_tensor import (
@@ -44,10 +29,6 @@ _FAKE_DATA_ACCESS = "data is not allocated yet"   # c10's message when a kernel 
 _DATA_DEPENDENT = (DataDependentOutputException, DynamicOutputShapeException, _DataDependentGuard)
 _FUNCTIONALIZATION_LIMITS = ("functionalization",)   # RuntimeErrors functionalization raises on what it cannot express
 
-INTERNAL_OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a single "
-                    "memory location. Please clone() the tensor before performing the operation.")
-PARTIAL_OVERLAP = ("unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
-                   "single memory location. Please clone() the tensor before performing the operation.")
 
 
 def to_fun(x):
@@ -127,29 +108,6 @@ class RefuseTraceTimeHooks(torch.overrides.TorchFunctionMode):
 
 
 # In-place methods that change metadata or autograd state only: no element is written.
-_METADATA_ONLY = frozenset({
-    "requires_grad_", "retain_grad", "share_memory_", "record_stream", "detach_", "t_", "transpose_", "swapdims_",
-    "swapaxes_", "unsqueeze_", "squeeze_", "as_strided_", "resize_", "resize_as_", "set_",
-})
-# Writes eager allows into a tensor whose elements overlap (it checks neither overlap).
-_OVERLAP_UNCHECKED = frozenset({
-    "fill_", "zero_", "masked_fill_", "index_put_", "index_fill_", "put_", "masked_scatter_", "fill_diagonal_",
-    "index_add_", "index_copy_", "scatter_add_", "scatter_reduce_", "bernoulli_", "random_", "exponential_",
-    "geometric_", "cauchy_", "log_normal_",
-})
-_EXPANDS = frozenset({torch.Tensor.expand, torch.Tensor.expand_as, torch.Tensor.broadcast_to, torch.broadcast_to})
-_FILLS = frozenset({"fill_", "zero_"})
-_DUNDER_WRITES = frozenset({"__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__",
-                            "__imod__", "__ipow__", "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__",
-                            "__imatmul__"})
-_DATA = torch._C.TensorBase.__dict__["data"]   # the descriptor whose __get__ is `x.data`
-
-
-def _is_in_place(name: str) -> bool:
-    """A method that writes its tensor's elements (``add_``, ``copy_``), not only its metadata."""
-    return name.endswith("_") and not name.startswith("_") and name not in _METADATA_ONLY
-
-
 def has_internal_overlap(t: torch.Tensor) -> bool:
     """Eager's definite overlap (MemOverlap::Yes): a dimension of stride 0 and size > 1."""
     return any(st == 0 and sz > 1 for sz, st in zip(t.shape, t.stride(), strict=True))
@@ -158,138 +116,6 @@ def has_internal_overlap(t: torch.Tensor) -> bool:
 def _dense(t: torch.Tensor) -> bool:
     return torch._prims_common.is_non_overlapping_and_dense_or_false(t)
 
-
-def _partial_overlap(out: torch.Tensor, other: torch.Tensor) -> bool:
-    """Eager's MemOverlapStatus::Partial between a written tensor and a read one.
-
-    Geometry is read from the tensors functionalization holds (views of one current value),
-    not from the functional wrappers, whose offsets go stale after a write to the base."""
-    if other is out or out.numel() == 0 or other.numel() == 0:
-        return False
-    out, other = from_fun(out), from_fun(other)
-    if not (_dense(out) and _dense(other)):
-        return False
-    if _storage_id(out) != _storage_id(other):
-        return False
-    a0, a1 = out.storage_offset() * out.element_size(), (out.storage_offset() + out.numel()) * out.element_size()
-    b0 = other.storage_offset() * other.element_size()
-    b1 = (other.storage_offset() + other.numel()) * other.element_size()
-    return a0 < b1 and b0 < a1 and (a0, a1) != (b0, b1)
-
-
-class _ByTensor:
-    """Values keyed by live tensors (by identity: tensors compare elementwise, and ids are reused)."""
-
-    def __init__(self):
-        self._items: dict[int, tuple] = {}
-
-    def __setitem__(self, t: torch.Tensor, value) -> None:
-        self._items[id(t)] = (weakref.ref(t), value)
-
-    def get(self, t: torch.Tensor, default=None):
-        ref, value = self._items.get(id(t), (None, default))
-        return value if ref is not None and ref() is t else default
-
-
-def _storage_id(t: torch.Tensor) -> int:
-    return t.untyped_storage()._cdata
-
-
-class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
-    """Note [Eager's in-place checks].
-
-    ``analyze``: the metadata pass also raises eager's errors and records what the caller's
-    tensors need (writes through ``.data``, storages swapped by ``t.data = y``); the joint trace,
-    which follows the same program, only needs the rewrite of writes into ``expand``s.
-    """
-
-    def __init__(self, analyze: bool = True):
-        super().__init__()
-        self.analyze = analyze
-        self._expanded = _ByTensor()       # expand result -> its source
-        self._data_aliases = _ByTensor()   # x.data and views of it (``.data`` counts its own versions) -> True
-        self._storages = _ByTensor()       # any result -> its storage when made
-        # Storages written through a .data alias / through any other tensor (eager bumps those versions).
-        self.written_via_data: set = set()
-        self.written_directly: set = set()
-
-    def track(self, tensors: list) -> None:
-        """Watch ``tensors`` (the inputs) as results are watched: a storage swapped under them is refused."""
-        for t in tensors:
-            self._storages[t] = _storage_id(t)
-
-    def check_storage_kept(self, t: torch.Tensor) -> None:
-        """Refuse a tensor whose storage was swapped behind functionalization's back (``t.data = y``
-        on an intermediate): the wrapper would keep reading the old value."""
-        storage = self._storages.get(t)
-        if storage is not None and _storage_id(t) != storage:
-            raise UnsupportedError("assigning to .data of a tensor inside the compiled function is not supported: "
-                                   "the traced program would keep reading its old value", source=user_source_line(),
-                                   hint="use `with torch.no_grad(): t.copy_(y)` for a same-shaped value, or a new "
-                                        'variable, or pass on_unsupported="eager"')
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        name = getattr(func, "__name__", "")
-        target = args[0] if args and isinstance(args[0], torch.Tensor) else None
-        in_place = target is not None and _is_in_place(name)
-        if in_place:
-            source = self._expanded.get(target)
-            if source is not None and (name in _FILLS or (not has_internal_overlap(target)
-                                                          and source.dim() == target.dim())):
-                self._record_write(source)
-                func(source, *args[1:], **kwargs)   # the expanded tensor's memory is exactly its source's
-                return target
-            if self.analyze:
-                self._check_write(name, target, args[1:], kwargs)
-        if self.analyze:
-            if in_place or target is not None and name in _DUNDER_WRITES:   # also x[i] = v, x += v
-                self._record_write(target)
-            for arg in args:
-                if isinstance(arg, torch.Tensor):
-                    self.check_storage_kept(arg)
-        result = func(*args, **kwargs)
-        if isinstance(result, torch.Tensor):
-            self._track(func, name, target, result)
-        return result
-
-    def _check_write(self, name: str, target: torch.Tensor, rest: tuple, kwargs: dict) -> None:
-        if name not in _OVERLAP_UNCHECKED:
-            self._check(target, rest, kwargs)
-        elif has_internal_overlap(target):
-            raise UnsupportedError(f"{name} into a tensor whose elements overlap in memory cannot be compiled "
-                                   "(eager's result depends on the order its kernel writes them)",
-                                   source=user_source_line(), hint='write into a clone, or pass on_unsupported="eager"')
-
-    def _track(self, func, name: str, target, result: torch.Tensor) -> None:
-        if func in _EXPANDS and target is not None:
-            self._expanded[result] = target
-        if not self.analyze:
-            return
-        self._storages[result] = _storage_id(result)
-        if target is not None and (name == "__get__" and getattr(func, "__self__", None) is _DATA
-                                   or self._data_aliases.get(target) and result is not target
-                                   and _storage_id(result) == _storage_id(target)):
-            self._data_aliases[result] = True   # x.data, or a view of it
-
-    def _record_write(self, target: torch.Tensor) -> None:
-        if self.analyze:
-            written = self.written_via_data if self._data_aliases.get(target) else self.written_directly
-            written.add(_storage_id(target))
-
-    def only_via_data(self, t: torch.Tensor) -> bool:
-        """``t``'s storage was written in place only through ``.data`` aliases: eager leaves its version
-        unchanged (``.data`` counts its own versions)."""
-        storage = _storage_id(t)
-        return storage in self.written_via_data and storage not in self.written_directly
-
-    @staticmethod
-    def _check(target: torch.Tensor, rest: tuple, kwargs: dict) -> None:
-        if has_internal_overlap(target):
-            raise RuntimeError(INTERNAL_OVERLAP)
-        for other in (*rest, *kwargs.values()):
-            if isinstance(other, torch.Tensor) and _partial_overlap(target, other):
-                raise RuntimeError(PARTIAL_OVERLAP)
 
 
 class _RngStateGuard:

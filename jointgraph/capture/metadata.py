@@ -53,7 +53,6 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from ..errors import UnsupportedError
 from ..ir import InputInfo, OutputInfo, Role
 from .context import (
-    EagerInPlaceChecks,
     RefuseTraceTimeHooks,
     clone_as_is,
     from_fun,
@@ -63,6 +62,7 @@ from .context import (
     to_fun,
     translate_errors,
 )
+from .inplace import EagerInPlaceChecks
 
 
 @dataclasses.dataclass
@@ -75,24 +75,31 @@ class TraceMetadata:
 
 
 def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode,
-                     *, with_backward: bool, non_leaf: frozenset[int] = frozenset()) -> TraceMetadata:
+                     *, with_backward: bool, non_leaf: frozenset[int] = frozenset(),
+                     as_views: frozenset[int] = frozenset()) -> TraceMetadata:
     """Run ``flat_fn`` once on functional fakes; record mutations, aliasing and grad-requiring outputs.
 
     Inputs in ``non_leaf`` (the caller's tensor requires grad and is not a leaf) are
-    cloned first, so an in-place op on them is legal, as it is in eager.
+    cloned first, so an in-place op on them is legal, as it is in eager. Inputs in
+    ``as_views`` are passed as views (see ``_outputs_after_requires_grad``).
     """
     with translate_errors(), refuse_rng_state_changes(), fake_mode:
         with FunctionalTensorMode(_allow_token_discovery=True):
             f_args = [to_fun(a) for a in fake_args]
             storage_bytes = storage_sizes(fake_args)
             checks = EagerInPlaceChecks()
-            call_args = [clone_as_is(a) if i in non_leaf and with_backward else a for i, a in enumerate(f_args)]
+            call_args = [clone_as_is(a) if i in non_leaf and with_backward else a.view_as(a) if i in as_views else a
+                         for i, a in enumerate(f_args)]
             tensors = [a for a in call_args if isinstance(a, torch.Tensor)]
             checks.track(tensors)   # `x.data = y` on an input is refused like one on an intermediate
             with grad_context(with_backward), RefuseTraceTimeHooks(call_args), checks:
                 grad_fns = [a.grad_fn if isinstance(a, torch.Tensor) else None for a in call_args]
                 writes = [_write_count(a) for a in call_args]   # clone_as_is writes its copy once
-                flat_outs = flat_fn(*call_args)
+                try:
+                    flat_outs = flat_fn(*call_args)
+                except Exception as exc:   # a storage swapped under an input explains what failed after it
+                    _check_storages_kept(call_args, exc)
+                    raise
             for t in (*tensors, *flat_outs):
                 if isinstance(t, torch.Tensor):
                     checks.check_storage_kept(t)
@@ -102,10 +109,17 @@ def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...]
             _check_written_geometry(inputs, fake_args)
             inputs = [dataclasses.replace(info, mutated_via_data=True) if info.mutates_data
                       and checks.only_via_data(a) else info for info, a in zip(inputs, call_args, strict=True)]
+            inputs = [dataclasses.replace(info, version_bumped=True) if isinstance(a, torch.Tensor)
+                      and not info.mutates_data and info.new_metadata is None and checks.written(a) else info
+                      for info, a in zip(inputs, call_args, strict=True)]
             input_storages = {StorageWeakRef(f.untyped_storage()): i for i, f in enumerate(call_args)
                               if isinstance(f, torch.Tensor)}
             outputs, tangents = [], []
             for out in flat_outs:
+                if isinstance(out, torch.Tensor) and torch._functionalize_was_storage_changed(out.elem):
+                    raise UnsupportedError("set_() on a tensor the function returns is not supported: which "
+                                           "storage it aliases is not tracked",
+                                           hint='return a new tensor instead, or pass on_unsupported="eager"')
                 info = _output_view_info(out, flat_outs, outputs, with_backward) or \
                     _output_info(out, call_args, input_storages, with_backward)
                 outputs.append(info)
@@ -114,7 +128,21 @@ def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...]
                     tangents.append((plain.shape, plain.dtype, plain.device))
         # Tangents are plain fakes: made outside FunctionalTensorMode.
         tangents = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype, device in tangents]
+    views = frozenset(i for i, info in enumerate(inputs) if info.requires_grad_set and fake_args[i]._base is not None)
+    if views and not as_views and with_backward:
+        return _outputs_after_requires_grad(flat_fn, fake_args, roles, fake_mode, inputs, non_leaf, views)
     return TraceMetadata(inputs, outputs, tangents)
+
+
+def _outputs_after_requires_grad(flat_fn, fake_args, roles, fake_mode, inputs, non_leaf, views) -> TraceMetadata:
+    """``x.requires_grad_()`` inside the function on an input that is a view of another tensor (the
+    caller's ``base[1:3]``): in eager, views of ``x`` taken before the call hang off the caller's base,
+    which does not require grad, so values computed from them do not either. The functional input
+    is a base of its own, whose views would follow it; a second run passes such inputs as views,
+    for the outputs' ``requires_grad`` (the first run's input analysis stands)."""
+    again = collect_metadata(flat_fn, fake_args, roles, fake_mode, with_backward=True, non_leaf=non_leaf,
+                             as_views=views)
+    return TraceMetadata(inputs, again.outputs, again.tangent_examples)
 
 
 def storage_sizes(fake_args: list) -> list:
@@ -184,14 +212,19 @@ def _write_count(t) -> int | None:
     return torch._functionalize_mutation_counter(t.elem)
 
 
+def _check_storages_kept(f_args: list, cause: BaseException | None = None) -> None:
+    for f in f_args:
+        if isinstance(f, torch.Tensor) and torch._functionalize_was_storage_changed(f.elem):
+            raise UnsupportedError("set_() of an input (sharing another tensor's storage) is not supported",
+                                   hint='return the new tensor instead, or pass on_unsupported="eager"') from cause
+
+
 def _input_info(f_arg, fake_arg, role: Role, grad_fn_before, writes_before: int | None) -> InputInfo:
     if not isinstance(f_arg, torch.Tensor):
         return InputInfo(role=role, requires_grad=False)
     written = _write_count(f_arg) != writes_before
     elem = f_arg.elem
-    if torch._functionalize_was_storage_changed(elem):
-        raise UnsupportedError("set_() of an input (sharing another tensor's storage) is not supported",
-                               hint='return the new tensor instead, or pass on_unsupported="eager"')
+    _check_storages_kept([f_arg])
     mutated = written and bool(torch._functionalize_has_data_mutation(elem))
     if mutated and has_internal_overlap(fake_arg):
         raise UnsupportedError("an input whose elements share memory (an expanded tensor, stride 0) is written in "

@@ -34,7 +34,8 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from ..errors import UnsupportedError
 from ..ir import InputInfo, JointGraph, Role
 from ..ir.graph import lazy_graph_module
-from .context import EagerInPlaceChecks, clone_as_is, compiling, from_fun, grad_context, to_fun, translate_errors
+from .context import clone_as_is, compiling, from_fun, grad_context, to_fun, translate_errors
+from .inplace import EagerInPlaceChecks
 from .metadata import collect_metadata, restore_storage_bytes, returned, storage_sizes
 
 
@@ -117,7 +118,7 @@ def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fak
 
 # Errors eager's autograd raises when its backward runs: a saved value modified in place since, and
 # eager's memory-overlap checks on backward kernels.
-_EAGER_BACKWARD_ERRORS = ("modified by an inplace operation", "unsupported operation:")
+_EAGER_BACKWARD_ERRORS = ("modified by an inplace operation", "unsupported operation:", "is not implemented")
 
 
 class BackwardRaises(Exception):

@@ -25,6 +25,7 @@ class InputInfo:
     requires_grad_set: bool = False     # requires_grad_() was called on it: the runtime sets it first
     mutated_via_data: bool = False      # written only through x.data: its version counter stays as is
     mutated_in_backward: bool = False   # Note [Backward mutations]
+    version_bumped: bool = False        # written in place only where no value changed (t_() of a view)
     storage_bytes: int | None = None    # final storage size after a resize (Note [Storage resize])
 
     @property

@@ -54,6 +54,7 @@ class EntryLayout:
     requires_grad_set: tuple[int, ...]          # inputs the function called requires_grad_() on
     mutated_with_grad: tuple[int, ...]          # mutated inputs whose mutation autograd records
     keep_version: tuple[int, ...]               # mutated inputs written only through .data
+    version_bumps: tuple[int, ...]              # inputs whose storage saw an in-place op with no new value
     saved_copies: tuple[int, ...]               # saved inputs that are also mutated: saved as copies
     saved_aliases: tuple[int, ...]              # saved inputs whose metadata is mutated: saved as aliases
     num_saved_tensors: int
@@ -122,6 +123,8 @@ class CompiledEntry:
             apply_metadata_mutations(inputs, layout.metadata_mutations)
         if self._copies:
             apply_mutations(inputs, outs, self._copies)
+        for i in layout.version_bumps:
+            torch.autograd.graph.increment_version(inputs[i])
         flat = []
         for kind, value in layout.output_plan:
             if kind == "tensor":
@@ -159,12 +162,20 @@ class CompiledEntry:
         sources = [t for t in inputs if isinstance(t, torch.Tensor) and t.requires_grad]
         if not sources or not torch.is_grad_enabled():
             return flat
-        outs = RaisesInBackward.apply(error, len(positions) + len(mutated), *sources,
-                                      *[flat[k] for k in positions], *[inputs[i].detach() for i in mutated])
+        # Outputs that are views of one tensor stay views of one tensor: the node returns each
+        # distinct base once, and the outputs are taken from it with their own geometry.
+        chosen = [flat[k] for k in positions]
+        roots = [t if t._base is None else t._base for t in chosen]
+        unique = list({id(r): r for r in roots}.values())
+        outs = RaisesInBackward.apply(error, len(unique) + len(mutated), *sources,
+                                      *unique, *[inputs[i].detach() for i in mutated])
+        new_root = {id(r): out for r, out in zip(unique, outs, strict=False)}
         flat = list(flat)
-        for k, out in zip(positions, outs[:len(positions)], strict=True):
-            flat[k] = out
-        for i, value in zip(mutated, outs[len(positions):], strict=True):
+        for k, t, r in zip(positions, chosen, roots, strict=True):
+            out = new_root[id(r)]
+            flat[k] = out if t is r else \
+                out.as_strided(t.shape, t.stride(), out.storage_offset() + t.storage_offset() - r.storage_offset())
+        for i, value in zip(mutated, outs[len(unique):], strict=True):
             inputs[i].copy_(value)   # the caller's tensor takes a history whose backward raises, as eager's
         return flat
 
@@ -201,7 +212,9 @@ class RaisesInBackward(torch.autograd.Function):
     @staticmethod
     def forward(ctx, error, n_outputs, *tensors):
         ctx.error = error
-        return tuple(t.clone() for t in tensors[len(tensors) - n_outputs:])
+        # Copies with the same strides: the caller's views are taken from them by geometry.
+        return tuple(torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device).copy_(t)
+                     for t in tensors[len(tensors) - n_outputs:])
 
     @staticmethod
     def backward(ctx, *grads):

@@ -1,0 +1,315 @@
+"""Eager's checks and rewrites of in-place ops, applied while tracing.
+
+Note [Eager's in-place checks]
+------------------------------
+Functionalization turns every in-place op into an out-of-place op plus a write-back, so
+it never sees what eager's kernels refuse: writing into a tensor whose elements share
+memory (``x.expand(2, 3).add_(1)``) or reading from a tensor that partly overlaps the one
+written (``x[1:].copy_(x[:-1])``). ``EagerInPlaceChecks`` (a TorchFunctionMode, so it sees
+the user's tensors with their real view geometry) raises eager's own RuntimeError for
+both, at the call, as eager does. Writes into an ``expand``ed tensor that eager allows
+(``fill_`` / ``zero_``: every copy of an element gets the same value) are applied to the
+tensor that was expanded, which holds exactly the written memory; functionalization's
+inverse of ``expand`` (a sum over the expanded dimensions) would otherwise multiply the
+written value. Other writes into tensors with overlapping elements (``unfold`` windows)
+depend on the order eager's kernel visits them and are refused.
+
+Note [Writes into expanded tensors]
+-----------------------------------
+``e = s.expand(2, 3)`` shares ``s``'s memory: every row of ``e`` is ``s``. Eager writes
+through ``e`` (or any view of it: ``e[0]``, ``e[mask]``) straight into that memory.
+Functionalization instead computes ``e``'s new value and scatters it back into ``s``
+with its inverse of ``expand``, a sum over the expanded dimensions: ``e[0].fill_(1)``
+would leave ``s`` at ``1 + s`` and ``e.fill_(True)`` on a bool tensor crashes. So the
+in-place checks (``context.EagerInPlaceChecks``) follow which tensors are views of an
+expand, and of which source, and rewrite a write into one of them as a write into the
+source that touches the same memory:
+
+* a target whose elements do not overlap (``e[0]``, ``s.expand(3)``) is the same memory
+  as ``s.as_strided`` with its geometry; the op runs on that view of ``s``;
+* a target whose elements overlap (``e`` itself, ``e[:, mask]``) can only be written
+  with one value per element for the result not to depend on the kernel's order: a fill
+  (``fill_``, ``zero_``, ``masked_fill_``, ``index_fill_``, ``x[i] = scalar``,
+  ``index_put_`` of one value). The op runs on a boolean tensor of the target's shape
+  that owns its memory, marking which elements it writes; the marks are carried to the
+  source through the storage offsets of both geometries (an ``index_put`` that
+  accumulates per memory location), and the source is filled where it was marked.
+
+Any other write into overlapping elements is what eager refuses or leaves to its
+kernel's order; the checks raise or refuse those before this module is asked.
+Geometry is read from the values functionalization holds (``from_fun``): that is the
+frame ``as_strided`` on the functional source is applied in.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import torch
+
+from ..errors import UnsupportedError, user_source_line
+from .context import _dense, from_fun, has_internal_overlap
+
+INTERNAL_OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a single "
+                    "memory location. Please clone() the tensor before performing the operation.")
+PARTIAL_OVERLAP = ("unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
+                   "single memory location. Please clone() the tensor before performing the operation.")
+
+_METADATA_ONLY = frozenset({
+    "requires_grad_", "retain_grad", "share_memory_", "record_stream", "detach_", "t_", "transpose_", "swapdims_",
+    "swapaxes_", "unsqueeze_", "squeeze_", "as_strided_", "resize_", "resize_as_", "set_", "resize_storage_bytes_",
+})
+# Metadata-only in-place ops that bump the version counter eager shares among a storage's views.
+_VERSIONED_METADATA = frozenset({"t_", "transpose_", "swapdims_", "swapaxes_", "unsqueeze_", "squeeze_",
+                                 "as_strided_", "resize_", "resize_as_"})
+# Writes eager allows into a tensor whose elements overlap (it checks neither overlap).
+_OVERLAP_UNCHECKED = frozenset({
+    "fill_", "zero_", "masked_fill_", "index_put_", "index_fill_", "put_", "masked_scatter_", "fill_diagonal_",
+    "index_add_", "index_copy_", "scatter_add_", "scatter_reduce_", "bernoulli_", "random_", "exponential_",
+    "geometric_", "cauchy_", "log_normal_",
+})
+_EXPANDS = frozenset({torch.Tensor.expand, torch.Tensor.expand_as, torch.Tensor.broadcast_to, torch.broadcast_to})
+_DUNDER_WRITES = frozenset({"__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__",
+                            "__imod__", "__ipow__", "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__",
+                            "__imatmul__"})
+_DATA = torch._C.TensorBase.__dict__["data"]   # the descriptor whose __get__ is `x.data`
+
+
+def _is_in_place(name: str) -> bool:
+    """A method that writes its tensor's elements (``add_``, ``copy_``), not only its metadata."""
+    return name.endswith("_") and not name.startswith("_") and name not in _METADATA_ONLY
+
+
+
+
+def _partial_overlap(out: torch.Tensor, other: torch.Tensor) -> bool:
+    """Eager's MemOverlapStatus::Partial between a written tensor and a read one.
+
+    Geometry is read from the tensors functionalization holds (views of one current value),
+    not from the functional wrappers, whose offsets go stale after a write to the base."""
+    if other is out or out.numel() == 0 or other.numel() == 0:
+        return False
+    out, other = from_fun(out), from_fun(other)
+    if not (_dense(out) and _dense(other)):
+        return False
+    if _storage_id(out) != _storage_id(other):
+        return False
+    a0, a1 = out.storage_offset() * out.element_size(), (out.storage_offset() + out.numel()) * out.element_size()
+    b0 = other.storage_offset() * other.element_size()
+    b1 = (other.storage_offset() + other.numel()) * other.element_size()
+    # The same bytes are a full overlap only with the same strides (a.unsqueeze(0) against a is partial).
+    return a0 < b1 and b0 < a1 and ((a0, a1) != (b0, b1) or out.stride() != other.stride())
+
+
+class _ByTensor:
+    """Values keyed by live tensors (by identity: tensors compare elementwise, and ids are reused)."""
+
+    def __init__(self):
+        self._items: dict[int, tuple] = {}
+
+    def __setitem__(self, t: torch.Tensor, value) -> None:
+        self._items[id(t)] = (weakref.ref(t), value)
+
+    def get(self, t: torch.Tensor, default=None):
+        ref, value = self._items.get(id(t), (None, default))
+        return value if ref is not None and ref() is t else default
+
+
+def _storage_id(t: torch.Tensor) -> int:
+    return t.untyped_storage()._cdata
+
+
+class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
+    """Note [Eager's in-place checks].
+
+    ``analyze``: the metadata pass also raises eager's errors and records what the caller's
+    tensors need (writes through ``.data``, storages swapped by ``t.data = y``); the joint trace,
+    which follows the same program, only needs the rewrite of writes into ``expand``s.
+    """
+
+    def __init__(self, analyze: bool = True):
+        super().__init__()
+        self.analyze = analyze
+        self._expanded = ExpandedViews()   # Note [Writes into expanded tensors]
+        self._data_aliases = _ByTensor()   # x.data and views of it (``.data`` counts its own versions) -> True
+        self._storages = _ByTensor()       # any result -> its storage when made
+        # Storages written through a .data alias / through any other tensor (eager bumps those versions).
+        self.written_via_data: set = set()
+        self.written_directly: set = set()
+
+    def track(self, tensors: list) -> None:
+        """Watch ``tensors`` (the inputs) as results are watched: a storage swapped under them is refused."""
+        for t in tensors:
+            self._storages[t] = _storage_id(t)
+
+    def check_storage_kept(self, t: torch.Tensor) -> None:
+        """Refuse a tensor whose storage was swapped behind functionalization's back (``t.data = y``
+        on an intermediate): the wrapper would keep reading the old value."""
+        storage = self._storages.get(t)
+        if storage is not None and _storage_id(t) != storage:
+            raise UnsupportedError("assigning to .data of a tensor inside the compiled function is not supported: "
+                                   "the traced program would keep reading its old value", source=user_source_line(),
+                                   hint="use `with torch.no_grad(): t.copy_(y)` for a same-shaped value, or a new "
+                                        'variable, or pass on_unsupported="eager"')
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        target = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        in_place = target is not None and _is_in_place(name)
+        if name == "copy_" and len(args) > 1 and args[1] is target \
+                and not (target.requires_grad and torch.is_grad_enabled()):
+            self._record_write(target)   # eager's copy_ returns at once when the source is the target itself
+            return target
+        if in_place or target is not None and name in _DUNDER_WRITES:   # also x[i] = v, x += v
+            if in_place and self.analyze and name not in _OVERLAP_UNCHECKED:
+                self._check(target, args[1:], kwargs)   # eager's errors come first
+            if self._expanded.write(func, name, target, args[1:], kwargs):
+                self._record_write(target)
+                return None if name == "__setitem__" else target
+            if in_place and self.analyze and name in _OVERLAP_UNCHECKED and has_internal_overlap(target):
+                raise UnsupportedError(f"{name} into a tensor whose elements overlap in memory cannot be compiled "
+                                       "(eager's result depends on the order its kernel writes them)",
+                                       source=user_source_line(),
+                                       hint='write into a clone, or pass on_unsupported="eager"')
+        if self.analyze:
+            if in_place or target is not None and (name in _DUNDER_WRITES or name in _VERSIONED_METADATA):
+                self._record_write(target)
+            for arg in args:
+                if isinstance(arg, torch.Tensor):
+                    self.check_storage_kept(arg)
+        result = func(*args, **kwargs)
+        if isinstance(result, torch.Tensor):
+            self._track(func, name, target, result)
+        return result
+
+    def _track(self, func, name: str, target, result: torch.Tensor) -> None:
+        self._expanded.track(func, target, result)
+        if not self.analyze:
+            return
+        self._storages[result] = _storage_id(result)
+        if target is not None and (name == "__get__" and getattr(func, "__self__", None) is _DATA
+                                   or self._data_aliases.get(target) and result is not target
+                                   and _storage_id(result) == _storage_id(target)):
+            self._data_aliases[result] = True   # x.data, or a view of it
+
+    def _record_write(self, target: torch.Tensor) -> None:
+        if self.analyze:
+            written = self.written_via_data if self._data_aliases.get(target) else self.written_directly
+            written.add(_storage_id(target))
+
+    def written(self, t: torch.Tensor) -> bool:
+        """An in-place op (data or metadata) ran on a tensor sharing ``t``'s storage, not through
+        ``.data``: eager bumped the version counter ``t`` shares with it."""
+        return _storage_id(t) in self.written_directly
+
+    def only_via_data(self, t: torch.Tensor) -> bool:
+        """``t``'s storage was written in place only through ``.data`` aliases: eager leaves its version
+        unchanged (``.data`` counts its own versions)."""
+        storage = _storage_id(t)
+        return storage in self.written_via_data and storage not in self.written_directly
+
+    @staticmethod
+    def _check(target: torch.Tensor, rest: tuple, kwargs: dict) -> None:
+        if has_internal_overlap(target):
+            raise RuntimeError(INTERNAL_OVERLAP)
+        for other in (*rest, *kwargs.values()):
+            if isinstance(other, torch.Tensor) and _partial_overlap(target, other):
+                raise RuntimeError(PARTIAL_OVERLAP)
+
+
+# Fills: the position of the written value among the op's arguments after the target
+# (None: the op writes zeros).
+_FILL_VALUE = {"fill_": 0, "zero_": None, "masked_fill_": 1, "index_fill_": 2, "__setitem__": 1, "index_put_": 1}
+
+
+class ExpandedViews:
+    """The tensors that are views of an ``expand``, each with the tensor that was expanded."""
+
+    def __init__(self):
+        self._source = _ByTensor()
+
+    def track(self, func, target, result: torch.Tensor) -> None:
+        """Record ``result`` of ``func(target, ...)`` when it is an expand or a view of one."""
+        if target is None:
+            return
+        if func in _EXPANDS:
+            self._source[result] = self._source.get(target, target)
+            return
+        source = self._source.get(target)
+        if source is not None and result is not target and _storage_id(result) == _storage_id(target):
+            self._source[result] = source
+
+    def write(self, func, name: str, target: torch.Tensor, rest: tuple, kwargs: dict) -> bool:
+        """Apply ``func(target, *rest, **kwargs)``, a write, to the source of the expand ``target``
+        views (Note [Writes into expanded tensors]). False when ``target`` views no expand, or
+        when the write is not one this rewrite expresses (eager's checks decide about it)."""
+        source = self._source.get(target)
+        if source is None:
+            return False
+        t, s = from_fun(target), from_fun(source)
+        geometry = (*t.shape, *t.stride(), t.storage_offset(), *s.shape, *s.stride(), s.storage_offset())
+        if not all(isinstance(v, int) for v in geometry):
+            return False   # symbolic geometry: functionalization's own path
+        if not has_internal_overlap(t):
+            view = source.as_strided(t.shape, t.stride(), t.storage_offset())
+            func(view, *rest, **kwargs)
+            return True
+        value = _fill_value(name, rest, kwargs)
+        if value is _NOT_A_FILL:
+            return False
+        marks = torch.zeros(t.shape, dtype=torch.bool, device=t.device)
+        _mark(name, marks, rest, kwargs)
+        counts = torch.zeros(_storage_extent(t, s), dtype=torch.int32, device=t.device)
+        counts = counts.index_put((_offsets(t).reshape(-1),), marks.reshape(-1).to(torch.int32), accumulate=True)
+        written = counts[_offsets(s)] > 0
+        source.masked_fill_(written, value)
+        return True
+
+
+_NOT_A_FILL = object()
+
+
+def _fill_value(name: str, rest: tuple, kwargs: dict):
+    if name not in _FILL_VALUE:
+        return _NOT_A_FILL
+    if name == "index_put_" and (kwargs.get("accumulate") or len(rest) > 2 and rest[2]):
+        return _NOT_A_FILL
+    position = _FILL_VALUE[name]
+    if position is None:
+        return 0
+    value = rest[position] if len(rest) > position else kwargs.get("value")
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1:
+            return _NOT_A_FILL
+        return value.reshape(())
+    return value if isinstance(value, (bool, int, float)) else _NOT_A_FILL
+
+
+def _mark(name: str, marks: torch.Tensor, rest: tuple, kwargs: dict) -> None:
+    """Run the fill on ``marks`` with the value True: which of the target's elements it writes."""
+    if name in ("fill_", "zero_"):
+        marks.fill_(True)
+    elif name == "masked_fill_":
+        marks.masked_fill_(rest[0], True)
+    elif name == "index_fill_":
+        marks.index_fill_(rest[0], rest[1], True)
+    elif name == "__setitem__":
+        marks[rest[0]] = True
+    else:   # index_put_
+        marks.index_put_(rest[0], torch.ones((), dtype=torch.bool, device=marks.device))
+
+
+def _offsets(t: torch.Tensor) -> torch.Tensor:
+    """The storage offset of every element of ``t``, as a tensor of ``t``'s shape."""
+    offsets = torch.full(t.shape, t.storage_offset(), dtype=torch.int64, device=t.device)
+    for dim, (size, stride) in enumerate(zip(t.shape, t.stride(), strict=True)):
+        shape = [1] * t.dim()
+        shape[dim] = size
+        offsets = offsets + (torch.arange(size, dtype=torch.int64, device=t.device) * stride).reshape(shape)
+    return offsets
+
+
+def _storage_extent(*tensors: torch.Tensor) -> int:
+    return max(t.storage_offset() + sum((n - 1) * st for n, st in zip(t.shape, t.stride(), strict=True)) + 1
+               for t in tensors)
