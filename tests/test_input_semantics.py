@@ -162,6 +162,14 @@ SCENARIOS = {
     "views_of_a_saved_value_written_in_place": ("def f(a):\n    t = a.exp()\n    t.mul_(2)\n"
                                                 "    return t[1:], t.select(0, -1)",
                                                 "a = torch.randn(2, 4, requires_grad=True)\na,"),
+    # inside the function, inputs look as the caller's tensors do
+    "branch_on_is_leaf_and_grad_fn": ("def f(x, y):\n    a = x * (2 if x.is_leaf else 3)\n"
+                                      "    b = y * (5 if y.grad_fn is None else 7)\n"
+                                      "    return a + b * (11 if x.requires_grad else 13)",
+                                      "x = torch.randn(3, requires_grad=True)\n"
+                                      "y = torch.randn(3, requires_grad=True) * 1\nx, y"),
+    "in_place_on_a_leaf_that_requires_grad": ("def f(x):\n    x.add_(1)\n    return x * 2",
+                                              "x = torch.randn(3, requires_grad=True)\nx,"),
     # requires_grad_() on an input that views another tensor: earlier views do not follow it
     "requires_grad_of_a_view_input": ("def f(a):\n    t = a[::2]\n    a.requires_grad_()\n"
                                       "    return a, t.sum(), (a * 2).sum()",

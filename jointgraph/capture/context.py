@@ -35,6 +35,15 @@ def to_fun(x):
     return FunctionalTensor.to_functional(x) if isinstance(x, torch.Tensor) else x
 
 
+def to_fun_input(x, leaf: bool):
+    """A functional graph input that looks as the caller's tensor does: a leaf that requires grad
+    stays a leaf (``is_leaf``, ``grad_fn is None``, eager's error on an in-place op under grad
+    mode); ``to_fun`` alone makes every input a non-leaf."""
+    if leaf and isinstance(x, torch.Tensor) and x.requires_grad:
+        return FunctionalTensor.to_functional(x.detach()).requires_grad_()
+    return to_fun(x)
+
+
 def from_fun(x):
     if isinstance(x, FunctionalTensor):
         torch._sync(x)

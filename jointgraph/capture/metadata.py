@@ -59,7 +59,7 @@ from .context import (
     grad_context,
     has_internal_overlap,
     refuse_rng_state_changes,
-    to_fun,
+    to_fun_input,
     translate_errors,
 )
 from .inplace import EagerInPlaceChecks
@@ -85,7 +85,7 @@ def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...]
     """
     with translate_errors(), refuse_rng_state_changes(), fake_mode:
         with FunctionalTensorMode(_allow_token_discovery=True):
-            f_args = [to_fun(a) for a in fake_args]
+            f_args = [to_fun_input(a, leaf=i not in non_leaf) for i, a in enumerate(fake_args)]
             storage_bytes = storage_sizes(fake_args)
             checks = EagerInPlaceChecks()
             call_args = [clone_as_is(a) if i in non_leaf and with_backward else a.view_as(a) if i in as_views else a

@@ -34,7 +34,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from ..errors import UnsupportedError
 from ..ir import InputInfo, JointGraph, Role
 from ..ir.graph import lazy_graph_module
-from .context import clone_as_is, compiling, from_fun, grad_context, to_fun, translate_errors
+from .context import clone_as_is, compiling, from_fun, grad_context, to_fun, to_fun_input, translate_errors
 from .inplace import EagerInPlaceChecks
 from .metadata import collect_metadata, restore_storage_bytes, returned, storage_sizes
 
@@ -143,13 +143,13 @@ def _trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fa
     # is taken with respect to its old value; a mutation autograd recorded has a differentiable
     # new value, an output with its own tangent.
     clone_idx = [i for i, info in enumerate(meta.inputs) if info.requires_grad
-                 and (info.mutates_data or info.new_metadata is not None)] if with_backward else []
+                 and (info.mutates_data and i in non_leaf or info.new_metadata is not None)] if with_backward else []
     recorded_idx = [i for i in mutated_idx if meta.inputs[i].mutation_recorded] if with_backward else []
     has_backward = with_backward and bool(diff_out_idx or recorded_idx) and bool(grad_idx)
     num_inputs = len(fake_args)
 
     def joint(*args):
-        f_inputs = [to_fun(a) for a in args[:num_inputs]]
+        f_inputs = [to_fun_input(a, leaf=i not in non_leaf) for i, a in enumerate(args[:num_inputs])]
         with grad_context(with_backward), EagerInPlaceChecks(analyze=False):
             call_inputs = list(f_inputs)
             for i in clone_idx:
