@@ -140,6 +140,11 @@ SCENARIOS = {
                               "a = torch.randn(3, 2, requires_grad=True)\na,"),
     "t_of_a_view_of_an_input": ("def f(a):\n    t = a[0]\n    t.unsqueeze_(0)\n    return (t * t).detach()",
                                 "base = torch.randn(5)\nx = base[2:]\nx,"),
+    "disjoint_columns_read_and_written": ("def f(a):\n    a[:, 0].add_(a[:, 1])\n    return a * 1",
+                                          "base = torch.randn(3, 4)\na = base[:, 1:]\na,"),
+    "row_of_an_expand_copied_from_its_source": ("def f(a):\n    t0 = a[0]\n    t3 = t0.expand(2)\n"
+                                                "    t3.detach()[0].copy_(t0 * 2)\n    return a.sum()",
+                                                "base = torch.randn(4)\nx = base[2:]\nx,"),
     # eager's full overlap needs equal strides too
     "unsqueezed_self_is_a_partial_overlap": ("def f(a):\n    a.unsqueeze(0).mul_(a)\n    return a",
                                              "a = torch.randn(2)\na,"),
@@ -190,6 +195,8 @@ REFUSED = {
                                       "a = torch.randn(3)\na,"),
     "assign_data_of_intermediate": ("def f(a):\n    t = a.tanh()\n    t.data = t.data * 2\n    return a * t",
                                     "a = torch.randn(3)\na,"),
+    "read_through_a_transposed_view_it_writes": ("def f(a):\n    a.data.t().mul_(a)\n    return a.sum()",
+                                                 "base = torch.randn(2, 4)\na = base[:, 2:]\na,"),
     "set_then_a_failing_op": ("def f(a, b):\n    b.set_(a)\n    b.transpose_(0, 1)\n    return b[:, 1:] * 2",
                               "a = torch.randn(3)\nb = torch.randn(2, 2)\na, b"),
     "return_after_set_": ("def f(a, b):\n    t = b.select(0, -1)\n    t.set_(a)\n    return t",

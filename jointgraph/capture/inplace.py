@@ -25,8 +25,13 @@ in-place checks (``context.EagerInPlaceChecks``) follow which tensors are views 
 expand, and of which source, and rewrite a write into one of them as a write into the
 source that touches the same memory:
 
-* a target whose elements do not overlap (``e[0]``, ``s.expand(3)``) is the same memory
-  as ``s.as_strided`` with its geometry; the op runs on that view of ``s``;
+* a target with the source's own geometry (``s.expand(3)`` of a 1-D ``s``) is ``s``: the op
+  runs on ``s``;
+* a target whose elements do not overlap (``e[0]``) gets its new value on a copy; the value is
+  placed in ``s`` through the storage offsets of both geometries (an ``index_put`` into a
+  buffer spanning both, read back at ``s``'s offsets) and copied into ``s``. A view op
+  (``as_strided`` of ``s``) would be shorter, but functionalization cannot write through
+  ``as_strided`` in a view chain;
 * a target whose elements overlap (``e`` itself, ``e[:, mask]``) can only be written
   with one value per element for the result not to depend on the kernel's order: a fill
   (``fill_``, ``zero_``, ``masked_fill_``, ``index_fill_``, ``x[i] = scalar``,
@@ -45,6 +50,7 @@ from __future__ import annotations
 
 import weakref
 
+import numpy as np
 import torch
 
 from ..errors import UnsupportedError, user_source_line
@@ -85,9 +91,13 @@ def _is_in_place(name: str) -> bool:
 def _partial_overlap(out: torch.Tensor, other: torch.Tensor) -> bool:
     """Eager's MemOverlapStatus::Partial between a written tensor and a read one.
 
-    Geometry is read from the tensors functionalization holds (views of one current value),
-    not from the functional wrappers, whose offsets go stale after a write to the base."""
+    Offsets are read from the tensors functionalization holds (views of one current value),
+    not from the functional wrappers, whose offsets go stale after a write to the base; whether
+    eager can tell at all (both tensors dense) is read from the wrappers, which keep the user's
+    strides (a write gives an input a new, contiguous value)."""
     if other is out or out.numel() == 0 or other.numel() == 0:
+        return False
+    if not (_dense(out) and _dense(other)):   # the user's geometry: eager's "too hard to tell"
         return False
     out, other = from_fun(out), from_fun(other)
     if not (_dense(out) and _dense(other)):
@@ -99,6 +109,44 @@ def _partial_overlap(out: torch.Tensor, other: torch.Tensor) -> bool:
     b1 = (other.storage_offset() + other.numel()) * other.element_size()
     # The same bytes are a full overlap only with the same strides (a.unsqueeze(0) against a is partial).
     return a0 < b1 and b0 < a1 and ((a0, a1) != (b0, b1) or out.stride() != other.stride())
+
+
+def _unordered_overlap(out: torch.Tensor, other: torch.Tensor) -> bool:
+    """A read tensor that shares written elements with ``out`` under another geometry, where eager
+    cannot tell (one of them is not dense): its kernel reads some elements before and some after
+    writing them. Same geometry (``x.mul_(x.view_as(x))``) reads each element before writing it."""
+    if other is out or out.numel() == 0 or other.numel() == 0 or _storage_id(out) != _storage_id(other):
+        return False
+    if _dense(out) and _dense(other):
+        return False   # eager's own check decides (_partial_overlap)
+    out, other = from_fun(out), from_fun(other)
+    geometry = [(tuple(t.shape), tuple(t.stride()), t.storage_offset()) for t in (out, other)]
+    if not all(isinstance(v, int) for g in geometry for part in g for v in (part if isinstance(part, tuple) else
+                                                                            (part,))):
+        return True   # symbolic: cannot tell, so cannot promise eager's result
+    if _same_elements_in_order(out, other):
+        return False
+    return bool(np.intersect1d(_element_offsets(out), _element_offsets(other)).size)
+
+
+def _same_elements_in_order(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Element i of ``a`` is element i of ``b`` (once broadcast): each is read before it is written."""
+    try:
+        shape = torch.broadcast_shapes(a.shape, b.shape)
+    except RuntimeError:
+        return False
+    if tuple(shape) != tuple(a.shape):
+        return False
+    expanded = b.expand(shape) if tuple(b.shape) != tuple(shape) else b
+    return bool(np.array_equal(_element_offsets(a), _element_offsets(expanded)))
+
+
+def _element_offsets(t: torch.Tensor) -> np.ndarray:
+    """The storage offset of each element of ``t``, flattened in ``t``'s order."""
+    offsets = np.full((), t.storage_offset(), dtype=np.int64)
+    for size, stride in zip(t.shape, t.stride(), strict=True):
+        offsets = offsets[..., None] + np.arange(size, dtype=np.int64) * stride
+    return offsets.reshape(-1)
 
 
 class _ByTensor:
@@ -216,6 +264,11 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         for other in (*rest, *kwargs.values()):
             if isinstance(other, torch.Tensor) and _partial_overlap(target, other):
                 raise RuntimeError(PARTIAL_OVERLAP)
+            if isinstance(other, torch.Tensor) and _unordered_overlap(target, other):
+                raise UnsupportedError("an in-place op that reads elements it writes through another view "
+                                       "(x.t().mul_(x)) cannot be compiled: eager's result depends on the order "
+                                       "its kernel visits them", source=user_source_line(),
+                                       hint='read from a clone, or pass on_unsupported="eager"')
 
 
 # Fills: the position of the written value among the op's arguments after the target
@@ -251,9 +304,18 @@ class ExpandedViews:
         geometry = (*t.shape, *t.stride(), t.storage_offset(), *s.shape, *s.stride(), s.storage_offset())
         if not all(isinstance(v, int) for v in geometry):
             return False   # symbolic geometry: functionalization's own path
+        if t.numel() == 0:
+            return True
+        if (t.shape, t.stride(), t.storage_offset()) == (s.shape, s.stride(), s.storage_offset()):
+            func(source, *rest, **kwargs)   # the expand added nothing: its memory is exactly the source's
+            return True
         if not has_internal_overlap(t):
-            view = source.as_strided(t.shape, t.stride(), t.storage_offset())
-            func(view, *rest, **kwargs)
+            new = target.clone()   # the target's new value, on memory of its own
+            func(new, *rest, **kwargs)
+            extent = _storage_extent(t, s)
+            memory = source.new_zeros(extent).index_put((_offsets(s),), source)
+            memory = memory.index_put((_offsets(t),), new)
+            source.copy_(memory[_offsets(s)])
             return True
         value = _fill_value(name, rest, kwargs)
         if value is _NOT_A_FILL:
