@@ -111,6 +111,17 @@ def _partial_overlap(out: torch.Tensor, other: torch.Tensor) -> bool:
     return a0 < b1 and b0 < a1 and ((a0, a1) != (b0, b1) or out.stride() != other.stride())
 
 
+def _same_data(target: torch.Tensor, source) -> bool:
+    """``source`` is ``target``'s own memory with its geometry and dtype: eager's ``copy_`` does nothing."""
+    if source is target:
+        return True
+    if not isinstance(source, torch.Tensor) or _storage_id(source) != _storage_id(target):
+        return False
+    # In the user's geometry and in the values functionalization holds (wrapper offsets go stale).
+    return all((s.shape, s.stride(), s.storage_offset(), s.dtype) == (t.shape, t.stride(), t.storage_offset(), t.dtype)
+               for s, t in ((source, target), (from_fun(source), from_fun(target))))
+
+
 def _unordered_overlap(out: torch.Tensor, other: torch.Tensor) -> bool:
     """A read tensor that shares written elements with ``out`` under another geometry, where eager
     cannot tell (one of them is not dense): its kernel reads some elements before and some after
@@ -205,9 +216,9 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         name = getattr(func, "__name__", "")
         target = args[0] if args and isinstance(args[0], torch.Tensor) else None
         in_place = target is not None and _is_in_place(name)
-        if name == "copy_" and len(args) > 1 and args[1] is target \
+        if name == "copy_" and len(args) > 1 and _same_data(target, args[1]) \
                 and not (target.requires_grad and torch.is_grad_enabled()):
-            self._record_write(target)   # eager's copy_ returns at once when the source is the target itself
+            self._record_write(target)   # eager's copy_ returns at once when the source is the target's memory
             return target
         if in_place or target is not None and name in _DUNDER_WRITES:   # also x[i] = v, x += v
             if in_place and self.analyze and name not in _OVERLAP_UNCHECKED:
