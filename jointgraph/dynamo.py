@@ -39,6 +39,7 @@ def compile_dynamo_graph(gm: torch.fx.GraphModule, example_inputs: list, options
     from .errors import UnsupportedError
     from .runtime.aliasing import AliasedInputs, SyntheticBases
 
+    _data_reads_as_attribute(gm)
     fake_mode = detect_fake_mode(example_inputs) or FakeTensorMode()
     fakes = []
     with fake_mode:
@@ -89,3 +90,20 @@ def _is_fake(x: torch.Tensor) -> bool:
     from torch._subclasses.fake_tensor import is_fake
 
     return is_fake(x)
+
+
+def _data_attribute(t: torch.Tensor) -> torch.Tensor:
+    return t.data
+
+
+def _data_reads_as_attribute(gm: torch.fx.GraphModule) -> None:
+    """Dynamo records ``x.data`` as ``torch._C._autograd._get_data_attr(x)``, which our tracing
+    sees only as a ``detach``; as the attribute read it is again an alias with a version counter of
+    its own (Note [Eager's in-place checks]), so writes through it leave ``x._version`` as eager does."""
+    changed = False
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target is torch._C._autograd._get_data_attr:
+            node.target = _data_attribute
+            changed = True
+    if changed:
+        gm.recompile()

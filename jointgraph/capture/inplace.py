@@ -79,6 +79,7 @@ _DUNDER_WRITES = frozenset({"__setitem__", "__iadd__", "__isub__", "__imul__", "
                             "__imod__", "__ipow__", "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__",
                             "__imatmul__"})
 _DATA = torch._C.TensorBase.__dict__["data"]   # the descriptor whose __get__ is `x.data`
+_GET_DATA = torch._C._autograd._get_data_attr   # what Dynamo records for `x.data`
 
 
 def _is_in_place(name: str) -> bool:
@@ -248,6 +249,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             return
         self._storages[result] = _storage_id(result)
         if target is not None and (name == "__get__" and getattr(func, "__self__", None) is _DATA
+                                   or func is _GET_DATA   # x.data in a Dynamo graph
                                    or self._data_aliases.get(target) and result is not target
                                    and _storage_id(result) == _storage_id(target)):
             self._data_aliases[result] = True   # x.data, or a view of it
