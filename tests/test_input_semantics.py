@@ -161,6 +161,9 @@ SCENARIOS = {
     "masked_fill_of_an_expand": ("def f(a, m):\n    a.expand(2, 3).masked_fill_(m, -1.)\n    return a.clone()",
                                  "a = torch.randn(3)\nm = torch.tensor([[True, False, False], [False, False, True]])"
                                  "\na, m"),
+    "recorded_fill_of_an_expand_raises_in_backward": ("def f(a):\n    a.expand(2, 3).zero_()\n    return a * 1",
+                                                      "leaf = torch.randn(3, requires_grad=True)\n"
+                                                      "a = leaf.clone()\na,"),
     "copy_self_of_an_expanded_input": ("def f(c):\n    c.copy_(c)\n    return c.sum()",
                                        "c = torch.randn(1, 3).expand(2, 3)\nc,"),
     # outputs of an entry whose backward raises keep sharing their base

@@ -339,7 +339,24 @@ class ExpandedViews:
         counts = counts.index_put((_offsets(t).reshape(-1),), marks.reshape(-1).to(torch.int32), accumulate=True)
         written = counts[_offsets(s)] > 0
         source.masked_fill_(written, value)
+        if torch.is_grad_enabled() and source.requires_grad:
+            _BackwardRaisesOverlap.apply(source)   # eager records the write on the overlapping view
         return True
+
+
+class _BackwardRaisesOverlap(torch.autograd.Function):
+    """Eager's autograd records a write into overlapping elements on the expanded view, and its
+    backward then writes a gradient into that view: eager's overlap error, when the backward runs
+    (Note [Errors in the backward] in runtime/function.py carries it to the compiled backward)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.mark_dirty(x)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise RuntimeError(INTERNAL_OVERLAP)
 
 
 _NOT_A_FILL = object()
