@@ -19,7 +19,7 @@ from .errors import UnsupportedError
 from .ir import Decision, Plan, SavedValue
 from .module import CompiledModule
 from .options import make_options
-from .planner.pareto import ParetoPoint, pareto
+from .pareto import ParetoPoint, pareto
 
 __version__ = "0.1.0"
 

@@ -22,12 +22,13 @@ from .capture.symbolic import output_entry
 from .capture.trace import trace_joint
 from .hooks import apply_policy, check_policy, user_hook_codecs
 from .ir import Decision, Plan, Role, verify
+from .ir.graph_utils import backward_nodes, storage_root
 from .options import CompileOptions
 from .passes.pipeline import run_joint_passes, run_split_passes
 from .passes.saved_codecs import apply_saved_codecs
 from .planner.default import plan_default
-from .planner.graph_utils import backward_nodes, storage_root
 from .planner.mincut import plan_mincut
+from .planning import plan_to_budget
 from .runtime.compilers import compile_graph
 from .runtime.function import CompiledEntry, EntryLayout
 from .split import SplitGraphs, split
@@ -67,8 +68,6 @@ def build_plan(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake
     recompute_reasons: dict[str, str] = {}
     check_policy(options.saved_tensors)
     if options.partitioner == "budget" and joint.has_backward:
-        from .planner.pareto import plan_to_budget
-
         choices, recompute_reasons = plan_to_budget(joint.gm, options)
     else:
         choices = PARTITIONERS[options.partitioner](joint.gm.graph) if joint.has_backward else []

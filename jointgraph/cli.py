@@ -261,8 +261,7 @@ def bench_table(result):
     o = result.options
     table = Table(title=f"{result.workload}: {result.parameters:,} parameters, layers={o.layers} width={o.width} "
                   f"batch={o.batch} seq={o.seq} {o.dtype} on {o.device}")
-    from .bench.runner import BENCH_COLUMNS
-    from .report.html import bench_cells
+    from .report.columns import BENCH_COLUMNS, bench_cells
 
     for name in BENCH_COLUMNS:
         table.add_column(name, justify="left" if name == "contender" else "right", no_wrap=True)
@@ -287,7 +286,8 @@ def ratio_lines(result) -> list[str]:
 def saved_table(plan, title: str = "saved for the backward"):
     from rich.table import Table
 
-    from .report.html import fmt_bytes, saved_rows
+    from .report.html import saved_rows
+    from .units import fmt_bytes
 
     table = Table(title=title, caption=f"saved {fmt_bytes(plan.saved_bytes)} in {len(plan.saved)} values; "
                   f"simulated peak {fmt_bytes(plan.peak_bytes)}")

@@ -121,7 +121,7 @@ def test_report_with_budget_line_and_pareto(tmp_path):
     points = jointgraph.pareto(work.step, *work.inputs, fractions=(1.0, 0.5))
     page = open(report_html.write_plan_html(plan, str(tmp_path / "r.html"), budget_bytes=123_456, pareto=points),
                 encoding="utf-8").read()
-    assert "<tr><th>memory budget</th><td>120.56 KB</td></tr>" in page
+    assert "<tr><th>memory budget</th><td>120.56 KiB</td></tr>" in page
     assert "the dashed line is the budget" in page
     assert "<table id='peak-by-kind'>" in page
     assert "<h2 id='pareto'>" in page and "<table id='pareto-points'>" in page

@@ -27,16 +27,9 @@ from typing import Any
 
 import torch
 
+from ..report.columns import PEAK_METHOD
 from .zoo import Workload
 
-PEAK_METHOD = {
-    "cpu": "torch.profiler CPU allocator events (running sum over the step) + bytes live at step start",
-    "cuda": "torch.cuda.max_memory_allocated over the step + bytes live at step start",
-}
-
-
-BENCH_COLUMNS = ("contender", "peak (measured)", "peak (simulated)", "saved (measured)", "saved (plan)",
-                 "step (median)", "compile", "max |grad diff|")
 RATIO_FIGURES = ("measured_peak_bytes", "saved_bytes_measured", "step_seconds", "compile_seconds")
 
 

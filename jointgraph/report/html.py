@@ -19,8 +19,10 @@ from typing import Any
 import torch
 
 from ..ir import Decision
+from ..units import fmt_bytes, fmt_seconds
+from .columns import BENCH_COLUMNS, PEAK_METHOD, bench_cells
 from .graphs import draw_graph
-from .timeline import BYTE_UNITS, KIND_STYLES, plot_pareto, plot_timeline
+from .timeline import KIND_STYLES, plot_pareto, plot_timeline
 
 CSS = """
 body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2em auto; max-width: 1200px;
@@ -78,29 +80,6 @@ def saved_rows(plan: Any) -> list[tuple[str, str, str, str, str, str]]:
     return rows
 
 
-def bench_cells(r: Any) -> list[str]:
-    """One ``jointgraph bench`` contender's figures as strings, in ``BENCH_COLUMNS`` order after the name."""
-    diff = "ref" if r.kind == "eager" else "n/a" if r.max_grad_diff is None else f"{r.max_grad_diff:.1e}"
-    return [fmt_bytes(r.measured_peak_bytes), fmt_bytes(r.simulated_peak_bytes), fmt_bytes(r.saved_bytes_measured),
-            fmt_bytes(r.saved_bytes_planned), fmt_seconds(r.step_seconds),
-            "—" if r.kind == "eager" else fmt_seconds(r.compile_seconds), diff]
-
-
-def fmt_bytes(n: int | None) -> str:
-    if n is None:
-        return "n/a"
-    for unit, size in BYTE_UNITS:
-        if abs(n) >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{n} B"
-
-
-def fmt_seconds(s: float | None) -> str:
-    if s is None:
-        return "n/a"
-    return f"{s * 1e3:.1f} ms" if s < 1 else f"{s:.2f} s"
-
-
 ### Sections
 
 def _header(plan: Any, title: str, budget_bytes: int | None) -> str:
@@ -120,8 +99,6 @@ def _header(plan: Any, title: str, budget_bytes: int | None) -> str:
 
 
 def _bench_section(bench: Any) -> str:
-    from ..bench.runner import BENCH_COLUMNS, PEAK_METHOD
-
     rows = []
     for r in bench.results:
         if r.error:

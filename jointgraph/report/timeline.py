@@ -14,6 +14,8 @@ import itertools
 import operator
 from typing import Any
 
+from ..units import BYTE_UNITS
+
 # Bottom to top: what is live all step, then what the step accumulates, then what comes and goes.
 KIND_STYLES = {
     "inputs": ("parameters and inputs", "#9e9e9e"),
@@ -147,8 +149,6 @@ def _png(fig: Any) -> bytes:
     return buffer.getvalue()
 
 
-# Byte units, largest first (MB = 2**20 bytes, as the CLI and reports print them).
-BYTE_UNITS = (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10))
 
 
 def _unit(peak: int) -> tuple[float, str]:
