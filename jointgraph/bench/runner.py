@@ -76,7 +76,7 @@ def saved_tensor_policy(spec: str) -> Any:
 
 def budget_bytes(work: Workload, budget: float | int | None) -> int | None:
     """The peak budget in bytes: an int as is; a fraction of the ``"default"`` plan's simulated peak,
-    as the budget partitioner resolves it (docs/API.md, ``memory_budget``)."""
+    as the budget partitioner resolves it (the ``memory_budget`` option)."""
     if budget is None or isinstance(budget, int):
         return budget
     import jointgraph

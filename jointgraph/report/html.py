@@ -35,6 +35,7 @@ th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: ta
 .meta { color: #666; font-size: .9em; }
 pre { background: #f7f7f7; padding: 1em; overflow-x: auto; font-size: 0.78em; max-height: 40em; }
 img.plot { max-width: 100%; }
+table.sortable th { cursor: pointer; } tr.recomputed td { color: #777; }
 .graph { max-width: 100%; overflow: auto; max-height: 60em; border: 1px solid #eee; }
 .graph img { max-width: 100%; cursor: zoom-in; } .graph img.zoom { max-width: none; cursor: zoom-out; }
 """
@@ -68,16 +69,6 @@ def write_plan_html(plan: Any, path: str, *, title: str = "jointgraph plan", ben
     with open(path, "w", encoding="utf-8") as f:
         f.write(page)
     return path
-
-
-def saved_rows(plan: Any) -> list[tuple[str, str, str, str, str, str]]:
-    """The saved values as strings: (name, shape, dtype, bytes, decision, reason)."""
-    rows = []
-    for s in plan.saved:
-        dtype = str(s.dtype).replace("torch.", "") if s.dtype is not None else "int (size)"
-        decision = getattr(s.decision, "value", str(s.decision))
-        rows.append((s.name, str(tuple(s.shape)), dtype, f"{s.nbytes:,}", decision, s.reason))
-    return rows
 
 
 ### Sections
@@ -164,12 +155,46 @@ def _pareto_section(plan: Any, points: list, budget_bytes: int | None) -> str:
 
 
 def _saved_section(plan: Any) -> str:
-    rows = "".join("<tr>" + "".join(f"<td class='num'>{html.escape(c)}</td>" if i == 3 else f"<td>{html.escape(c)}</td>"
-                                    for i, c in enumerate(row)) + "</tr>" for row in saved_rows(plan))
+    """The explain rows (report/explain.py) as one table, sortable by clicking a column header."""
+    from .explain import explain
+
+    explanation = explain(plan)
+    rows = []
+    for group in explanation.groups:
+        for r in group.rows:
+            rows.append(_saved_row(r, group.module))
+    rows += [_saved_row(r, "(parameters and inputs)") for r in explanation.held_anyway]
     if not rows:
-        rows = "<tr><td colspan='6'>nothing is saved (no backward, or the backward needs no forward value)</td></tr>"
-    return ("<h2>Saved for the backward</h2><table id='saved'><tr><th>name</th><th>shape</th><th>dtype</th>"
-            "<th>bytes</th><th>decision</th><th>reason</th></tr>" + rows + "</table>")
+        rows = ["<tr><td colspan='8'>nothing is saved (no backward, or the backward needs no forward value)</td></tr>"]
+    subtotals = "".join(f"<tr><td>{html.escape(g.module or '(top level)')}</td><td class='num'>{_bytes(g.nbytes)}"
+                        "</td></tr>" for g in explanation.groups)
+    headers = ("layer", "bytes", "value", "shape", "dtype", "decision", "reason", "module (line)")
+    return ("<h2>Saved for the backward</h2>"
+            f"<p class='meta'>{html.escape(explanation.footer())}. Click a column header to sort.</p>"
+            "<table id='saved-by-layer'><tr><th>layer</th><th>bytes held</th></tr>" + subtotals + "</table>"
+            "<table id='saved' class='sortable'><thead><tr>"
+            + "".join(f"<th>{h}</th>" for h in headers) + "</tr></thead><tbody>" + "".join(rows)
+            + "</tbody></table>" + SORT_SCRIPT)
+
+
+def _saved_row(r: Any, layer: str) -> str:
+    cells = [(layer or "(top level)", None), (fmt_bytes(r.nbytes), r.nbytes), (r.name, None), (str(r.shape), None),
+             (r.dtype, None), (r.decision, None), (r.reason, None),
+             (r.module + (f" ({r.source})" if r.source else ""), None)]
+    return ("<tr class='" + r.decision + "'>" + "".join(
+        f"<td class='num' data-sort='{key}'>{html.escape(text)}</td>" if key is not None
+        else f"<td>{html.escape(text)}</td>" for text, key in cells) + "</tr>")
+
+
+SORT_SCRIPT = """<script>
+document.querySelectorAll('table.sortable th').forEach((th, col) => th.addEventListener('click', () => {
+  const body = th.closest('table').tBodies[0];
+  const key = td => td.dataset.sort !== undefined ? parseFloat(td.dataset.sort) : td.textContent;
+  const down = th.dataset.dir !== 'down'; th.dataset.dir = down ? 'down' : 'up';
+  [...body.rows].sort((a, b) => { const x = key(a.cells[col]), y = key(b.cells[col]);
+    return (x < y ? -1 : x > y ? 1 : 0) * (down ? -1 : 1); }).forEach(r => body.appendChild(r));
+}));
+</script>"""
 
 
 def _graphs_section(plan: Any) -> str:
