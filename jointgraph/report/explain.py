@@ -160,7 +160,7 @@ def explain_rows(plan: Any) -> list[ExplainRow]:
         module, source = node_scope(node) if node is not None else ("", None)
         role = node.meta.get("role") if node is not None and node.op == "placeholder" else None
         kind = "activation" if role is None else _HELD_ANYWAY.get(role, "input")
-        decision = _DECISION_WORDS[saved.decision]
+        decision = DECISION_WORDS[saved.decision]
         dtype = str(saved.dtype).replace("torch.", "") if saved.dtype is not None else "int (size)"
         rows.append(ExplainRow(saved.name, module, source, _op_words(node), tuple(saved.shape), dtype, saved.nbytes,
                                decision, _reason(saved, node, nodes, device, kind), kind))
@@ -176,7 +176,7 @@ def layer_of(module: str) -> str:
 
 ### Reasons in the user's terms
 
-_DECISION_WORDS = {Decision.SAVE: "kept", Decision.RECOMPUTE: "recomputed", Decision.COMPRESS: "compressed",
+DECISION_WORDS = {Decision.SAVE: "kept", Decision.RECOMPUTE: "recomputed", Decision.COMPRESS: "compressed",
                    Decision.OFFLOAD: "offloaded"}
 
 
@@ -197,7 +197,7 @@ def _reason(saved, node, nodes: dict, device, kind: str) -> str:
     if saved.decision is Decision.RECOMPUTE:
         return _recompute_reason(node, nodes, device)
     if saved.decision is not Decision.SAVE:
-        return f"{_DECISION_WORDS[saved.decision]}: {saved.reason}"
+        return f"{DECISION_WORDS[saved.decision]}: {saved.reason}"
     if saved.nbytes == 0:
         return "kept: shares memory with another kept value or an input (no bytes of its own)"
     words = _op_words(node)
@@ -223,3 +223,49 @@ def _recompute_reason(node, nodes: dict, device) -> str:
     shown = ", ".join(sources[:3]) + (f" and {len(sources) - 3} more" if len(sources) > 3 else "")
     return (f"recomputed in the backward from values of {shown or 'constants'} "
             f"({_op_words(node)}, {node_seconds(node, device) * 1e3:.3f} ms)")
+
+
+### Layers along the timeline, and what is live at the peak
+
+def timeline_layers(plan: Any) -> list[str]:
+    """The layer (``layer_of`` its module) of each ``plan.timeline`` entry. A backward node has no
+    module of its own: it takes the layer of the inputs it reads (saved values keep their forward
+    meta), so the backward of ``model.blocks.1`` is labelled ``model.blocks.1``; a node of no module
+    continues the layer before it."""
+    layers: dict[tuple[str, str], str] = {}
+    for phase, gm in (("forward", plan.forward), ("backward", plan.backward)):
+        if gm is None:
+            continue
+        previous = ""
+        for node in gm.graph.nodes:
+            layer = layer_of(node_scope(node)[0])
+            if not layer and phase == "backward":
+                inherited = [layers.get((phase, a.name), "") for a in node.all_input_nodes]
+                layer = next((x for x in reversed(inherited) if x), "")
+            layer = layer or previous   # a node of no module (a view, an input) continues the current layer
+            layers[(phase, node.name)] = previous = layer
+    return [layers.get((phase, name), "") for phase, name, _ in plan.timeline]
+
+
+def live_at_peak(plan: Any, limit: int = 5) -> list[ExplainRow]:
+    """The largest kept values still live at the simulated peak (those a plan could drop there by
+    recomputing, compressing or offloading them), largest first; [] when nothing kept is live there."""
+    if not plan.timeline or plan.backward is None:
+        return []
+    peak = max(range(len(plan.timeline)), key=lambda i: plan.timeline[i][2])
+    phase, node_name, _ = plan.timeline[peak]
+    order = {("backward", n.name): i for i, n in enumerate(plan.backward.graph.nodes)}
+    forward_end = sum(1 for p, _, _ in plan.timeline if p == "forward")
+    position = order.get((phase, node_name), -1) if phase == "backward" else -1
+    last_use: dict[str, int] = {}
+    for i, node in enumerate(plan.backward.graph.nodes):
+        for arg in node.all_input_nodes:
+            last_use[arg.name] = i
+    rows = [r for r in explain(plan).rows if r.holds_memory]
+    if phase == "forward":   # a kept value is live from where the forward computes it
+        computed = {n.name: i for i, n in enumerate(plan.forward.graph.nodes)}
+        here = computed.get(node_name, forward_end)
+        live = [r for r in rows if computed.get(r.name, here + 1) <= here]
+    else:
+        live = [r for r in rows if last_use.get(r.name, -1) >= position]
+    return sorted(live, key=lambda r: -r.nbytes)[:limit]

@@ -60,7 +60,7 @@ def write_plan_html(plan: Any, path: str, *, title: str = "jointgraph plan", ben
     sections = [_header(plan, title, budget_bytes)]
     if bench is not None:
         sections.append(_bench_section(bench))
-    sections.append(_timeline_section(plan, budget_bytes))
+    sections.append(_timeline_section(plan, budget_bytes, _eager_peak(bench)))
     if pareto is not None:
         sections.append(_pareto_section(plan, pareto, budget_bytes))
     sections += [_saved_section(plan), _graphs_section(plan)]
@@ -108,8 +108,16 @@ def _bench_section(bench: Any) -> str:
             + "".join(rows) + "</table>")
 
 
-def _timeline_section(plan: Any, budget_bytes: int | None) -> str:
-    png = plot_timeline(plan, budget_bytes=budget_bytes)
+def _eager_peak(bench: Any) -> int | None:
+    eager = next((r for r in getattr(bench, "results", ()) if r.kind == "eager" and not r.error), None)
+    return eager.measured_peak_bytes if eager is not None else None
+
+
+def _timeline_section(plan: Any, budget_bytes: int | None, eager_peak_bytes: int | None = None) -> str:
+    from .explain import timeline_layers
+
+    png = plot_timeline(plan, budget_bytes=budget_bytes, layers=timeline_layers(plan),
+                        eager_peak_bytes=eager_peak_bytes)
     if png is None:
         return ("<h2>Memory timeline</h2><p class='note'>No memory timeline: the simulator returned none for this "
                 "plan (simulated peak: n/a).</p>")
@@ -121,8 +129,10 @@ def _timeline_section(plan: Any, budget_bytes: int | None) -> str:
     return ("<h2>Memory timeline</h2><p class='meta'>Simulated live bytes after each node of the forward, then the "
             "backward, stacked by kind: parameters and inputs, gradients, values saved for the backward (from their "
             "allocation in the forward) and temporaries, each freed after its last use. The peak is marked"
-            + (" and the dashed line is the budget" if budget_bytes else "") + ".</p>"
-            + _img("image/png", png, "memory timeline", "plot") + note + _peak_split(plan))
+            + (" and the dashed line is the budget" if budget_bytes else "")
+            + ("; the dash-dotted line is eager's measured peak" if eager_peak_bytes else "")
+            + ". The x-axis names the layer each stretch of nodes belongs to.</p>"
+            + _img("image/png", png, "memory timeline", "plot") + note + _peak_split(plan) + _live_at_peak(plan))
 
 
 def _peak_split(plan: Any) -> str:
@@ -136,6 +146,24 @@ def _peak_split(plan: Any) -> str:
                     for kind, (label, _) in KIND_STYLES.items())
     return (f"<table id='peak-by-kind'><tr><th colspan='2'>live at the peak ({html.escape(phase)}: "
             f"{html.escape(node)})</th></tr>{cells}<tr><th>total</th><td class='num'>{_bytes(live)}</td></tr></table>")
+
+
+def _live_at_peak(plan: Any) -> str:
+    """The largest kept values live at the peak, and what would lower it."""
+    from .explain import live_at_peak
+
+    rows = live_at_peak(plan)
+    if not rows:
+        return ("<p class='note' id='live-at-peak'>No kept value is live at the peak: it is made of parameters, "
+                "gradients and temporaries, which recomputing, compressing or offloading saved values does not "
+                "lower.</p>") if plan.timeline and plan.backward is not None else ""
+    cells = "".join(f"<tr><td class='num'>{_bytes(r.nbytes)}</td><td>{html.escape(r.name)}</td>"
+                    f"<td>{html.escape(r.module + (f' ({r.source})' if r.source else ''))}</td>"
+                    f"<td>{html.escape(r.reason)}</td></tr>" for r in rows)
+    budget = "a smaller <code>memory_budget</code> (the budget planner recomputes, compresses or offloads them)"
+    return ("<table id='live-at-peak'><tr><th colspan='4'>largest kept values live at the peak: recomputing, "
+            f"compressing or offloading them lowers it ({budget})</th></tr>"
+            "<tr><th>bytes</th><th>value</th><th>module (line)</th><th>why kept</th></tr>" + cells + "</table>")
 
 
 def _pareto_section(plan: Any, points: list, budget_bytes: int | None) -> str:
@@ -198,12 +226,18 @@ document.querySelectorAll('table.sortable th').forEach((th, col) => th.addEventL
 
 
 def _graphs_section(plan: Any) -> str:
+    from .explain import DECISION_WORDS, timeline_layers
+
+    decisions = {s.name: DECISION_WORDS[s.decision] for s in plan.saved}
+    names = [(phase, node) for phase, node, _ in plan.timeline]
+    layers = dict(zip(names, timeline_layers(plan), strict=True)) if names else {}
     parts = ["<h2>Graphs</h2>"]
     for name, gm in (("forward", plan.forward), ("backward", plan.backward)):
         if gm is None:
             parts.append(f"<h3>{name}</h3><p class='note'>no {name} graph</p>")
             continue
-        drawing = draw_graph(gm, name)
+        own = {node: layer for (phase, node), layer in layers.items() if phase == name}
+        drawing = draw_graph(gm, name, decisions, own)
         parts.append(f"<h3>{name}</h3>")
         if drawing.svg is not None:
             parts.append(f"<p class='meta'>{html.escape(drawing.note)}; click the drawing to zoom</p>"
