@@ -24,8 +24,9 @@ def main(argv=None) -> dict:
     real = trace.module_scopes
     times: dict[str, list[float]] = {"scopes": [], "none": []}
     jointgraph.plan(work.step, *work.inputs)   # warm-up: imports, decomposition tables
-    for _ in range(args.repeat):
-        for name, scopes in (("scopes", real), ("none", contextlib.nullcontext)):
+    variants = [("scopes", real), ("none", contextlib.nullcontext)]
+    for round_ in range(args.repeat):
+        for name, scopes in variants if round_ % 2 == 0 else variants[::-1]:   # ABBA: no order advantage
             trace.module_scopes = scopes
             try:
                 plan = jointgraph.plan(work.step, *work.inputs)
