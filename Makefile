@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # torch is pinned for development and CI: 2.13.0 installs the CPU wheel on disk.
 TORCH := torch==2.13.0
 
-.PHONY: venv test demo lint bench clean
+.PHONY: venv test demo lint bench clean docs
 
 $(BIN)/.installed: pyproject.toml Makefile
 	$(PY) -m venv $(VENV)
@@ -22,6 +22,11 @@ test: venv
 
 demo: venv
 	$(BIN)/jointgraph bench gpt --layers 2 --batch 4 --seq 128 --repeat 5 --report demo-report.html
+
+# The static documentation site (API reference from the docstrings + user guide) in build/docs.
+docs: venv
+	$(BIN)/pip install -q -e ".[docs]" $(TORCH)
+	$(BIN)/python docs/build.py build/docs
 
 lint: venv
 	$(BIN)/ruff check jointgraph tests benchmarks

@@ -51,7 +51,7 @@ from partition import (
 
 import jointgraph
 from jointgraph.bench.zoo import ZooShape, build_workload
-from jointgraph.planner.pareto import estimated_seconds
+from jointgraph.planning import estimated_seconds
 
 MODELS = ("gpt", "gpt2", "llama")
 BUDGETS = (1.0, 0.8, 0.6, 0.45)

@@ -45,7 +45,7 @@ import torch
 import jointgraph
 from jointgraph.bench.measure import memtracker_peak
 from jointgraph.bench.zoo import Workload, ZooShape, build_workload
-from jointgraph.planner.graph_utils import aliases_input
+from jointgraph.ir.graph_utils import aliases_input
 
 MODELS = ("gpt", "gpt2", "llama", "bert")
 CONTENDERS = ("eager", "pytorch default", "pytorch min-cut", "jointgraph default", "jointgraph mincut")

@@ -1,10 +1,11 @@
-"""The pipeline: capture -> passes -> plan -> split -> runtime. See docs/DESIGN.md."""
+"""The pipeline: capture -> passes -> plan -> split -> runtime, top to bottom in ``build_plan``."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import functools
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -22,12 +23,14 @@ from .capture.symbolic import output_entry
 from .capture.trace import trace_joint
 from .hooks import apply_policy, check_policy, user_hook_codecs
 from .ir import Decision, Plan, Role, verify
+from .ir.graph_utils import backward_nodes, storage_root
+from .logs import compile_log, configure_from_env, graphs_log, plan_log
 from .options import CompileOptions
 from .passes.pipeline import run_joint_passes, run_split_passes
 from .passes.saved_codecs import apply_saved_codecs
 from .planner.default import plan_default
-from .planner.graph_utils import backward_nodes, storage_root
 from .planner.mincut import plan_mincut
+from .planning import plan_to_budget
 from .runtime.compilers import compile_graph
 from .runtime.function import CompiledEntry, EntryLayout
 from .split import SplitGraphs, split
@@ -67,8 +70,6 @@ def build_plan(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake
     recompute_reasons: dict[str, str] = {}
     check_policy(options.saved_tensors)
     if options.partitioner == "budget" and joint.has_backward:
-        from .planner.pareto import plan_to_budget
-
         choices, recompute_reasons = plan_to_budget(joint.gm, options)
     else:
         choices = PARTITIONERS[options.partitioner](joint.gm.graph) if joint.has_backward else []
@@ -94,7 +95,20 @@ def build_plan(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake
     plan = Plan(forward=graphs.forward, backward=graphs.backward, saved=saved, timings=timings,
                 options=options)
     _simulate_into(plan)
+    _log_plan(plan)
     return plan, joint, graphs
+
+
+def _log_plan(plan: Plan) -> None:
+    """The plan's summary on ``jointgraph.plan`` and its graphs on ``jointgraph.graphs`` (see logs.py)."""
+    if plan_log.isEnabledFor(logging.INFO):
+        plan_log.info("%r (trace %.3f s, partition %.3f s)", plan, plan.timings["trace"], plan.timings["partition"])
+        if plan_log.isEnabledFor(logging.DEBUG):
+            plan_log.debug("%s", plan.explain())
+    if graphs_log.isEnabledFor(logging.INFO):
+        graphs_log.info("forward graph:\n%s", plan.forward.print_readable(print_output=False))
+        if plan.backward is not None:
+            graphs_log.info("backward graph:\n%s", plan.backward.print_readable(print_output=False))
 
 
 def _simulate_into(plan: Plan) -> None:
@@ -163,6 +177,7 @@ def compile_entry(plan: Plan, joint, graphs: SplitGraphs, options: CompileOption
         bw_examples = [n.meta.get("val") for n in graphs.backward.graph.nodes if n.op == "placeholder"]
         backward = compile_graph(graphs.backward, bw_examples, options.bw_compiler, boxed=True)
     plan.timings["compile"] = time.perf_counter() - start
+    compile_log.info("stages: %s", ", ".join(f"{k} {v:.3f} s" for k, v in plan.timings.items()))
     layout = make_layout(joint, graphs, signature, out_spec, fakes)
     return CompiledEntry(forward, backward, layout, plan)
 
@@ -254,6 +269,7 @@ def plan(fn_or_module: Any, *example_args: Any, **options: Any) -> Plan:
     """Trace and partition ``fn_or_module`` on ``example_args``; run nothing. Returns a Plan."""
     from .options import make_options
 
+    configure_from_env()
     opts = make_options(**options)
     fn, leaves, spec, leaf_roles = _bind(fn_or_module, example_args, {})
 

@@ -6,15 +6,22 @@
     jointgraph explain mymodels:build_model
 
 MODEL is a zoo name (``jointgraph.bench.zoo.ZOO``) or ``module:function`` returning
-``(model, example_inputs)`` or ``(model, example_inputs, loss_fn)``. Bad arguments exit with code 2.
+``(model, example_inputs)`` or ``(model, example_inputs, loss_fn)``.
+
+Exit codes: 0 success; 2 bad arguments (unknown model or flag, invalid option, an output path
+that cannot be written: checked before anything runs); 1 a model that cannot run, cannot be
+compiled (``UnsupportedError``), does not train, or whose budget is below the reachable floor.
+Failures print one message; ``--debug`` shows the traceback. Also ``python -m jointgraph``.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import json
 import os
+import re
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
@@ -27,19 +34,71 @@ class UsageError(Exception):
     """A bad argument found after parsing (unknown model, invalid option); exit code 2."""
 
 
+class CommandFailure(Exception):
+    """The model cannot run, be compiled or be planned as asked; exit code 1, one message."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with suggestions for mistyped flags, commands and choices (difflib)."""
+
+    def error(self, message: str):
+        hint = _suggestion(self, message)
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {message}{hint}\n")
+
+
+def _suggestion(parser: argparse.ArgumentParser, message: str) -> str:
+    choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+    if choice:
+        options = [c.strip(" '\"") for c in choice.group(2).split(",")]
+        close = difflib.get_close_matches(choice.group(1), options, n=1, cutoff=0.6)
+        return f" (did you mean {close[0]!r}?)" if close else ""
+    unknown = re.match(r"unrecognized arguments: (.*)", message)
+    if unknown:
+        flags = _all_flags(parser)
+        hints = [f"{arg} -> {close[0]}" for arg in unknown.group(1).split() if arg.startswith("-")
+                 for close in [difflib.get_close_matches(arg.split("=")[0], flags, n=1, cutoff=0.6)] if close]
+        return f" (did you mean: {', '.join(hints)}?)" if hints else ""
+    return ""
+
+
+def _all_flags(parser: argparse.ArgumentParser) -> list[str]:
+    flags = []
+    for action in parser._actions:
+        flags += [f for f in action.option_strings if f.startswith("--")]
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                flags += _all_flags(sub)
+    return sorted(set(flags))
+
+
+class _Version(argparse.Action):
+    """``--version``: jointgraph's and torch's versions (torch imported only when asked)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        import torch
+
+        from . import __version__
+
+        sys.stdout.write(f"jointgraph {__version__} (torch {torch.__version__})\n")
+        parser.exit(0)
+
+
 ### Arguments
 
 def _budget(text: str) -> float | int:
-    """``0.6`` is a fraction of the default plan's peak; ``2000000000`` (or ``2e9``) is a peak in bytes."""
+    """``0.6`` is a fraction of the default plan's peak; ``2GiB``, ``1500MiB``, ``1500MB`` (10**6),
+    ``2000000000`` or ``2e9`` a peak in bytes."""
+    from .units import parse_bytes
+
     try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid budget {text!r}: a float in (0, 1] or a number of bytes") from None
-    return int(value) if value > 1 and value.is_integer() else value
+        value = parse_bytes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return int(value) if isinstance(value, float) and value > 1 and value.is_integer() else value
 
 
 def _positive(text: str) -> int:
@@ -69,7 +128,8 @@ def _add_model_args(parser: argparse.ArgumentParser) -> None:
     opts.add_argument("--partitioner", choices=("default", "mincut", "budget"), default=None,
                       help='default "mincut"; "budget" when --budget is given')
     opts.add_argument("--budget", type=_budget, default=None,
-                      help="peak-memory budget: a fraction in (0, 1] of the default plan's peak, or bytes")
+                      help="peak-memory budget: a fraction in (0, 1] of the default plan's peak (0.6), or a "
+                      "size (2GiB, 1500MiB, 1500MB, bytes); implies --partitioner budget")
     opts.add_argument("--saved-tensors", choices=SAVED_TENSORS, default=None,
                       help="compress and/or offload saved tensors (jointgraph.hooks.SavedTensorPolicy); with "
                       "--budget: what the planner may use")
@@ -81,22 +141,32 @@ def _add_pareto_arg(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="jointgraph", description="Compile PyTorch training steps ahead of "
-                                     "time and see where their memory goes.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{bench,report,explain}")
-    bench = sub.add_parser("bench", help="eager vs torch.compile vs jointgraph on one training step")
+    parser = Parser(prog="jointgraph", description="Compile PyTorch training steps ahead of "
+                    "time and see where their memory goes.")
+    parser.add_argument("--version", action=_Version, help="print jointgraph's and torch's versions")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of a failure")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show the traceback of a failure")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{bench,report,explain}",
+                                parser_class=Parser)
+    bench = sub.add_parser("bench", help="eager vs torch.compile vs jointgraph on one training step",
+                           parents=[common])
     _add_model_args(bench)
     bench.add_argument("--repeat", type=_positive, default=5, help="timed steps after warm-up (median is shown)")
     bench.add_argument("--warmup", type=int, default=1, help="untimed steps after the first (compiling) call")
     bench.add_argument("--json", metavar="PATH", help="write every figure, the machine and the options as JSON")
     bench.add_argument("--report", metavar="PATH", help="also write jointgraph's plan as an HTML report")
     _add_pareto_arg(bench, "the --report")
-    report = sub.add_parser("report", help="write the HTML report of jointgraph's plan")
+    report = sub.add_parser("report", help="write the HTML report of jointgraph's plan", parents=[common])
     _add_model_args(report)
     report.add_argument("-o", "--output", metavar="PATH", default="report.html")
     _add_pareto_arg(report, "the report")
-    explain = sub.add_parser("explain", help="print what jointgraph saves for the backward, and why")
+    explain = sub.add_parser("explain", help="print what jointgraph saves for the backward, and why",
+                             parents=[common])
     _add_model_args(explain)
+    explain.add_argument("--all", action="store_true",
+                         help="list parameters and inputs one by one (folded into one line by default)")
     return parser
 
 
@@ -118,6 +188,10 @@ def _resolve(args: argparse.Namespace) -> argparse.Namespace:
         raise UsageError("--device cuda: no CUDA device is available")
     if not (args.device == "cpu" or args.device.startswith("cuda")):
         raise UsageError(f"--device {args.device!r}: use cpu or cuda")
+    for flag, path in (("--json", getattr(args, "json", None)), ("--report", getattr(args, "report", None)),
+                       ("--output", getattr(args, "output", None))):
+        if path:
+            _check_writable(flag, path)
     try:
         from .options import make_options
 
@@ -127,6 +201,17 @@ def _resolve(args: argparse.Namespace) -> argparse.Namespace:
     except ImportError as exc:
         raise UsageError(f"--saved-tensors needs jointgraph.hooks, which this installation lacks ({exc})") from exc
     return args
+
+
+def _check_writable(flag: str, path: str) -> None:
+    """Fail before a long run, not after it, on an output path that cannot be written."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise UsageError(f"{flag} {path}: is a directory; give a file path")
+    if not os.path.isdir(folder):
+        raise UsageError(f"{flag} {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise UsageError(f"{flag} {path}: not writable")
 
 
 def _options(args: argparse.Namespace) -> dict[str, Any]:
@@ -171,6 +256,11 @@ def cmd_bench(args: argparse.Namespace, console) -> int:
         notes: list[str] = []
         with _warnings_once(notes):
             result = run_bench(work, options, tell)
+    eager = next((r for r in result.results if r.kind == "eager"), None)
+    if eager is not None and eager.error:
+        raise CommandFailure(f"{work.name} does not run eagerly: {eager.error}")
+    if result.plan is not None:
+        _check_trains(result.plan, work.name)
     console.print(bench_table(result))
     for r in result.results:
         if r.error:
@@ -191,6 +281,8 @@ def cmd_bench(args: argparse.Namespace, console) -> int:
         points = _pareto(work, args, console) if args.pareto else None
         write_plan_html(result.plan, args.report, title=f"jointgraph bench {work.name}", bench=result, pareto=points)
         console.print(f"report written to {args.report}")
+    if any(_below_floor(n) for n in notes):
+        return 1
     return 1 if any(r.error for r in result.results if r.kind == "jointgraph") else 0
 
 
@@ -208,19 +300,35 @@ def cmd_report(args: argparse.Namespace, console) -> int:
 
 def cmd_explain(args: argparse.Namespace, console) -> int:
     plan, work = _plan(args, console)
-    console.print(saved_table(plan, title=f"{work.name}: values saved for the backward"))
+    console.print(saved_table(plan, title=f"{work.name}: values saved for the backward", show_all=args.all))
     return 0
 
 
 def _plan(args: argparse.Namespace, console):
     import jointgraph
 
-    work = _workload(args)
+    with _stderr_console().status(f"{args.model}: building the model"):
+        work = _workload(args)
     notes: list[str] = []
-    with _warnings_once(notes):
+    with _warnings_once(notes), _stderr_console().status(f"{work.name}: tracing and planning"):
         plan = jointgraph.plan(work.step, *work.inputs, **_options(args))
+    _check_trains(plan, work.name)
+    floor = next((n for n in notes if _below_floor(n)), None)
+    if floor is not None:
+        raise CommandFailure(f"--budget {args.budget}: {floor.split('; using')[0]}; give at least that")
     _print_notes(console, notes)
     return plan, work
+
+
+def _check_trains(plan, name: str) -> None:
+    if plan.backward is None:
+        raise CommandFailure(f"{name} does not train: no gradient flows from its loss to a parameter or input "
+                             "(does anything require grad? is the loss computed from the output?), so there is "
+                             "no backward to plan")
+
+
+def _below_floor(note: str) -> bool:
+    return "below the minimum achievable peak" in note
 
 
 def _pareto(work, args: argparse.Namespace, console) -> list:
@@ -261,8 +369,7 @@ def bench_table(result):
     o = result.options
     table = Table(title=f"{result.workload}: {result.parameters:,} parameters, layers={o.layers} width={o.width} "
                   f"batch={o.batch} seq={o.seq} {o.dtype} on {o.device}")
-    from .bench.runner import BENCH_COLUMNS
-    from .report.html import bench_cells
+    from .report.columns import BENCH_COLUMNS, bench_cells
 
     for name in BENCH_COLUMNS:
         table.add_column(name, justify="left" if name == "contender" else "right", no_wrap=True)
@@ -284,17 +391,32 @@ def ratio_lines(result) -> list[str]:
             + "  (below 1 is better)" for pair, figures in ratios.items()]
 
 
-def saved_table(plan, title: str = "saved for the backward"):
+def saved_table(plan, title: str = "saved for the backward", *, show_all: bool = False):
+    """The explain table (``jointgraph.report.explain``): groups by layer with subtotals, largest first."""
     from rich.table import Table
 
-    from .report.html import fmt_bytes, saved_rows
+    from .report.explain import explain, folded_line, held_anyway_lines
+    from .units import fmt_bytes
 
-    table = Table(title=title, caption=f"saved {fmt_bytes(plan.saved_bytes)} in {len(plan.saved)} values; "
-                  f"simulated peak {fmt_bytes(plan.peak_bytes)}")
-    for name in ("name", "shape", "dtype", "bytes", "decision", "reason"):
+    explanation = explain(plan)
+    table = Table(title=title, caption=explanation.footer())
+    for name in ("bytes", "value", "shape", "dtype", "decision and reason", "module (line)"):
         table.add_column(name, justify="right" if name == "bytes" else "left", overflow="fold")
-    for row in saved_rows(plan):
-        table.add_row(*row)
+    for group in explanation.groups:
+        table.add_row(f"[bold]{fmt_bytes(group.nbytes)}[/bold]", f"[bold]{group.module or '(top level)'}[/bold]",
+                      "", "", "", "", end_section=False)
+        shown, folded = group.split(show_all=show_all)
+        for r in shown:
+            table.add_row(fmt_bytes(r.nbytes), r.name, str(r.shape), r.dtype, r.reason,
+                          r.module + (f" ({r.source})" if r.source else ""))
+        if folded:
+            table.add_row("", "", "", "", folded_line(folded), "")
+        table.add_section()
+    for line in held_anyway_lines(explanation.held_anyway, show_all=False) if not show_all else []:
+        table.add_row("", "", "", "", line, "")
+    if show_all:
+        for r in explanation.held_anyway:
+            table.add_row(fmt_bytes(r.nbytes), r.name, str(r.shape), r.dtype, r.reason, "")
     return table
 
 
@@ -314,17 +436,45 @@ def main(argv: Sequence[str] | None = None) -> int:
     from rich.console import Console
 
     from .bench.zoo import ModelSpecError
+    from .errors import UnsupportedError
+    from .logs import configure_from_env
 
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        configure_from_env()
         args = _resolve(args)
         console = Console()
         if not console.is_terminal:
             console = Console(width=150)  # piped or captured: keep the table on one line per row
+        _offload_note(args)
         return COMMANDS[args.command](args, console)
     except (UsageError, ModelSpecError) as exc:
+        if args.debug:
+            raise
         parser.exit(2, f"jointgraph {args.command}: error: {exc}\n")
+    except (CommandFailure, UnsupportedError, Exception) as exc:   # the model's failures: exit 1
+        if args.debug:
+            raise
+        sys.stderr.write(f"jointgraph {args.command}: error: {_describe(exc)}\n"
+                         "(run again with --debug for the traceback)\n")
+        return 1
+
+
+def _describe(exc: BaseException) -> str:
+    from .errors import UnsupportedError
+
+    if isinstance(exc, (CommandFailure, UnsupportedError)):
+        return str(exc)
+    return f"the model failed: {type(exc).__name__}: {exc}"
+
+
+def _offload_note(args: argparse.Namespace) -> None:
+    if args.device == "cpu" and args.saved_tensors and "offload" in args.saved_tensors:
+        _stderr_console().print(
+            "[yellow]note:[/yellow] --saved-tensors offload on cpu: host memory is the same memory as the device's. "
+            "The simulated peak counts offloaded values as gone from the device; the measured peak does not drop "
+            "(and the budget planner never offloads on cpu).", highlight=False)
 
 
 if __name__ == "__main__":

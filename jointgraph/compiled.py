@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import logging
+import time
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -16,10 +18,13 @@ from .capture.guards import ClosureGuard, ambient_state, closure_guard
 from .capture.inputs import (
     _PLAIN_TENSOR_TYPES,
     dynamic_key,
+    leaf_names,
     static_key,
     unflattener,
 )
+from .capture.recompile import GuardKey, guard_failures
 from .errors import UnsupportedError
+from .logs import compile_log, recompiles_log
 from .options import CompileOptions
 from .runtime.aliasing import AliasedInputs, SyntheticBases
 
@@ -59,6 +64,20 @@ class CompiledFunction:
     @property
     def entries(self) -> list:
         return [e for es in (*self._static.values(), *self._dynamic.values()) for e in es]
+
+    @property
+    def plans(self) -> list:
+        """The ``Plan`` of every compiled entry, oldest first (entries run eagerly have none)."""
+        entries = sorted(self.entries, key=lambda e: getattr(e, "number", 0))
+        return [e.plan for e in entries if getattr(e, "plan", None) is not None]
+
+    def __repr__(self) -> str:
+        name = getattr(self.fn, "__name__", None) or repr(self.fn)
+        entries = self.entries
+        dynamic = sum(len(es) for es in self._dynamic.values())
+        return (f"<jointgraph compiled {name}: {len(entries)} entr{'y' if len(entries) == 1 else 'ies'}"
+                + (f" ({dynamic} symbolic)" if dynamic else "")
+                + f", partitioner={self.options.partitioner!r}>")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not kwargs:  # fast path: positional plain tensors are leaves, their spec depends on the count only
@@ -125,7 +144,9 @@ class CompiledFunction:
             self._static.clear()
             self._dynamic.clear()
         hooks = _top_hooks(False)
-        dynamic = self._wants_dynamic()
+        reasons = self._recompile_reasons(leaves, spec, grad_enabled)
+        dynamic = self._wants_dynamic(reasons)
+        start = time.perf_counter()
         try:
             if guard.refused is not None:
                 raise guard.refused
@@ -140,6 +161,11 @@ class CompiledFunction:
         context = self._context()   # after the build: it may have found captured tensors (more leaves)
         entry.spec = spec
         self._num_entries += 1
+        entry.number = self._num_entries
+        entry.guard_key = GuardKey(static_key(leaves, grad_enabled), context, (), self._guard.names)
+        if compile_log.isEnabledFor(logging.INFO):
+            compile_log.info("compiled %s (entry %d%s) in %.3f s", self._name, self._num_entries,
+                             ", symbolic sizes" if dynamic else "", time.perf_counter() - start)
         if dynamic and not isinstance(entry, _EagerEntry):
             entry.guard = _shape_guard(entry, signature)
             self._dynamic.setdefault((dynamic_key(leaves, grad_enabled), context), []).append(entry)
@@ -162,16 +188,32 @@ class CompiledFunction:
         (entry, signature), leaves = lift_captured(self.fn, leaves, spec, leaf_roles, self._captured, build)
         return entry, leaves, signature
 
-    def _wants_dynamic(self) -> bool:
+    @property
+    def _name(self) -> str:
+        return getattr(self.fn, "__name__", None) or type(self.fn).__name__
+
+    def _recompile_reasons(self, leaves: list, spec, grad_enabled: bool) -> list[str]:
+        """Why this call missed the latest entry (Note [Guards]); logged on ``jointgraph.recompiles``."""
+        latest = max(self.entries, key=lambda e: getattr(e, "number", 0), default=None)
+        if latest is None or getattr(latest, "guard_key", None) is None:
+            return []
+        names = tuple(leaf_names(pytree.tree_unflatten(leaves[:spec.num_leaves], spec)))
+        key = GuardKey(static_key(leaves, grad_enabled), self._context(), names, self._guard.names)
+        reasons = guard_failures(latest.guard_key, key)
+        recompiles_log.info("recompiling %s (entry %d): %s", self._name, self._num_entries + 1, "; ".join(reasons))
+        return reasons
+
+    def _wants_dynamic(self, reasons: list[str]) -> bool:
         if self.options.dynamic is not None:
             return self.options.dynamic
         # dynamic=None: static first; symbolic once a shape changes past the recompile limit.
         if self._num_entries >= self.options.recompile_limit:
             if "limit" not in self._warned:
                 self._warned.add("limit")
-                warnings.warn(f"jointgraph: {getattr(self.fn, '__name__', 'function')} has been compiled "
-                              f"{self._num_entries} times (recompile_limit={self.options.recompile_limit}); "
-                              "compiling with symbolic sizes from now on", stacklevel=5)
+                warnings.warn(f"jointgraph: {self._name} has been compiled {self._num_entries} times "
+                              f"(recompile_limit={self.options.recompile_limit}); compiling with symbolic sizes "
+                              f"from now on. Last recompile: {'; '.join(reasons) or 'unknown'}. "
+                              "See JOINTGRAPH_LOGS=recompiles for every recompile's reason", stacklevel=5)
             return True
         return False
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -9,11 +10,20 @@ import torch
 import torch.fx
 
 from .ir import Role
+from .logs import configure_from_env
 from .options import CompileOptions, make_options
 
 
 def backend(**options: Any) -> Callable:
-    """A torch.compile backend with the given options (see docs/API.md)."""
+    """A torch.compile backend with the given options (the options of ``jointgraph.aot_function``).
+
+    Example::
+
+        model = torch.compile(model, backend=jointgraph.backend(memory_budget=0.6))
+        model(x).sum().backward()
+        jointgraph.plans(model)       # the Plan of every graph Dynamo handed over
+    """
+    configure_from_env()
     opts = make_options(**options)
 
     def jointgraph(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
@@ -24,6 +34,7 @@ def backend(**options: Any) -> Callable:
 
 def jointgraph_backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
     """The backend registered under the name "jointgraph" (default options)."""
+    configure_from_env()
     return compile_dynamo_graph(gm, example_inputs, CompileOptions())
 
 
@@ -83,7 +94,41 @@ def compile_dynamo_graph(gm: torch.fx.GraphModule, example_inputs: list, options
             return synthetic(inputs, spec, entry.layout, aliased)
 
     compiled.plan = plan  # for inspection
+    _record(compiled)
     return compiled
+
+
+### Plans of what Dynamo compiled (jointgraph.plans)
+
+# Note [Plans under torch.compile]: Dynamo keeps the compiled graphs in its own caches, out of
+# reach of the model object. Each graph compiled here is recorded weakly (the compiled
+# callable; dropped when Dynamo drops it) with the code objects Dynamo traced for it, so
+# ``dynamo_plans(model)`` picks the graphs traced from the model's ``forward`` (or the
+# function's code). Dynamo keys its cache on code, so two instances of one module class share
+# their compiled graphs, and so do their plans. Inspection only: nothing at run time reads it.
+_COMPILED: list[tuple[weakref.ref, frozenset]] = []
+
+
+def _record(compiled: Callable) -> None:
+    from torch._guards import TracingContext
+
+    context = TracingContext.try_get()
+    codes = frozenset(getattr(context, "traced_code", None) or ()) if context is not None else frozenset()
+    _COMPILED[:] = [r for r in _COMPILED if r[0]() is not None]
+    _COMPILED.append((weakref.ref(compiled), codes))
+
+
+def dynamo_plans(model: Any) -> list | None:
+    """The Plans of the graphs Dynamo compiled with this backend for ``model`` (a
+    ``torch.compile``'d module or function), oldest first; None if ``model`` is not one."""
+    original = getattr(model, "_torchdynamo_orig_callable", None)
+    if original is None:
+        return None
+    if isinstance(model, torch.nn.Module) or isinstance(original, torch.nn.Module):
+        code = type(getattr(model, "_orig_mod", original)).forward.__code__
+    else:
+        code = getattr(getattr(original, "__func__", original), "__code__", None)
+    return [compiled.plan for ref, traced in _COMPILED if (compiled := ref()) is not None and code in traced]
 
 
 def _is_fake(x: torch.Tensor) -> bool:

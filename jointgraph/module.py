@@ -16,6 +16,7 @@ def _module_fn(module: torch.nn.Module):
     def call(params: dict, buffers: dict, training: bool, args: tuple, kwargs: dict):
         return torch.func.functional_call(module, (params, buffers), args, kwargs)
 
+    call.__name__ = call.__qualname__ = f"{type(module).__name__}.forward"   # in logs and warnings
     return call
 
 
@@ -41,6 +42,16 @@ class CompiledModule(torch.nn.Module):
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         _, leaves, spec, roles = module_call_leaves(self._orig_mod, args, kwargs)
         return self._compiled.call_flat(leaves, spec, roles)
+
+    @property
+    def plans(self) -> list:
+        """The ``Plan`` of every compiled entry, oldest first (``jointgraph.plans(self)``)."""
+        return self._compiled.plans
+
+    def __repr__(self) -> str:
+        n = len(self._compiled.entries)
+        return (f"<jointgraph compiled {type(self._orig_mod).__name__}: {n} entr{'y' if n == 1 else 'ies'}, "
+                f"partitioner={self._compiled.options.partitioner!r}>")
 
     def state_dict(self, *args: Any, **kwargs: Any):
         return self._orig_mod.state_dict(*args, **kwargs)

@@ -14,7 +14,7 @@ ON_UNSUPPORTED = ("raise", "eager")
 
 @dataclasses.dataclass(frozen=True)
 class CompileOptions:
-    """Options shared by every entry point (see docs/API.md)."""
+    """Options shared by every entry point (listed in ``jointgraph.aot_function``'s docstring)."""
 
     partitioner: str = "mincut"
     memory_budget: float | int | None = None
@@ -67,9 +67,14 @@ def _one_of(name: str, value: Any, allowed: tuple) -> None:
 
 
 def make_options(**kwargs: Any) -> CompileOptions:
-    """Build CompileOptions from keyword arguments, naming any unknown option."""
+    """Build CompileOptions from keyword arguments, naming any unknown option.
+
+    ``memory_budget=`` without ``partitioner=`` means ``partitioner="budget"``.
+    """
     known = {f.name for f in dataclasses.fields(CompileOptions)}
     for key in kwargs:
         if key not in known:
             raise ValueError(f"unknown option {key!r}; allowed options: {', '.join(sorted(known))}")
+    if kwargs.get("memory_budget") is not None and "partitioner" not in kwargs:
+        kwargs["partitioner"] = "budget"   # a budget alone asks for the budget planner, as on the CLI
     return CompileOptions(**kwargs)

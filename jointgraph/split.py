@@ -11,7 +11,7 @@ from torch.fx.immutable_collections import immutable_list
 from .errors import UnsupportedError
 from .ir import Decision, Role, SavedValue
 from .ir.graph import lazy_graph_module, output_node
-from .planner.graph_utils import (
+from .ir.graph_utils import (
     SavedChoice,
     aliases_input,
     ancestors,

@@ -13,8 +13,8 @@ from jointgraph.bench.measure import memtracker_peak
 from jointgraph.bench.zoo import TrainStep, lm_loss
 from jointgraph.hooks import SavedTensorPolicy
 from jointgraph.ir import Decision
+from jointgraph.pareto import pareto
 from jointgraph.planner.costs import DEVICES, node_flops
-from jointgraph.planner.pareto import pareto
 
 CONFIG = GPTConfig(layers=4, d_model=32, heads=2, vocab=64, seq=32)
 FRACTIONS = (1.0, 0.8, 0.6, 0.45)
@@ -152,8 +152,8 @@ def test_cost_model_counts_matmul_flops():
 
 def _joint_graph(monkeypatch, layers: int, model: str = "gpt") -> torch.fx.Graph:
     """The joint graph the budget planner receives for a zoo model of ``layers`` layers."""
+    from jointgraph import planning as pareto_module
     from jointgraph.bench.zoo import ZooShape, build_workload
-    from jointgraph.planner import pareto as pareto_module
 
     seen = {}
     real = pareto_module.plan_budget
@@ -171,7 +171,7 @@ def _joint_graph(monkeypatch, layers: int, model: str = "gpt") -> torch.fx.Graph
 
 
 def test_repeated_layers_share_classes(monkeypatch):
-    from jointgraph.planner.budget import Regions
+    from jointgraph.planner.regions import Regions
 
     shallow, deep = Regions(_joint_graph(monkeypatch, 2)), Regions(_joint_graph(monkeypatch, 6))
     assert len(deep.order) > len(shallow.order)
@@ -186,7 +186,7 @@ def test_repeated_layers_share_classes(monkeypatch):
 def test_masks_do_not_hide_the_layers(monkeypatch):
     """Hugging Face GPT-2's attention mask (batch x 1 x seq x seq, larger than the residual stream
     here) is read by every layer; it is a side value, so the layers still become regions."""
-    from jointgraph.planner.budget import Regions
+    from jointgraph.planner.regions import Regions
 
     layers = 3
     regions = Regions(_joint_graph(monkeypatch, layers, "gpt2"))
@@ -219,7 +219,8 @@ def _region_milp_seconds(regions, limit: float) -> float | None:
 
 
 def test_class_milp_finds_the_per_region_optimum(monkeypatch):
-    from jointgraph.planner.budget import ClassMILP, Regions
+    from jointgraph.planner.milp import ClassMILP
+    from jointgraph.planner.regions import Regions
 
     regions = Regions(_joint_graph(monkeypatch, 4))
     model = ClassMILP(regions)
@@ -277,8 +278,8 @@ def test_pruned_staircase_finds_what_the_full_search_finds(monkeypatch):
     """Skipping staircase steps by estimated time must not lose a faster plan that fits: the
     estimate from region scores is off by a few percent either way (found in review: at 0.5 the
     pruned search returned a plan 2% slower than the full one)."""
-    from jointgraph.planner import budget as budget_module
-    from jointgraph.planner.pareto import estimated_seconds
+    from jointgraph.planner import regions as budget_module
+    from jointgraph.planning import estimated_seconds
 
     fn, args = _residual_mlp()
     fractions = (0.8, 0.7, 0.5)

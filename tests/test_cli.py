@@ -68,7 +68,7 @@ def test_explain_prints_saved_names(capsys):
 
     work = build_workload("mlp", ZooShape(layers=1, width=16, batch=2, seq=4))
     plan = jointgraph.plan(work.step, *work.inputs)
-    assert main(["explain", "mlp", *TINY]) == 0
+    assert main(["explain", "mlp", *TINY, "--all"]) == 0
     out = capsys.readouterr().out
     assert plan.saved and all(s.name in out for s in plan.saved)
 
@@ -119,3 +119,108 @@ def test_bench_with_budget_and_saved_tensors_end_to_end(tmp_path, capsys):
     assert ours["simulated_peak_bytes"] <= data["budget_bytes"] and "below the minimum" not in out
     page = report.read_text(encoding="utf-8")
     assert "<tr><th>memory budget</th>" in page and "the dashed line is the budget" in page
+
+
+### User failures: one message, the right exit code, no traceback (issue 17)
+
+def _user_models(tmp_path, monkeypatch):
+    (tmp_path / "cli_failing_models.py").write_text(textwrap.dedent("""
+        import torch
+
+        def frozen():
+            model = torch.nn.Linear(8, 8).requires_grad_(False)
+            return model, (torch.randn(3, 8),), lambda out: out.sum()
+
+        class Broken(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = torch.nn.Linear(8, 8)
+
+            def forward(self, x):
+                return self.fc(x) @ torch.ones(3, 3)   # wrong shapes: eager raises
+
+        def broken():
+            return Broken(), (torch.randn(3, 8),), lambda out: out.sum()
+
+        class Unsupported(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = torch.nn.Linear(8, 8)
+
+            def forward(self, x):
+                y = self.fc(x)
+                return y.nonzero().float().sum() + y.sum()   # a data-dependent shape
+
+        def unsupported():
+            return Unsupported(), (torch.randn(3, 8),), lambda out: out
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+
+@pytest.mark.parametrize("argv, code, message", [
+    (["explain", "cli_failing_models:frozen"], 1, "does not train"),
+    (["explain", "cli_failing_models:broken"], 1, "the model failed: RuntimeError"),
+    (["explain", "cli_failing_models:unsupported"], 1, "data-dependent operation aten.nonzero"),
+    (["explain", "gpt", "--layers", "1", "--width", "32", "--batch", "2", "--seq", "16", "--budget", "0.1"], 1,
+     "below the minimum achievable peak"),
+])
+def test_model_failures_exit_1_with_one_message(argv, code, message, tmp_path, monkeypatch, capsys):
+    _user_models(tmp_path, monkeypatch)
+    assert main(argv) == code
+    captured = capsys.readouterr()
+    assert message in captured.err
+    assert "Traceback" not in captured.err + captured.out
+    assert "--debug" in captured.err
+
+
+def test_debug_shows_the_traceback(tmp_path, monkeypatch):
+    _user_models(tmp_path, monkeypatch)
+    with pytest.raises(RuntimeError):
+        main(["explain", "cli_failing_models:broken", "--debug"])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["bench", "mlp", *TINY, "--json", "/nonexistent-dir-xyz/x.json"], "--json /nonexistent-dir-xyz/x.json: the"),
+    (["report", "mlp", *TINY, "-o", "/nonexistent-dir-xyz/r.html"], "does not exist"),
+    (["bench", "mlp", "--budgett", "0.5"], "did you mean: --budgett -> --budget"),
+    (["bnech", "mlp"], "did you mean 'bench'?"),
+    (["bench", "mlp", "--partitioner", "mincutt"], "did you mean 'mincut'?"),
+    (["bench", "mlp", "--budget", "2 parsecs"], "not a memory size"),
+])
+def test_bad_paths_and_typos_exit_2_before_running(argv, message, capsys):
+    import time
+
+    start = time.perf_counter()
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert time.perf_counter() - start < 10   # refused before any model is built or run
+
+
+@pytest.mark.parametrize("text, expected", [("0.6", 0.6), ("2GiB", 2 * 2**30), ("1500MB", 1_500_000_000),
+                                            ("1500MiB", 1500 * 2**20), ("123456", 123456), ("2e9", 2_000_000_000)])
+def test_budget_units(text, expected):
+    value = build_parser().parse_args(["bench", "mlp", "--budget", text]).budget
+    assert value == expected and type(value) is type(expected)
+
+
+def test_version_and_python_m(capsys):
+    import subprocess
+    import sys
+
+    import jointgraph
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0 and f"jointgraph {jointgraph.__version__}" in capsys.readouterr().out
+    done = subprocess.run([sys.executable, "-m", "jointgraph", "--version"], capture_output=True, text=True,
+                          env={**__import__("os").environ, "PYTHONPATH": str(__import__("pathlib").Path(
+                              jointgraph.__file__).parent.parent)})
+    assert done.returncode == 0 and done.stdout.startswith("jointgraph ")
+
+
+def test_offload_on_cpu_says_host_memory_is_the_same(capsys):
+    assert main(["explain", "mlp", *TINY, "--saved-tensors", "offload", "--device", "cpu"]) == 0
+    assert "host memory is the same memory" in capsys.readouterr().err

@@ -218,7 +218,7 @@ def test_on_unsupported_eager_runs_eagerly_with_one_warning():
     torch.testing.assert_close(out, fn(x))
 
 
-@pytest.mark.parametrize("bad", [{"partitioner": "fast"}, {"memory_budget": 0.5}, {"dynamic": "yes"},
+@pytest.mark.parametrize("bad", [{"partitioner": "fast"}, {"memory_budget": 1.5}, {"dynamic": "yes"},
                                  {"on_unsupported": "ignore"}, {"fw_compiler": "tvm"}, {"no_such": 1}])
 def test_invalid_options_raise_value_error_naming_the_option(bad):
     name = next(iter(bad))

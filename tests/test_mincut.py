@@ -11,8 +11,8 @@ import jointgraph
 from jointgraph.bench.gpt import GPT, GPTConfig
 from jointgraph.bench.zoo import TrainStep, lm_loss
 from jointgraph.ir import Role
+from jointgraph.ir.graph_utils import is_random
 from jointgraph.passes.reorder_recompute import reorder_recompute
-from jointgraph.planner.graph_utils import is_random
 from jointgraph.planner.mincut import plan_mincut
 from tests.conftest import assert_same_grads
 

@@ -22,11 +22,11 @@ def test_report_has_timeline_and_saved_table(tmp_path):
     assert plan.to_html(path) == path
     page = open(path, encoding="utf-8").read()
     assert page.startswith("<!DOCTYPE html>") and "</html>" in page
-    assert "<table id='saved'>" in page
+    assert "<table id='saved' class='sortable'>" in page
     assert plan.saved
     for s in plan.saved:
         assert f"<td>{html.escape(s.name)}</td>" in page
-        assert f"{s.nbytes:,}" in page
+        assert f"data-sort='{s.nbytes}'" in page
     assert plan.timeline and "data:image/png;base64," in page
     assert "<h3>forward</h3>" in page and "<h3>backward</h3>" in page
     assert "src='http" not in page  # self-contained
@@ -49,7 +49,7 @@ def test_report_command(tmp_path, capsys):
     assert main(["report", "mlp", "--layers", "1", "--width", "16", "--batch", "2", "--seq", "4", "-o",
                  str(path)]) == 0
     page = path.read_text(encoding="utf-8")
-    assert "<table id='saved'>" in page and "data:image/" in page
+    assert "<table id='saved' class='sortable'>" in page and "data:image/" in page
 
 
 def _gpt_plan(**options):
@@ -121,7 +121,7 @@ def test_report_with_budget_line_and_pareto(tmp_path):
     points = jointgraph.pareto(work.step, *work.inputs, fractions=(1.0, 0.5))
     page = open(report_html.write_plan_html(plan, str(tmp_path / "r.html"), budget_bytes=123_456, pareto=points),
                 encoding="utf-8").read()
-    assert "<tr><th>memory budget</th><td>120.56 KB</td></tr>" in page
+    assert "<tr><th>memory budget</th><td>120.56 KiB</td></tr>" in page
     assert "the dashed line is the budget" in page
     assert "<table id='peak-by-kind'>" in page
     assert "<h2 id='pareto'>" in page and "<table id='pareto-points'>" in page
@@ -142,10 +142,58 @@ def test_report_command_budget_and_pareto(tmp_path):
 
     path = tmp_path / "gpt.html"
     args = ["--layers", "1", "--width", "32", "--batch", "2", "--seq", "16"]
-    assert main(["report", "gpt", *args, "--budget", "0.6", "--pareto", "-o", str(path)]) == 0
+    assert main(["report", "gpt", *args, "--budget", "1.0", "--pareto", "-o", str(path)]) == 0
     page = path.read_text(encoding="utf-8")
     work = build_workload("gpt", ZooShape(layers=1, width=32, batch=2, seq=16))
-    expected = budget_bytes(work, 0.6)
-    assert expected == int(0.6 * jointgraph.plan(work.step, *work.inputs, partitioner="default").peak_bytes)
+    expected = budget_bytes(work, 1.0)
+    assert expected == int(1.0 * jointgraph.plan(work.step, *work.inputs, partitioner="default").peak_bytes)
     assert f"<tr><th>memory budget</th><td>{report_html._bytes(expected)}</td></tr>" in page
     assert "<h2 id='pareto'>" in page and page.count("data:image/png;base64,") == 2
+
+
+def test_report_names_layers_and_what_is_live_at_the_peak(tmp_path):
+    """Issue 17: the timeline's x-axis names layers, the peak says which kept values are live there,
+    the saved table holds the explain rows (sortable), graphs are coloured by decision."""
+    from jointgraph.bench import ZooShape, build_workload
+    from jointgraph.report.explain import explain, live_at_peak, timeline_layers
+
+    work = build_workload("gpt", ZooShape(layers=2, width=64, batch=2, seq=64))   # activations dominate
+    plan = jointgraph.plan(work.step, *work.inputs)
+    layers = timeline_layers(plan)
+    assert len(layers) == len(plan.timeline)
+    assert {"model.blocks.0", "model.blocks.1"} <= set(layers)
+    forward = [layer for (phase, _, _), layer in zip(plan.timeline, layers, strict=True) if phase == "forward"]
+    assert forward.index("model.blocks.0") < forward.index("model.blocks.1")   # execution order
+    live = live_at_peak(plan)
+    kept = {r.name: r for r in explain(plan).rows if r.holds_memory}
+    assert live and all(r.name in kept for r in live)
+    assert [r.nbytes for r in live] == sorted((r.nbytes for r in live), reverse=True)
+    page = open(report_html.write_plan_html(plan, str(tmp_path / "r.html")), encoding="utf-8").read()
+    assert "<table id='live-at-peak'>" in page and live[0].name in page
+    assert "The x-axis names the layer" in page
+    assert "<table id='saved' class='sortable'>" in page and "<script>" in page
+    for row in explain(plan).rows:
+        assert f"<tr class='{row.decision}'>" in page
+
+
+def test_graph_drawing_coloured_by_decision_and_summarized(tmp_path):
+    import shutil
+
+    pytest.importorskip("pydot")
+    if shutil.which("dot") is None:
+        pytest.skip("graphviz's dot is not installed")
+    from jointgraph.bench import ZooShape, build_workload
+    from jointgraph.report.graphs import DECISION_COLORS, MAX_NODE_DRAWING, draw_graph
+
+    small = _plan()
+    decisions = {s.name: "kept" for s in small.saved}
+    drawing = draw_graph(small.forward, "forward", decisions)
+    svg = drawing.svg.decode()
+    assert DECISION_COLORS["kept"] in svg and "summarized" not in drawing.note
+    work = build_workload("gpt", ZooShape(layers=2, width=32, batch=2, seq=16))
+    big = jointgraph.plan(work.step, *work.inputs)
+    assert len(big.backward.graph.nodes) > MAX_NODE_DRAWING
+    drawing = draw_graph(big.backward, "backward", {s.name: "recomputed" for s in big.saved})
+    svg = drawing.svg.decode()
+    assert "summarized per layer" in drawing.note and "model.blocks.1" in svg
+    assert svg.count("<g id=\"node") < 40   # one box per layer, not hundreds

@@ -27,16 +27,9 @@ from typing import Any
 
 import torch
 
+from ..report.columns import PEAK_METHOD
 from .zoo import Workload
 
-PEAK_METHOD = {
-    "cpu": "torch.profiler CPU allocator events (running sum over the step) + bytes live at step start",
-    "cuda": "torch.cuda.max_memory_allocated over the step + bytes live at step start",
-}
-
-
-BENCH_COLUMNS = ("contender", "peak (measured)", "peak (simulated)", "saved (measured)", "saved (plan)",
-                 "step (median)", "compile", "max |grad diff|")
 RATIO_FIGURES = ("measured_peak_bytes", "saved_bytes_measured", "step_seconds", "compile_seconds")
 
 
@@ -83,7 +76,7 @@ def saved_tensor_policy(spec: str) -> Any:
 
 def budget_bytes(work: Workload, budget: float | int | None) -> int | None:
     """The peak budget in bytes: an int as is; a fraction of the ``"default"`` plan's simulated peak,
-    as the budget partitioner resolves it (docs/API.md, ``memory_budget``)."""
+    as the budget partitioner resolves it (the ``memory_budget`` option)."""
     if budget is None or isinstance(budget, int):
         return budget
     import jointgraph

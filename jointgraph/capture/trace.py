@@ -37,6 +37,7 @@ from ..ir.graph import lazy_graph_module
 from .context import clone_as_is, compiling, from_fun, grad_context, to_fun, to_fun_input, translate_errors
 from .inplace import EagerInPlaceChecks
 from .metadata import collect_metadata, restore_storage_bytes, returned, storage_sizes
+from .scopes import module_scopes
 
 
 class _BackwardPhase:
@@ -186,7 +187,7 @@ def _trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fa
     example = list(fake_args) + (tangents if has_backward else [])
     from torch._dispatch.python import enable_python_dispatcher
 
-    with translate_errors(), fake_mode, enable_python_dispatcher(), \
+    with translate_errors(), module_scopes(), fake_mode, enable_python_dispatcher(), \
             FunctionalTensorMode(_allow_token_discovery=True):
         storage_bytes = storage_sizes(fake_args)
         gm = make_fx(joint)(*example)   # no per-node stack traces: ~15% of trace time, unused

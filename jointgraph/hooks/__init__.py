@@ -41,7 +41,7 @@ import torch
 import torch.fx
 
 from ..ir import Decision
-from ..planner.graph_utils import SavedChoice, aliases_input, is_symbolic_scalar
+from ..ir.graph_utils import SavedChoice, aliases_input, is_symbolic_scalar
 from .codecs import Codec, codec_decision, trace_hooks
 from .precision import Exactness, saved_value_needs
 

@@ -34,7 +34,7 @@ from collections.abc import Callable
 import torch
 import torch.fx
 
-from ..planner.graph_utils import backward_nodes
+from ..ir.graph_utils import backward_nodes
 
 aten = torch.ops.aten
 

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from ..units import fmt_bytes
 from .roles import Decision, Role
 
 
@@ -110,21 +111,30 @@ class Plan:
 
     @property
     def saved_bytes(self) -> int:
+        """Bytes the backward receives from the forward (``nbytes`` summed over ``saved``)."""
         return sum(s.nbytes for s in self.saved)
 
-    def explain(self) -> str:
-        """The saved values as a plain-text table (what JAX calls print_saved_residuals)."""
-        rows = [f"{'name':<28} {'shape':<22} {'dtype':<10} {'bytes':>12}  decision   reason"]
+    def __repr__(self) -> str:
+        counts = {}
         for s in self.saved:
-            dtype = str(s.dtype).replace("torch.", "") if s.dtype is not None else "int"
-            rows.append(f"{s.name:<28} {str(tuple(s.shape)):<22} {dtype:<10} {s.nbytes:>12,}  "
-                        f"{s.decision.value:<9}  {s.reason}")
-        rows.append(f"saved bytes: {self.saved_bytes:,}")
-        if self.peak_bytes is not None:
-            rows.append(f"simulated peak: {self.peak_bytes:,} bytes")
-        return "\n".join(rows)
+            counts[s.decision.value] = counts.get(s.decision.value, 0) + 1
+        decisions = ", ".join(f"{n} {d}" for d, n in counts.items()) or "nothing saved"
+        partitioner = getattr(self.options, "partitioner", None)
+        return (f"<Plan{f' {partitioner}' if partitioner else ''}: {len(self.saved)} saved values ({decisions}), "
+                f"saved {fmt_bytes(self.saved_bytes)}, simulated peak {fmt_bytes(self.peak_bytes)}, "
+                f"backward: {'yes' if self.backward is not None else 'none'}>")
+
+    def explain(self, *, show_all: bool = False) -> str:
+        """What the backward keeps, as text (JAX's ``print_saved_residuals``): each saved value with
+        the module and source line that produced it, grouped by layer with subtotals, largest
+        first, the decision's reason; recomputed values, parameters and inputs folded unless
+        ``show_all``. See ``jointgraph.report.explain`` for the rows as data."""
+        from ..report.explain import explain
+
+        return explain(self).text(show_all=show_all)
 
     def to_html(self, path: str) -> str:
+        """Write the self-contained HTML report of this plan to ``path``; return ``path``."""
         from ..report.html import write_plan_html
 
         return write_plan_html(self, path)

@@ -32,7 +32,7 @@ import torch.fx
 from torch._prims.rng_prims import run_and_save_rng_state, run_with_rng_state
 from torch.utils.checkpoint import CheckpointPolicy
 
-from ..planner.graph_utils import is_random
+from ..ir.graph_utils import is_random
 from .cse import _freeze
 
 _BACKWARD = "backward"

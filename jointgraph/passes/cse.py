@@ -8,7 +8,7 @@ import torch
 import torch.fx
 from torch.fx.immutable_collections import immutable_list
 
-from ..planner.graph_utils import is_random
+from ..ir.graph_utils import is_random
 
 _Node = torch.fx.Node
 _LISTS = (tuple, list, immutable_list)

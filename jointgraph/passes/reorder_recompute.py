@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.fx
 
-from ..planner.graph_utils import tangent_dependent
+from ..ir.graph_utils import tangent_dependent
 
 
 def reorder_recompute(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:

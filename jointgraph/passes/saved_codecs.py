@@ -10,7 +10,7 @@ import torch.fx
 from ..hooks.codecs import Codec, builtin_codec
 from ..ir import Decision, Role, SavedValue
 from ..ir.graph import output_node
-from ..planner.graph_utils import SavedChoice, is_symbolic_scalar, tensor_bytes
+from ..ir.graph_utils import SavedChoice, is_symbolic_scalar, tensor_bytes
 from ..split import SplitGraphs
 
 

@@ -29,7 +29,7 @@ import torch
 import torch.fx
 from torch.utils.flop_counter import flop_registry
 
-from .graph_utils import shares_storage, size_hint, tensor_bytes
+from ..ir.graph_utils import shares_storage, size_hint, tensor_bytes
 
 
 @dataclasses.dataclass(frozen=True)

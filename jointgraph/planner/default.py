@@ -14,7 +14,7 @@ import torch.fx
 
 from ..ir import Decision, Role
 from ..ir.graph import output_node
-from .graph_utils import (
+from ..ir.graph_utils import (
     SavedChoice,
     ancestors,
     checkpoint_policy,

@@ -30,7 +30,7 @@ from scipy.sparse.csgraph import breadth_first_order, maximum_flow
 
 from ..ir import Decision, Role
 from ..ir.graph import output_node
-from .graph_utils import (
+from ..ir.graph_utils import (
     SavedChoice,
     aliases_input,
     ancestors,

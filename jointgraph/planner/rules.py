@@ -14,7 +14,7 @@ import operator
 import torch
 import torch.fx
 
-from .graph_utils import is_random, is_symbolic_scalar, is_view, size_hint
+from ..ir.graph_utils import is_random, is_symbolic_scalar, is_view, size_hint
 
 aten = torch.ops.aten
 

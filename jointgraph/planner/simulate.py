@@ -40,7 +40,7 @@ import torch.fx
 
 from ..ir import Role
 from ..ir.graph import output_node
-from .graph_utils import shares_storage, size_hint
+from ..ir.graph_utils import shares_storage, size_hint
 
 MEMORY_KINDS = ("inputs", "gradients", "saved", "temporaries")
 

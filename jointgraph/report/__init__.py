@@ -1,6 +1,7 @@
-"""Reports of a Plan: the HTML page, the memory-timeline plot and the graph drawings."""
+"""Reports of a Plan: the HTML page, the memory-timeline plot, the graph drawings and the explain rows."""
 
-from .html import saved_rows, write_plan_html
+from .explain import ExplainRow, Explanation, explain
+from .html import write_plan_html
 from .timeline import plot_timeline
 
-__all__ = ["plot_timeline", "saved_rows", "write_plan_html"]
+__all__ = ["ExplainRow", "Explanation", "explain", "plot_timeline", "write_plan_html"]

@@ -19,8 +19,10 @@ from typing import Any
 import torch
 
 from ..ir import Decision
+from ..units import fmt_bytes, fmt_seconds
+from .columns import BENCH_COLUMNS, PEAK_METHOD, bench_cells
 from .graphs import draw_graph
-from .timeline import BYTE_UNITS, KIND_STYLES, plot_pareto, plot_timeline
+from .timeline import KIND_STYLES, plot_pareto, plot_timeline
 
 CSS = """
 body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2em auto; max-width: 1200px;
@@ -33,6 +35,7 @@ th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: ta
 .meta { color: #666; font-size: .9em; }
 pre { background: #f7f7f7; padding: 1em; overflow-x: auto; font-size: 0.78em; max-height: 40em; }
 img.plot { max-width: 100%; }
+table.sortable th { cursor: pointer; } tr.recomputed td { color: #777; }
 .graph { max-width: 100%; overflow: auto; max-height: 60em; border: 1px solid #eee; }
 .graph img { max-width: 100%; cursor: zoom-in; } .graph img.zoom { max-width: none; cursor: zoom-out; }
 """
@@ -57,7 +60,7 @@ def write_plan_html(plan: Any, path: str, *, title: str = "jointgraph plan", ben
     sections = [_header(plan, title, budget_bytes)]
     if bench is not None:
         sections.append(_bench_section(bench))
-    sections.append(_timeline_section(plan, budget_bytes))
+    sections.append(_timeline_section(plan, budget_bytes, _eager_peak(bench)))
     if pareto is not None:
         sections.append(_pareto_section(plan, pareto, budget_bytes))
     sections += [_saved_section(plan), _graphs_section(plan)]
@@ -66,39 +69,6 @@ def write_plan_html(plan: Any, path: str, *, title: str = "jointgraph plan", ben
     with open(path, "w", encoding="utf-8") as f:
         f.write(page)
     return path
-
-
-def saved_rows(plan: Any) -> list[tuple[str, str, str, str, str, str]]:
-    """The saved values as strings: (name, shape, dtype, bytes, decision, reason)."""
-    rows = []
-    for s in plan.saved:
-        dtype = str(s.dtype).replace("torch.", "") if s.dtype is not None else "int (size)"
-        decision = getattr(s.decision, "value", str(s.decision))
-        rows.append((s.name, str(tuple(s.shape)), dtype, f"{s.nbytes:,}", decision, s.reason))
-    return rows
-
-
-def bench_cells(r: Any) -> list[str]:
-    """One ``jointgraph bench`` contender's figures as strings, in ``BENCH_COLUMNS`` order after the name."""
-    diff = "ref" if r.kind == "eager" else "n/a" if r.max_grad_diff is None else f"{r.max_grad_diff:.1e}"
-    return [fmt_bytes(r.measured_peak_bytes), fmt_bytes(r.simulated_peak_bytes), fmt_bytes(r.saved_bytes_measured),
-            fmt_bytes(r.saved_bytes_planned), fmt_seconds(r.step_seconds),
-            "—" if r.kind == "eager" else fmt_seconds(r.compile_seconds), diff]
-
-
-def fmt_bytes(n: int | None) -> str:
-    if n is None:
-        return "n/a"
-    for unit, size in BYTE_UNITS:
-        if abs(n) >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{n} B"
-
-
-def fmt_seconds(s: float | None) -> str:
-    if s is None:
-        return "n/a"
-    return f"{s * 1e3:.1f} ms" if s < 1 else f"{s:.2f} s"
 
 
 ### Sections
@@ -120,8 +90,6 @@ def _header(plan: Any, title: str, budget_bytes: int | None) -> str:
 
 
 def _bench_section(bench: Any) -> str:
-    from ..bench.runner import BENCH_COLUMNS, PEAK_METHOD
-
     rows = []
     for r in bench.results:
         if r.error:
@@ -140,8 +108,16 @@ def _bench_section(bench: Any) -> str:
             + "".join(rows) + "</table>")
 
 
-def _timeline_section(plan: Any, budget_bytes: int | None) -> str:
-    png = plot_timeline(plan, budget_bytes=budget_bytes)
+def _eager_peak(bench: Any) -> int | None:
+    eager = next((r for r in getattr(bench, "results", ()) if r.kind == "eager" and not r.error), None)
+    return eager.measured_peak_bytes if eager is not None else None
+
+
+def _timeline_section(plan: Any, budget_bytes: int | None, eager_peak_bytes: int | None = None) -> str:
+    from .explain import timeline_layers
+
+    png = plot_timeline(plan, budget_bytes=budget_bytes, layers=timeline_layers(plan),
+                        eager_peak_bytes=eager_peak_bytes)
     if png is None:
         return ("<h2>Memory timeline</h2><p class='note'>No memory timeline: the simulator returned none for this "
                 "plan (simulated peak: n/a).</p>")
@@ -153,8 +129,10 @@ def _timeline_section(plan: Any, budget_bytes: int | None) -> str:
     return ("<h2>Memory timeline</h2><p class='meta'>Simulated live bytes after each node of the forward, then the "
             "backward, stacked by kind: parameters and inputs, gradients, values saved for the backward (from their "
             "allocation in the forward) and temporaries, each freed after its last use. The peak is marked"
-            + (" and the dashed line is the budget" if budget_bytes else "") + ".</p>"
-            + _img("image/png", png, "memory timeline", "plot") + note + _peak_split(plan))
+            + (" and the dashed line is the budget" if budget_bytes else "")
+            + ("; the dash-dotted line is eager's measured peak" if eager_peak_bytes else "")
+            + ". The x-axis names the layer each stretch of nodes belongs to.</p>"
+            + _img("image/png", png, "memory timeline", "plot") + note + _peak_split(plan) + _live_at_peak(plan))
 
 
 def _peak_split(plan: Any) -> str:
@@ -168,6 +146,24 @@ def _peak_split(plan: Any) -> str:
                     for kind, (label, _) in KIND_STYLES.items())
     return (f"<table id='peak-by-kind'><tr><th colspan='2'>live at the peak ({html.escape(phase)}: "
             f"{html.escape(node)})</th></tr>{cells}<tr><th>total</th><td class='num'>{_bytes(live)}</td></tr></table>")
+
+
+def _live_at_peak(plan: Any) -> str:
+    """The largest kept values live at the peak, and what would lower it."""
+    from .explain import live_at_peak
+
+    rows = live_at_peak(plan)
+    if not rows:
+        return ("<p class='note' id='live-at-peak'>No kept value is live at the peak: it is made of parameters, "
+                "gradients and temporaries, which recomputing, compressing or offloading saved values does not "
+                "lower.</p>") if plan.timeline and plan.backward is not None else ""
+    cells = "".join(f"<tr><td class='num'>{_bytes(r.nbytes)}</td><td>{html.escape(r.name)}</td>"
+                    f"<td>{html.escape(r.module + (f' ({r.source})' if r.source else ''))}</td>"
+                    f"<td>{html.escape(r.reason)}</td></tr>" for r in rows)
+    budget = "a smaller <code>memory_budget</code> (the budget planner recomputes, compresses or offloads them)"
+    return ("<table id='live-at-peak'><tr><th colspan='4'>largest kept values live at the peak: recomputing, "
+            f"compressing or offloading them lowers it ({budget})</th></tr>"
+            "<tr><th>bytes</th><th>value</th><th>module (line)</th><th>why kept</th></tr>" + cells + "</table>")
 
 
 def _pareto_section(plan: Any, points: list, budget_bytes: int | None) -> str:
@@ -187,21 +183,61 @@ def _pareto_section(plan: Any, points: list, budget_bytes: int | None) -> str:
 
 
 def _saved_section(plan: Any) -> str:
-    rows = "".join("<tr>" + "".join(f"<td class='num'>{html.escape(c)}</td>" if i == 3 else f"<td>{html.escape(c)}</td>"
-                                    for i, c in enumerate(row)) + "</tr>" for row in saved_rows(plan))
+    """The explain rows (report/explain.py) as one table, sortable by clicking a column header."""
+    from .explain import explain
+
+    explanation = explain(plan)
+    rows = []
+    for group in explanation.groups:
+        for r in group.rows:
+            rows.append(_saved_row(r, group.module))
+    rows += [_saved_row(r, "(parameters and inputs)") for r in explanation.held_anyway]
     if not rows:
-        rows = "<tr><td colspan='6'>nothing is saved (no backward, or the backward needs no forward value)</td></tr>"
-    return ("<h2>Saved for the backward</h2><table id='saved'><tr><th>name</th><th>shape</th><th>dtype</th>"
-            "<th>bytes</th><th>decision</th><th>reason</th></tr>" + rows + "</table>")
+        rows = ["<tr><td colspan='8'>nothing is saved (no backward, or the backward needs no forward value)</td></tr>"]
+    subtotals = "".join(f"<tr><td>{html.escape(g.module or '(top level)')}</td><td class='num'>{_bytes(g.nbytes)}"
+                        "</td></tr>" for g in explanation.groups)
+    headers = ("layer", "bytes", "value", "shape", "dtype", "decision", "reason", "module (line)")
+    return ("<h2>Saved for the backward</h2>"
+            f"<p class='meta'>{html.escape(explanation.footer())}. Click a column header to sort.</p>"
+            "<table id='saved-by-layer'><tr><th>layer</th><th>bytes held</th></tr>" + subtotals + "</table>"
+            "<table id='saved' class='sortable'><thead><tr>"
+            + "".join(f"<th>{h}</th>" for h in headers) + "</tr></thead><tbody>" + "".join(rows)
+            + "</tbody></table>" + SORT_SCRIPT)
+
+
+def _saved_row(r: Any, layer: str) -> str:
+    cells = [(layer or "(top level)", None), (fmt_bytes(r.nbytes), r.nbytes), (r.name, None), (str(r.shape), None),
+             (r.dtype, None), (r.decision, None), (r.reason, None),
+             (r.module + (f" ({r.source})" if r.source else ""), None)]
+    return ("<tr class='" + r.decision + "'>" + "".join(
+        f"<td class='num' data-sort='{key}'>{html.escape(text)}</td>" if key is not None
+        else f"<td>{html.escape(text)}</td>" for text, key in cells) + "</tr>")
+
+
+SORT_SCRIPT = """<script>
+document.querySelectorAll('table.sortable th').forEach((th, col) => th.addEventListener('click', () => {
+  const body = th.closest('table').tBodies[0];
+  const key = td => td.dataset.sort !== undefined ? parseFloat(td.dataset.sort) : td.textContent;
+  const down = th.dataset.dir !== 'down'; th.dataset.dir = down ? 'down' : 'up';
+  [...body.rows].sort((a, b) => { const x = key(a.cells[col]), y = key(b.cells[col]);
+    return (x < y ? -1 : x > y ? 1 : 0) * (down ? -1 : 1); }).forEach(r => body.appendChild(r));
+}));
+</script>"""
 
 
 def _graphs_section(plan: Any) -> str:
+    from .explain import DECISION_WORDS, timeline_layers
+
+    decisions = {s.name: DECISION_WORDS[s.decision] for s in plan.saved}
+    names = [(phase, node) for phase, node, _ in plan.timeline]
+    layers = dict(zip(names, timeline_layers(plan), strict=True)) if names else {}
     parts = ["<h2>Graphs</h2>"]
     for name, gm in (("forward", plan.forward), ("backward", plan.backward)):
         if gm is None:
             parts.append(f"<h3>{name}</h3><p class='note'>no {name} graph</p>")
             continue
-        drawing = draw_graph(gm, name)
+        own = {node: layer for (phase, node), layer in layers.items() if phase == name}
+        drawing = draw_graph(gm, name, decisions, own)
         parts.append(f"<h3>{name}</h3>")
         if drawing.svg is not None:
             parts.append(f"<p class='meta'>{html.escape(drawing.note)}; click the drawing to zoom</p>"

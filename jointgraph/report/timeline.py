@@ -14,6 +14,8 @@ import itertools
 import operator
 from typing import Any
 
+from ..units import BYTE_UNITS
+
 # Bottom to top: what is live all step, then what the step accumulates, then what comes and goes.
 KIND_STYLES = {
     "inputs": ("parameters and inputs", "#9e9e9e"),
@@ -28,18 +30,23 @@ BUDGET_COLOR = "#d62728"
 ### Main API
 
 def plot_timeline(plan: Any, *, budget_bytes: int | None = None, figsize: tuple[float, float] = (10, 4.2),
-                  dpi: int = 110) -> bytes | None:
+                  dpi: int = 110, layers: list[str] | None = None, eager_peak_bytes: int | None = None
+                  ) -> bytes | None:
     """A PNG of ``plan.timeline`` (``[(phase, node_name, live_bytes), ...]``) stacked by
     ``plan.timeline_by_kind`` when the plan has it; ``None`` when the timeline is empty.
 
-    The peak is marked with its node; ``budget_bytes`` draws the budget as a horizontal line.
+    The peak is marked with its node; ``budget_bytes`` draws the budget as a horizontal line;
+    ``layers`` (one name per timeline entry, ``report.explain.timeline_layers``) labels the x-axis
+    where the layer changes; ``eager_peak_bytes`` (measured by ``jointgraph bench``) draws eager's
+    measured peak for comparison.
     """
     timeline = list(plan.timeline or [])
     if not timeline:
         return None
     by_kind = list(getattr(plan, "timeline_by_kind", None) or [])
     peak = max(live for _, _, live in timeline)
-    scale, unit = _unit(max(peak, budget_bytes or 0))
+    top = max(peak, budget_bytes or 0, eager_peak_bytes or 0)
+    scale, unit = _unit(top)
     fig, ax = _figure(figsize, dpi)
     xs = list(range(len(timeline) + 1))   # one past the end: the last step spans its node
     if len(by_kind) == len(timeline):
@@ -58,9 +65,16 @@ def plot_timeline(plan: Any, *, budget_bytes: int | None = None, figsize: tuple[
     if budget_bytes:
         ax.axhline(budget_bytes / scale, color=BUDGET_COLOR, linestyle="--", linewidth=1.5,
                    label=f"budget {budget_bytes / scale:.2f} {unit}", zorder=4)
-    ax.set_xlabel("node (execution order: forward, then backward)")
+    if eager_peak_bytes:
+        ax.axhline(eager_peak_bytes / scale, color="#6a3d9a", linestyle="-.", linewidth=1.2,
+                   label=f"eager's measured peak {eager_peak_bytes / scale:.2f} {unit}", zorder=4)
+    if layers and len(layers) == len(timeline):
+        _layer_ticks(ax, layers)
+        ax.set_xlabel("layer (execution order: forward, then backward)")
+    else:
+        ax.set_xlabel("node (execution order: forward, then backward)")
     ax.set_ylabel(f"live memory ({unit})")
-    ax.set_ylim(bottom=0, top=max(peak, budget_bytes or 0) / scale * 1.18)
+    ax.set_ylim(bottom=0, top=top / scale * 1.18)
     ax.set_xlim(0, len(timeline))
     ax.legend(loc="lower left", bbox_to_anchor=(0, 1.01), fontsize=8, ncols=5, frameon=False)
     ax.grid(alpha=0.3)
@@ -102,6 +116,24 @@ def _stacked(ax: Any, xs: list[int], by_kind: list[dict[str, int]], scale: float
                  colors=[KIND_STYLES[k][1] for k in kinds], alpha=0.8, linewidth=0)
     total = [sum(column) for column in zip(*series, strict=True)]
     ax.step(xs, total, where="post", color="#333333", linewidth=0.8)
+
+
+def _layer_ticks(ax: Any, layers: list[str], max_ticks: int = 24) -> None:
+    """A tick where a run of one layer starts, named by the layer's last two path parts; the longest
+    runs are labelled first and a label too close to another is left out."""
+    runs, start = [], 0   # (first index, layer, length) of each run of one layer
+    for name, group in itertools.groupby(layers):
+        length = sum(1 for _ in group)
+        runs.append((start, name, length))
+        start += length
+    gap = len(layers) / (max_ticks * 1.5)   # labels closer than this would overlap
+    shown: list[tuple[int, str]] = []
+    for i, name, _ in sorted(runs, key=lambda r: -r[2]):   # the longest runs get a label first
+        if name and all(abs(i - j) >= gap for j, _ in shown):
+            shown.append((i, name))
+    shown.sort()
+    ax.set_xticks([i for i, _ in shown])
+    ax.set_xticklabels([".".join(name.split(".")[-2:]) for _, name in shown], rotation=60, ha="right", fontsize=7)
 
 
 def _by_phase(ax: Any, xs: list[int], timeline: list, scale: float) -> None:
@@ -147,8 +179,6 @@ def _png(fig: Any) -> bytes:
     return buffer.getvalue()
 
 
-# Byte units, largest first (MB = 2**20 bytes, as the CLI and reports print them).
-BYTE_UNITS = (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10))
 
 
 def _unit(peak: int) -> tuple[float, str]:

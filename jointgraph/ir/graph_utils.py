@@ -9,7 +9,7 @@ import math
 import torch
 import torch.fx
 
-from ..ir import Decision, Role
+from .roles import Decision, Role
 
 
 @dataclasses.dataclass(frozen=True)
