@@ -35,6 +35,7 @@ from ..errors import UnsupportedError
 from ..ir import InputInfo, JointGraph, Role
 from ..ir.graph import lazy_graph_module
 from .context import clone_as_is, compiling, from_fun, grad_context, to_fun, to_fun_input, translate_errors
+from .fallbacks import MetaFallbacks
 from .inplace import EagerInPlaceChecks
 from .metadata import collect_metadata, restore_storage_bytes, returned, storage_sizes
 from .scopes import module_scopes
@@ -151,7 +152,7 @@ def _trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fa
 
     def joint(*args):
         f_inputs = [to_fun_input(a, leaf=i not in non_leaf) for i, a in enumerate(args[:num_inputs])]
-        with grad_context(with_backward), EagerInPlaceChecks(analyze=False):
+        with grad_context(with_backward), MetaFallbacks(), EagerInPlaceChecks(analyze=False):
             call_inputs = list(f_inputs)
             for i in clone_idx:
                 call_inputs[i] = clone_as_is(f_inputs[i])
