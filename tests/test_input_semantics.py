@@ -204,6 +204,12 @@ REFUSED = {
                               "a = torch.randn(3)\nb = torch.randn(2, 2)\na, b"),
     "return_after_set_": ("def f(a, b):\n    t = b.select(0, -1)\n    t.set_(a)\n    return t",
                           "a = torch.randn(3)\nb = torch.randn(2, 3)\na, b"),
+    "leaf_made_inside": ("def f(x):\n    w = torch.ones(3, requires_grad=True)\n    return x * w",
+                         "x = torch.randn(3)\nx,"),
+    "parameter_made_inside": ("def f(x):\n    w = torch.nn.Parameter(x * 2)\n    return x * w",
+                              "x = torch.randn(3)\nx,"),
+    "requires_grad_attribute_of_intermediate": ("def f(x):\n    w = x * 2\n    w.requires_grad = True\n"
+                                                "    return x * w", "x = torch.randn(3)\nx,"),
     "assign_data": ("def f(x):\n    x.data = x.data * 2\n    return x + 1", "x = torch.randn(3)\nx,"),
 }
 

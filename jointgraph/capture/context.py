@@ -78,6 +78,9 @@ def treated_as_inputs(tensors: list):
         _AS_INPUTS.ids = before
 
 
+_REQUIRES_GRAD = torch._C.TensorBase.__dict__["requires_grad"]   # the descriptor of `t.requires_grad = ...`
+
+
 class RefuseTraceTimeHooks(torch.overrides.TorchFunctionMode):
     """Refuse autograd hooks registered inside the traced function.
 
@@ -98,6 +101,14 @@ class RefuseTraceTimeHooks(torch.overrides.TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if func is torch.Tensor.requires_grad_:
             self._check_requires_grad(*args, **(kwargs or {}))
+        elif getattr(func, "__self__", None) is _REQUIRES_GRAD and getattr(func, "__name__", "") == "__set__":
+            self._check_requires_grad(*args)   # t.requires_grad = True
+        if (kwargs or {}).get("requires_grad") or func is torch.Tensor._make_subclass and len(args) > 2 and args[2]:
+            raise UnsupportedError("a tensor created inside the compiled function with requires_grad=True (or an "
+                                   "nn.Parameter made there) is not supported: it would be a new leaf at every call",
+                                   source=user_source_line(),
+                                   hint="create it outside and pass it in (or close over it), or pass "
+                                        'on_unsupported="eager"')
         name = self._REFUSED.get(func)
         if name is not None:
             raise UnsupportedError(f"{name} on a tensor inside the compiled function is not supported: the hook "
@@ -116,7 +127,6 @@ class RefuseTraceTimeHooks(torch.overrides.TorchFunctionMode):
                                     'or pass on_unsupported="eager"')
 
 
-# In-place methods that change metadata or autograd state only: no element is written.
 def has_internal_overlap(t: torch.Tensor) -> bool:
     """Eager's definite overlap (MemOverlap::Yes): a dimension of stride 0 and size > 1."""
     return any(st == 0 and sz > 1 for sz, st in zip(t.shape, t.stride(), strict=True))
