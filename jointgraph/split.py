@@ -10,6 +10,7 @@ from torch.fx.immutable_collections import immutable_list
 
 from .errors import UnsupportedError
 from .ir import Decision, Role, SavedValue
+from .ir.effects import must_run
 from .ir.graph import lazy_graph_module, output_node
 from .ir.graph_utils import (
     SavedChoice,
@@ -63,7 +64,7 @@ def split(joint_gm: torch.fx.GraphModule, choices: list[SavedChoice], *, has_bac
 
     # Forward side effects with no users (error checks such as _linalg_check_errors) still run.
     from_tangents = tangent_dependent(graph)
-    checks = [n for n in graph.nodes if n.op == "call_function" and not n.users and n.is_impure()
+    checks = [n for n in graph.nodes if n.op == "call_function" and not n.users and must_run(n)
               and n.meta.get("phase") != "backward" and n not in from_tangents]
     fw_needed = ancestors([*fw_values, *(c.node for c in choices), *checks])
     fw_outputs = [*fw_values, *(c.node for c in saved_tensors), *(c.node for c in saved_sizes)]

@@ -170,6 +170,11 @@ SCENARIOS = {
     "views_of_a_saved_value_written_in_place": ("def f(a):\n    t = a.exp()\n    t.mul_(2)\n"
                                                 "    return t[1:], t.select(0, -1)",
                                                 "a = torch.randn(2, 4, requires_grad=True)\na,"),
+    # Note [Ops that check values]: an unused op that raises in eager raises compiled, with eager's type
+    "unused_index_select_out_of_range": ("def f(x):\n    x.index_select(0, torch.tensor([7]))\n    return x * 2",
+                                         "x = torch.randn(3, requires_grad=True)\nx,"),
+    "unused_gather_out_of_range": ("def f(x, i):\n    t = x.gather(0, i)\n    return x.sin()",
+                                   "x = torch.randn(3, requires_grad=True)\ni = torch.tensor([0, 9])\nx, i"),
     # inside the function, inputs look as the caller's tensors do
     "branch_on_is_leaf_and_grad_fn": ("def f(x, y):\n    a = x * (2 if x.is_leaf else 3)\n"
                                       "    b = y * (5 if y.grad_fn is None else 7)\n"
