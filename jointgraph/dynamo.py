@@ -28,7 +28,26 @@ def jointgraph_backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callab
 
 
 def compile_dynamo_graph(gm: torch.fx.GraphModule, example_inputs: list, options: CompileOptions) -> Callable:
-    """Compile a graph Dynamo captured. Dynamo guards the call, so the result is one entry."""
+    """Compile a graph Dynamo captured. Dynamo guards the call, so the result is one entry.
+
+    Note [Boxed inputs]: a graph whose inputs hold a list (compiled autograd's backward takes
+    all its tensors as one list, which the caller expects the backend to empty so each tensor
+    can be freed when consumed) is compiled on its flattened inputs; Dynamo's own wrapper
+    (``flatten_graph_inputs``) flattens each call, empties the boxed list, and calls the
+    compiled graph with one flat list.
+    """
+    if any(isinstance(x, (list, tuple, dict)) for x in example_inputs):
+        from torch._dynamo.utils import flatten_graph_inputs
+
+        def compile_flat(flat_gm, flat_inputs: list) -> Callable:
+            compiled = _compile_flat(flat_gm, flat_inputs, options)
+            return lambda inputs: compiled(*inputs)
+
+        return flatten_graph_inputs(gm, example_inputs, compile_flat)
+    return _compile_flat(gm, example_inputs, options)
+
+
+def _compile_flat(gm: Callable, example_inputs: list, options: CompileOptions) -> Callable:
     from torch._guards import detect_fake_mode
     from torch._subclasses.fake_tensor import FakeTensorMode
 

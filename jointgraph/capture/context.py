@@ -30,7 +30,7 @@ from torch._subclasses.fake_tensor import (
     DynamicOutputShapeException,
     UnsupportedOperatorException,
 )
-from torch._subclasses.functional_tensor import FunctionalTensor
+from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
 
 from ..errors import UnsupportedError, source_from_traceback, user_source_line
 
@@ -48,6 +48,32 @@ INTERNAL_OVERLAP = ("unsupported operation: more than one element of the written
                     "memory location. Please clone() the tensor before performing the operation.")
 PARTIAL_OVERLAP = ("unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
                    "single memory location. Please clone() the tensor before performing the operation.")
+
+
+class JointFunctionalMode(FunctionalTensorMode):
+    """Functionalization for our traces; FSDP2's ``fsdp.copy_`` is an ``aten.copy_`` of its input.
+
+    Note [fsdp.copy_]: PyTorch's functionalization kernel for ``fsdp.copy_`` writes the wrapped
+    tensor in place and records no mutation, so the write would stay in the graph, ahead of the
+    storage resize the epilogue applies (Note [Storage resize] in capture/metadata.py): a write
+    into a 0-byte storage. Traced as the data mutation it is, its new value is a functional copy
+    that the epilogue writes into the caller's tensor after resizing its storage.
+    """
+
+    def __init__(self):
+        super().__init__(_allow_token_discovery=True)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is _fsdp_copy():
+            super().__torch_dispatch__(torch.ops.aten.copy_.default, types, tuple(args), kwargs)
+            return None
+        return super().__torch_dispatch__(func, types, args, kwargs)
+
+
+def _fsdp_copy():
+    """``fsdp.copy_`` once ``torch.distributed.fsdp`` registered it, else None."""
+    namespace = getattr(torch.ops, "fsdp", None)
+    return getattr(getattr(namespace, "copy_", None), "default", None) if namespace is not None else None
 
 
 def to_fun(x):

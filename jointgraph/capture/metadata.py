@@ -47,13 +47,13 @@ from collections.abc import Callable
 
 import torch
 import torch._C._functionalization as functionalization
-from torch._subclasses.functional_tensor import FunctionalTensorMode
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from ..errors import UnsupportedError
 from ..ir import InputInfo, OutputInfo, Role
 from .context import (
     EagerInPlaceChecks,
+    JointFunctionalMode,
     RefuseTraceTimeHooks,
     clone_as_is,
     from_fun,
@@ -82,7 +82,7 @@ def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...]
     cloned first, so an in-place op on them is legal, as it is in eager.
     """
     with translate_errors(), refuse_rng_state_changes(), fake_mode:
-        with FunctionalTensorMode(_allow_token_discovery=True):
+        with JointFunctionalMode():
             f_args = [to_fun(a) for a in fake_args]
             storage_bytes = storage_sizes(fake_args)
             checks = EagerInPlaceChecks()
@@ -145,9 +145,6 @@ def _storage_resizes(infos: list[InputInfo], call_args: list, fake_args: list, b
             raise UnsupportedError(
                 f"resize_storage_bytes_ leaves an input's storage at {final} bytes; only 0 (free) or its full "
                 f"size ({full} bytes) can be compiled", hint='resize to 0 or full size, or on_unsupported="eager"')
-        if info.requires_grad:
-            raise UnsupportedError("storage resize of an input that requires grad is not supported",
-                                   hint='resize a tensor that does not require grad, or on_unsupported="eager"')
         result.append(dataclasses.replace(info, storage_bytes=final, mutates_data=info.mutates_data and final > 0))
     restore_storage_bytes(fake_args, before)
     return result

@@ -28,13 +28,22 @@ from collections.abc import Callable
 
 import torch
 import torch.fx
-from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
+from torch._subclasses.functional_tensor import FunctionalTensor
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from ..errors import UnsupportedError
 from ..ir import InputInfo, JointGraph, Role
 from ..ir.graph import lazy_graph_module
-from .context import EagerInPlaceChecks, clone_as_is, compiling, from_fun, grad_context, to_fun, translate_errors
+from .context import (
+    EagerInPlaceChecks,
+    JointFunctionalMode,
+    clone_as_is,
+    compiling,
+    from_fun,
+    grad_context,
+    to_fun,
+    translate_errors,
+)
 from .metadata import collect_metadata, restore_storage_bytes, returned, storage_sizes
 
 
@@ -186,7 +195,7 @@ def _trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fa
     from torch._dispatch.python import enable_python_dispatcher
 
     with translate_errors(), fake_mode, enable_python_dispatcher(), \
-            FunctionalTensorMode(_allow_token_discovery=True):
+            JointFunctionalMode():
         storage_bytes = storage_sizes(fake_args)
         gm = make_fx(joint)(*example)   # no per-node stack traces: ~15% of trace time, unused
         restore_storage_bytes(fake_args, storage_bytes)
