@@ -37,7 +37,9 @@ Functionalization records the resize; a resized-up input's new value is the
 whose final size differs from its initial size records that size (only 0 or the full
 size are legal), which the epilogue applies with ``untyped_storage().resize_``
 before copying data in; an input whose storage ends at zero bytes gets no data copy;
-a resize up, use, and back down is no net mutation at all.
+a resize up, use, and back down is no net mutation at all. An input that requires grad
+(FSDP2's unsharded parameters are leaves) is resized the same way; its fill runs under
+``no_grad``, a mutation hidden from autograd, so its gradient is the use's.
 """
 
 from __future__ import annotations
