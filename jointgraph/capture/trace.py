@@ -33,7 +33,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from ..errors import UnsupportedError
 from ..ir import InputInfo, JointGraph, Role
-from ..ir.graph import lazy_graph_module
+from ..ir.graph import is_collective, lazy_graph_module
 from .context import (
     EagerInPlaceChecks,
     JointFunctionalMode,
@@ -200,7 +200,7 @@ def _trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fa
         gm = make_fx(joint)(*example)   # no per-node stack traces: ~15% of trace time, unused
         restore_storage_bytes(fake_args, storage_bytes)
     _remove_effect_tokens(gm, num_placeholders=len(example))
-    gm.graph.eliminate_dead_code()
+    gm.graph.eliminate_dead_code(is_impure_node=lambda n: n.is_impure() or is_collective(n))   # Note [Collectives]
 
     phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
     for i, node in enumerate(phs):

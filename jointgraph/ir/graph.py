@@ -163,3 +163,21 @@ def output_values(graph: torch.fx.Graph) -> list:
 
 def output_roles(graph: torch.fx.Graph) -> list[Role]:
     return list(output_node(graph).meta["roles"])
+
+
+# Namespaces of PyTorch's collective ops (functional collectives and c10d's own).
+_COLLECTIVE_NAMESPACES = frozenset({"_c10d_functional", "_c10d_functional_autograd", "c10d_functional", "c10d"})
+
+
+def is_collective(node: torch.fx.Node) -> bool:
+    """A collective (all-gather, reduce-scatter, all-reduce, ...) or the wait on one.
+
+    Note [Collectives]: every rank must issue the same collectives in the same order, and
+    each is communication, not computation. Our passes treat them as effects: CSE never
+    merges two (the program asked for two), dead-code elimination never drops one, the
+    partitioners never recompute one (its result is saved). Passes keep their relative
+    order (none moves a forward node across another; reorder_recompute moves only
+    recomputed nodes, which never include a collective).
+    """
+    target = node.target
+    return isinstance(target, torch._ops.OpOverload) and target.namespace in _COLLECTIVE_NAMESPACES
