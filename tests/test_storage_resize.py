@@ -278,3 +278,16 @@ def test_compiled_autograd_backward_graph_with_boxed_inputs():
     torch.testing.assert_close(torch.stack(losses), torch.stack(expected))
     for p, e in zip(model.parameters(), reference.parameters(), strict=True):
         torch.testing.assert_close(p, e)
+
+
+def test_random_programs_with_fsdp_storage_cycles_match_eager():
+    from jointgraph.bench import fuzz
+
+    default = fuzz.contenders()["default"]
+    programs = [p for p in (fuzz.generate(s, fuzz.STORAGE_WRITERS) for s in range(120))
+                if "resize_storage_bytes_" in p.source][:12]
+    assert len(programs) == 12
+    outcomes = {p.seed: fuzz.check(p, default) for p in programs}
+    bad = {seed: (o.status, o.message) for seed, o in outcomes.items() if o.status in ("wrong", "crash")}
+    assert not bad, bad
+    assert sum(o.status == "pass" for o in outcomes.values()) >= 6
