@@ -93,7 +93,7 @@ def _collectives(gm):
 
 
 def _all_checks(rank, world):
-    return run_scenarios(rank, world, TRAINING, measure=False), _storage_patterns(rank, world)
+    return run_scenarios(rank, world, TRAINING), _storage_patterns(rank, world)
 
 
 def test_ddp_and_fsdp2_on_two_gloo_ranks_match_eager():

@@ -130,7 +130,6 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     Scenario("fsdp_per_block_budget", compile="per_block", options=(("partitioner", "budget"), ("memory_budget", 0.7))),
     Scenario("fsdp_whole", compile="whole"),
     Scenario("ddp_outer_llama", model="llama", wrapper="ddp", compile="outer"),
-    Scenario("fsdp_per_block_aot_eager", compile="per_block", backend="aot_eager"),
 ]}
 
 
@@ -228,8 +227,9 @@ def step_peak_bytes(run: Callable, inputs: tuple) -> int:
 
 
 def run_scenarios(rank: int, world: int, names: list[str], width: int = 64, seq: int = 16, layers: int = 2,
-                  measure: bool = True) -> list[ScenarioResult]:
-    """Every scenario in ``names`` on this rank (Note [Distributed runs])."""
+                  measure: tuple[str, ...] = ()) -> list[ScenarioResult]:
+    """Every scenario in ``names`` on this rank (Note [Distributed runs]); ``measure`` names the contenders
+    ("eager", "jointgraph", "aot_eager") whose peak bytes of one step are measured after the check."""
     import torch._dynamo
 
     results = []
@@ -243,19 +243,22 @@ def run_scenarios(rank: int, world: int, names: list[str], width: int = 64, seq:
     return results
 
 
-def _run_one(scenario: Scenario, rank: int, *, width: int, seq: int, layers: int, measure: bool) -> ScenarioResult:
+def _backend(scenario: Scenario, name: str) -> Callable:
+    from torch._dynamo.backends.registry import lookup_backend
+
     import jointgraph
 
-    graphs: list = []
-    inner = jointgraph.backend(**dict(scenario.options)) if scenario.backend == "jointgraph" else scenario.backend
-    if isinstance(inner, str):
-        from torch._dynamo.backends.registry import lookup_backend
+    return jointgraph.backend(**dict(scenario.options)) if name == "jointgraph" else lookup_backend(name)
 
-        inner = lookup_backend(inner)
-    step, inputs = _build(scenario, rank, width=width, seq=seq, layers=layers)
-    reference, _ = _build(scenario, rank, width=width, seq=seq, layers=layers)
+
+def _run_one(scenario: Scenario, rank: int, *, width: int, seq: int, layers: int,
+             measure: tuple[str, ...]) -> ScenarioResult:
+    graphs: list = []
+    shape = {"width": width, "seq": seq, "layers": layers}
+    step, inputs = _build(scenario, rank, **shape)
+    reference, _ = _build(scenario, rank, **shape)
     run_ref = _wrap(reference, scenario, None)
-    run = _wrap(step, scenario, _counting(inner, graphs))
+    run = _wrap(step, scenario, _counting(_backend(scenario, scenario.backend), graphs))
     expected = train(run_ref, list(reference.parameters()), inputs)
     got = train(run, list(step.parameters()), inputs)
     if not graphs:
@@ -264,7 +267,15 @@ def _run_one(scenario: Scenario, rank: int, *, width: int, seq: int, layers: int
     for (name, p), e in zip(step.named_parameters(), reference.parameters(), strict=True):
         torch.testing.assert_close(_full(p), _full(e), rtol=1e-4, atol=1e-5, msg=lambda m, n=name: f"{n}: {m}")
     peaks = {}
-    if measure:
-        peaks = {"eager": step_peak_bytes(run_ref, inputs), scenario.backend: step_peak_bytes(run, inputs)}
+    for contender in measure:
+        if contender == "eager":
+            peaks[contender] = step_peak_bytes(run_ref, inputs)
+        elif contender == scenario.backend:
+            peaks[contender] = step_peak_bytes(run, inputs)
+        else:
+            other, _ = _build(scenario, rank, **shape)
+            run_other = _wrap(other, scenario, _backend(scenario, contender))
+            run_other(*inputs).backward()   # compiles
+            peaks[contender] = step_peak_bytes(run_other, inputs)
     return ScenarioResult(scenario.name, ok=True, losses=[float(x) for x in got], peak_bytes=peaks,
                           graphs=len(graphs))
