@@ -13,7 +13,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from jointgraph.bench.distributed import SCENARIOS, run_scenarios, spawn
+from rich.console import Console
+
+from jointgraph.bench.distributed import SCENARIOS, peak_table, run_scenarios, spawn
 
 CONTENDERS = ("eager", "jointgraph", "aot_eager")
 
@@ -31,17 +33,9 @@ def main(argv: list[str] | None = None) -> list:
     names = [n for n in args.scenarios.split(",") if n]
     ranks = spawn(run_scenarios, (names, args.width, args.seq, args.layers, CONTENDERS), nproc=args.nproc,
                   timeout=args.timeout)
-    print(f"{'scenario':<28} rank  " + "  ".join(f"{c:>11}" for c in CONTENDERS) + "   jg/eager  jg/aot_eager")
-    for i, name in enumerate(names):
-        for rank, results in enumerate(ranks):
-            r = results[i]
-            if not r.ok:
-                print(f"{name:<28} {rank:>4}  FAILED: {r.error.strip().splitlines()[-1]}")
-                continue
-            mib = [r.peak_bytes[c] / 2**20 for c in CONTENDERS]
-            ratios = [r.peak_bytes["jointgraph"] / max(r.peak_bytes[c], 1) for c in ("eager", "aot_eager")]
-            print(f"{name:<28} {rank:>4}  " + "  ".join(f"{m:>7.2f} MiB" for m in mib)
-                  + f"   {ratios[0]:>8.2f}  {ratios[1]:>12.2f}")
+    title = (f"peak bytes of one training step per rank ({args.nproc} ranks, layers={args.layers} "
+             f"width={args.width} seq={args.seq})")
+    Console(width=160).print(peak_table(names, ranks, CONTENDERS, title))
     result = [[r.__dict__ for r in results] for results in ranks]
     if args.json:
         with open(args.json, "w") as f:

@@ -13,7 +13,8 @@ from jointgraph.bench.distributed import run_scenarios, spawn
 
 pytestmark = pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(), reason="needs gloo")
 
-TRAINING = ["fsdp_per_block_mincut", "fsdp_per_block_ac_budget", "fsdp_whole", "ddp_outer", "ddp_inner"]
+TRAINING = ["fsdp_per_block_mincut", "fsdp_per_block_budget", "fsdp_per_block_ac_mincut", "fsdp_per_block_ac_budget",
+            "fsdp_whole", "ddp_outer", "ddp_inner", "ddp_outer_llama", "ddp_inner_llama"]
 
 
 def _unsharded_and_shard(linear):

@@ -16,6 +16,17 @@ the final parameters (the full tensors, for FSDP2) must be equal. It then measur
 step of each with the CPU profiler's allocation events (peak bytes above what was live when
 the step began: activations, gradients, FSDP's all-gathered parameters) and returns the
 figures per rank. A scenario that fails reports its error instead of stopping the others.
+
+Note [FSDP2 under Dynamo]
+-------------------------
+torch 2.13 wraps FSDP2's hooks in ``torch._dynamo.disable`` unconditionally
+(``torch.distributed.fsdp._fully_shard._fsdp_common._dynamo_disable``) and no longer has
+``torch._dynamo.config.skip_fsdp_hooks``: traceable FSDP2 is gone. A whole-model
+``torch.compile`` graph-breaks at each FSDP module's hooks, which run eagerly (all-gather,
+storage resize, copy into the unsharded parameters, reduce-scatter); jointgraph compiles the
+computation between them. FSDP2's storage patterns therefore never reach a backend from a real
+``fully_shard`` model; tests run them on a real module's unsharded parameters through
+``aot_function`` / ``torch.compile`` of the pattern itself (tests/test_distributed.py).
 """
 
 from __future__ import annotations
@@ -130,6 +141,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     Scenario("fsdp_per_block_budget", compile="per_block", options=(("partitioner", "budget"), ("memory_budget", 0.7))),
     Scenario("fsdp_whole", compile="whole"),
     Scenario("ddp_outer_llama", model="llama", wrapper="ddp", compile="outer"),
+    Scenario("ddp_inner_llama", model="llama", wrapper="ddp", compile="inner"),
 ]}
 
 
@@ -227,14 +239,15 @@ def step_peak_bytes(run: Callable, inputs: tuple) -> int:
 
 
 def run_scenarios(rank: int, world: int, names: list[str], width: int = 64, seq: int = 16, layers: int = 2,
-                  measure: tuple[str, ...] = ()) -> list[ScenarioResult]:
+                  measure: tuple[str, ...] = (), model: str | None = None) -> list[ScenarioResult]:
     """Every scenario in ``names`` on this rank (Note [Distributed runs]); ``measure`` names the contenders
-    ("eager", "jointgraph", "aot_eager") whose peak bytes of one step are measured after the check."""
+    ("eager", "jointgraph", "aot_eager") whose peak bytes of one step are measured after the check;
+    ``model`` (a zoo language model) replaces the scenarios' own."""
     import torch._dynamo
 
     results = []
     for name in names:
-        scenario = SCENARIOS[name]
+        scenario = SCENARIOS[name] if model is None else dataclasses.replace(SCENARIOS[name], model=model)
         torch._dynamo.reset()
         try:
             results.append(_run_one(scenario, rank, width=width, seq=seq, layers=layers, measure=measure))
@@ -279,3 +292,27 @@ def _run_one(scenario: Scenario, rank: int, *, width: int, seq: int, layers: int
             peaks[contender] = step_peak_bytes(run_other, inputs)
     return ScenarioResult(scenario.name, ok=True, losses=[float(x) for x in got], peak_bytes=peaks,
                           graphs=len(graphs))
+
+
+def peak_table(names: list[str], ranks: list[list[ScenarioResult]], contenders: tuple[str, ...], title: str):
+    """A rich Table: per scenario and rank, the peak bytes of each contender and jointgraph's ratios."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    table.add_column("scenario", no_wrap=True)
+    table.add_column("rank", justify="right")
+    for c in contenders:
+        table.add_column(f"{c} peak", justify="right")
+    others = [c for c in contenders if c != "jointgraph"]
+    for c in others:
+        table.add_column(f"jointgraph / {c}", justify="right")
+    for i, name in enumerate(names):
+        for rank, results in enumerate(ranks):
+            r = results[i]
+            if not r.ok:
+                table.add_row(name, str(rank), f"[red]failed: {r.error.strip().splitlines()[-1]}[/red]")
+                continue
+            cells = [f"{r.peak_bytes[c] / 2**20:.2f} MiB" for c in contenders]
+            cells += [f"{r.peak_bytes['jointgraph'] / max(r.peak_bytes[c], 1):.2f}" for c in others]
+            table.add_row(name, str(rank), *cells)
+    return table
