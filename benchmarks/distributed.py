@@ -1,5 +1,5 @@
 """Peak memory per rank of DDP / FSDP2 training steps: eager, jointgraph and torch.compile(aot_eager)
-side by side, on 2 spawned ranks (gloo on CPU; NCCL when every rank has a GPU). Every scenario is
+side by side, on 2 spawned ranks (gloo on CPU). Every scenario is
 first checked against eager on every rank (3 optimizer steps, losses and parameters equal).
 
     python benchmarks/distributed.py [--scenarios fsdp_per_block_mincut,...] [--width 256] [--seq 64]

@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", metavar="PATH", help="write every figure, the machine and the options as JSON")
     bench.add_argument("--report", metavar="PATH", help="also write jointgraph's plan as an HTML report")
     bench.add_argument("--nproc", type=_positive, default=1,
-                       help="ranks: with 2 or more, DDP and FSDP2 scenarios per rank (gloo on CPU, NCCL on CUDA), "
+                       help="ranks: with 2 or more, DDP and FSDP2 scenarios per rank (gloo on CPU), "
                             "eager vs jointgraph vs aot_eager peak memory")
     _add_pareto_arg(bench, "the --report")
     report = sub.add_parser("report", help="write the HTML report of jointgraph's plan")
