@@ -62,3 +62,36 @@ def test_collectives_are_neither_merged_dropped_recomputed_nor_reordered(group, 
     torch.testing.assert_close(out, expected)
     for t, g in zip((x, w1, w2), grads, strict=True):
         torch.testing.assert_close(t.grad, g)
+
+
+def test_collectives_in_checkpointed_blocks_keep_eager_order(group):
+    import torch.distributed._functional_collectives as funcol
+    from torch.utils.checkpoint import checkpoint
+
+    def block(h, w):
+        return (h @ funcol.all_gather_single_autograd(w, 0, group).t()).tanh()
+
+    def fn(x, w1, w2):
+        return checkpoint(block, checkpoint(block, x, w1, use_reentrant=False), w2, use_reentrant=False).sum()
+
+    x, w1, w2 = torch.randn(4, 8, requires_grad=True), torch.randn(6, 8, requires_grad=True), \
+        torch.randn(5, 6, requires_grad=True)
+    plan = jointgraph.plan(fn, x, w1, w2)
+    collectives = [(n.target.__name__.split(".")[0], n.args[0].name) for n in plan.backward.graph.nodes
+                   if n.op == "call_function" and n.target.namespace == "_c10d_functional"
+                   and "wait" not in n.target.__name__]
+    # As eager's backward: block 2's all-gather recomputed, its reduce-scatter, then block 1's.
+    kinds = [k for k, _ in collectives]
+    assert kinds == ["all_gather_into_tensor", "reduce_scatter_tensor", "all_gather_into_tensor",
+                     "reduce_scatter_tensor"], collectives
+    assert collectives[0][1] == "arg2" and collectives[2][1] == "arg1"
+    expected = fn(x, w1, w2)
+    expected.backward()
+    grads = [t.grad for t in (x, w1, w2)]
+    for t in (x, w1, w2):
+        t.grad = None
+    out = jointgraph.aot_function(fn)(x, w1, w2)
+    out.backward()
+    torch.testing.assert_close(out, expected)
+    for t, g in zip((x, w1, w2), grads, strict=True):
+        torch.testing.assert_close(t.grad, g)

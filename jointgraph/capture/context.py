@@ -62,9 +62,10 @@ class JointFunctionalMode(FunctionalTensorMode):
 
     def __init__(self):
         super().__init__(_allow_token_discovery=True)
+        self._fsdp_copy = _fsdp_copy()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func is _fsdp_copy():
+        if func is self._fsdp_copy and func is not None:
             super().__torch_dispatch__(torch.ops.aten.copy_.default, types, tuple(args), kwargs)
             return None
         return super().__torch_dispatch__(func, types, args, kwargs)

@@ -175,9 +175,10 @@ def is_collective(node: torch.fx.Node) -> bool:
     Note [Collectives]: every rank must issue the same collectives in the same order, and
     each is communication, not computation. Our passes treat them as effects: CSE never
     merges two (the program asked for two), dead-code elimination never drops one, the
-    partitioners never recompute one (its result is saved). Passes keep their relative
-    order (none moves a forward node across another; reorder_recompute moves only
-    recomputed nodes, which never include a collective).
+    partitioners never choose to recompute one (its result is saved; a collective inside a
+    ``torch.utils.checkpoint`` region is recomputed in the backward, as eager recomputes it).
+    Passes keep their relative order: none moves a forward node across another, and
+    reorder_recompute leaves collectives where they are.
     """
     target = node.target
     return isinstance(target, torch._ops.OpOverload) and target.namespace in _COLLECTIVE_NAMESPACES
