@@ -110,13 +110,20 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--show", type=int, default=5, help="print the first K failing programs in full")
     parser.add_argument("--minimize", action="store_true", help="shorten the failing programs shown")
     parser.add_argument("--json", metavar="PATH", help="also write counts and groups as JSON")
+    parser.add_argument("--storage", action="store_true",
+                        help="also write FSDP2's storage free / re-fill (resize_storage_bytes_, fsdp.copy_)")
     args = parser.parse_args(argv)
     known = fuzz.contenders(dynamo_every=args.dynamo_every)
     names = [n for n in args.contenders.split(",") if n]
     unknown = [n for n in names if n not in known]
     if unknown:
         parser.error(f"unknown contender(s) {', '.join(unknown)}; allowed: {', '.join(known)}")
-    summary = fuzz.run(args.n, args.seed, [known[n] for n in names], progress=True)
+    writers = None
+    if args.storage:
+        import torch.distributed.fsdp  # noqa: F401  registers torch.ops.fsdp.copy_
+
+        writers = fuzz.STORAGE_WRITERS
+    summary = fuzz.run(args.n, args.seed, [known[n] for n in names], progress=True, writers=writers)
     report(summary, names, args.show, args.minimize, known)
     result = as_json(summary)
     if args.json:

@@ -157,6 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--warmup", type=int, default=1, help="untimed steps after the first (compiling) call")
     bench.add_argument("--json", metavar="PATH", help="write every figure, the machine and the options as JSON")
     bench.add_argument("--report", metavar="PATH", help="also write jointgraph's plan as an HTML report")
+    bench.add_argument("--nproc", type=_positive, default=1,
+                       help="ranks: with 2 or more, DDP and FSDP2 scenarios per rank (gloo on CPU), "
+                            "eager vs jointgraph vs aot_eager peak memory")
     _add_pareto_arg(bench, "the --report")
     report = sub.add_parser("report", help="write the HTML report of jointgraph's plan", parents=[common])
     _add_model_args(report)
@@ -239,7 +242,28 @@ def _workload(args: argparse.Namespace):
 
 ### Commands
 
+def cmd_bench_distributed(args: argparse.Namespace, console) -> int:
+    """``bench --nproc N``: every DDP / FSDP2 scenario on N spawned ranks (Note [Distributed runs])."""
+    from .bench.distributed import SCENARIOS, peak_table, run_scenarios, spawn
+
+    if args.model not in ("gpt", "llama"):
+        raise UsageError(f"--nproc runs the language models gpt and llama, not {args.model!r}")
+    names = [n for n, s in SCENARIOS.items() if s.model == "gpt"]
+    contenders = ("eager", "jointgraph", "aot_eager")
+    ranks = spawn(run_scenarios, (names, args.width, args.seq, args.layers, contenders, args.model),
+                  nproc=args.nproc, timeout=1800)
+    console.print(peak_table(names, ranks, contenders, f"{args.model} on {args.nproc} ranks: peak bytes of one "
+                             f"training step (layers={args.layers} width={args.width} seq={args.seq}), each "
+                             "scenario checked against eager first"))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump([[r.__dict__ for r in results] for results in ranks], f, indent=2)
+    return 1 if any(not r.ok for results in ranks for r in results) else 0
+
+
 def cmd_bench(args: argparse.Namespace, console) -> int:
+    if args.nproc > 1:
+        return cmd_bench_distributed(args, console)
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from .bench import run_bench

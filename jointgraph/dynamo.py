@@ -39,7 +39,27 @@ def jointgraph_backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callab
 
 
 def compile_dynamo_graph(gm: torch.fx.GraphModule, example_inputs: list, options: CompileOptions) -> Callable:
-    """Compile a graph Dynamo captured. Dynamo guards the call, so the result is one entry."""
+    """Compile a graph Dynamo captured. Dynamo guards the call, so the result is one entry.
+
+    Note [Boxed inputs]: a graph whose inputs hold a list (compiled autograd's backward takes
+    all its tensors as one list, which the caller expects the backend to empty so each tensor
+    can be freed when consumed) is compiled on its flattened inputs; Dynamo's own wrapper
+    (``flatten_graph_inputs``) flattens each call, empties the boxed list, and calls the
+    compiled graph with one flat list.
+    """
+    _data_reads_as_attribute(gm)
+    if any(isinstance(x, (list, tuple, dict)) for x in example_inputs):
+        from torch._dynamo.utils import flatten_graph_inputs
+
+        def compile_flat(flat_gm, flat_inputs: list) -> Callable:
+            compiled = _compile_flat(flat_gm, flat_inputs, options)
+            return lambda inputs: compiled(*inputs)
+
+        return flatten_graph_inputs(gm, example_inputs, compile_flat)
+    return _compile_flat(gm, example_inputs, options)
+
+
+def _compile_flat(gm: Callable, example_inputs: list, options: CompileOptions) -> Callable:
     from torch._guards import detect_fake_mode
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -50,7 +70,6 @@ def compile_dynamo_graph(gm: torch.fx.GraphModule, example_inputs: list, options
     from .errors import UnsupportedError
     from .runtime.aliasing import AliasedInputs, SyntheticBases
 
-    _data_reads_as_attribute(gm)
     fake_mode = detect_fake_mode(example_inputs) or FakeTensorMode()
     fakes = []
     with fake_mode:
@@ -145,6 +164,8 @@ def _data_reads_as_attribute(gm: torch.fx.GraphModule) -> None:
     """Dynamo records ``x.data`` as ``torch._C._autograd._get_data_attr(x)``, which our tracing
     sees only as a ``detach``; as the attribute read it is again an alias with a version counter of
     its own (Note [Eager's in-place checks]), so writes through it leave ``x._version`` as eager does."""
+    if not isinstance(gm, torch.fx.GraphModule):
+        return
     changed = False
     for node in gm.graph.nodes:
         if node.op == "call_function" and node.target is torch._C._autograd._get_data_attr:

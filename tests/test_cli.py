@@ -29,6 +29,7 @@ def test_parse_bench_arguments():
     (["bench", "mlp", "--layers", "0"], "positive integer"),
     (["bench", "mlp", "--partitioner", "greedy"], "invalid choice"),
     (["frobnicate", "mlp"], "invalid choice"),
+    (["bench", "mlp", "--nproc", "2"], "--nproc runs the language models"),
 ])
 def test_bad_arguments_exit_2_with_a_clear_message(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:

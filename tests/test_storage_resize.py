@@ -17,7 +17,7 @@ def _freed(n=4):
 def _refill(t, value):
     """What FSDP does before the backward: re-allocate and fill, keeping the version counter."""
     t.untyped_storage().resize_(value.numel() * value.element_size())
-    with torch.autograd._unsafe_preserve_version_counter(t):
+    with torch.no_grad(), torch.autograd._unsafe_preserve_version_counter(t):
         t.copy_(value)
 
 
@@ -106,3 +106,188 @@ def test_storage_resize_through_torch_compile():
     _refill(p, full)
     out.backward()
     torch.testing.assert_close(x.grad, full)
+
+
+# --- FSDP2's own patterns (issue 18): fsdp.copy_, parameters that require grad, compiled autograd ---
+
+import torch.distributed.fsdp  # noqa: E402  registers torch.ops.fsdp.copy_
+
+NBYTES = 4 * 4
+
+
+def unshard_with_fsdp_copy(x, p, full):
+    """FSDP2's all-gather copy-out: re-allocate the freed parameter and fill it with fsdp.copy_."""
+    resize(p, full.numel() * full.element_size())
+    with torch.no_grad():
+        torch.ops.fsdp.copy_(p, full)
+    return (x * p).sum()
+
+
+def unshard_use_reshard_with_fsdp_copy(x, p, full):
+    resize(p, full.numel() * full.element_size())
+    with torch.no_grad():
+        torch.ops.fsdp.copy_(p, full)
+    out = (x * p).sum()
+    resize(p, 0)
+    return out
+
+
+def unshard_with_copy(x, p, full):
+    resize(p, full.numel() * full.element_size())
+    with torch.no_grad():
+        p.copy_(full)
+    return (x * p).sum()
+
+
+def unshard_use_reshard_with_copy(x, p, full):
+    resize(p, full.numel() * full.element_size())
+    with torch.no_grad():
+        p.copy_(full)
+    out = (x * p).sum()
+    resize(p, 0)
+    return out
+
+
+def _fsdp_inputs(requires_grad):
+    x, full = torch.randn(4, requires_grad=True), torch.randn(4)
+    p = _freed()
+    p.requires_grad_(requires_grad)
+    return x, p, full
+
+
+def _clone_inputs(x, p, full):
+    x2 = x.detach().clone().requires_grad_(x.requires_grad)
+    p2 = _freed()
+    p2.requires_grad_(p.requires_grad)
+    return x2, p2, full.clone()
+
+
+def _compile(fn, how):
+    if how == "aot_function":
+        return jointgraph.aot_function(fn)
+    torch._dynamo.reset()
+    return torch.compile(fn, backend="jointgraph", fullgraph=True)
+
+
+@pytest.mark.parametrize("how", ["aot_function", "torch.compile"])
+@pytest.mark.parametrize("requires_grad", [False, True])
+@pytest.mark.parametrize("fn", [unshard_with_fsdp_copy, unshard_use_reshard_with_fsdp_copy, unshard_with_copy,
+                                unshard_use_reshard_with_copy], ids=lambda f: f.__name__)
+def test_fsdp_unshard_patterns_match_eager(fn, requires_grad, how):
+    x, p, full = _fsdp_inputs(requires_grad)
+    ex, ep, efull = _clone_inputs(x, p, full)
+    expected = fn(ex, ep, efull)
+    out = _compile(fn, how)(x, p, full)
+    torch.testing.assert_close(out, expected)
+    assert p.untyped_storage().nbytes() == ep.untyped_storage().nbytes()
+    if p.untyped_storage().nbytes():
+        torch.testing.assert_close(p.detach(), ep.detach())
+    for t, e in ((p, ep), (x, ex)):   # FSDP refills a freed parameter before the backward uses it
+        if t.untyped_storage().nbytes() == 0:
+            _refill(t, full)
+            _refill(e, full)
+    expected.backward()
+    out.backward()
+    torch.testing.assert_close(x.grad, ex.grad)
+    if requires_grad:
+        torch.testing.assert_close(p.grad, ep.grad)
+    else:
+        assert p.grad is None
+
+
+def test_fsdp_copy_into_freed_parameter_never_writes_a_zero_byte_storage():
+    # The forward graph holds no in-place write into the parameter: fsdp.copy_ became a functional copy.
+    x, p, full = _fsdp_inputs(False)
+    plan = jointgraph.plan(unshard_with_fsdp_copy, x, p, full)
+    targets = [n.target for gm in (plan.forward, plan.backward) for n in gm.graph.nodes if n.op == "call_function"]
+    assert torch.ops.fsdp.copy_.default not in targets
+    assert torch.ops.aten.copy.default in targets
+
+
+_lib = torch.library.Library("jgtest_resize", "DEF")
+_lib.define("raw_copy_(Tensor(a!) tensor, Tensor data) -> ()")
+
+
+@torch.library.impl(_lib, "raw_copy_", "CompositeExplicitAutograd")
+def _raw_copy(tensor, data):
+    tensor.copy_(data)
+
+
+@torch.library.impl(_lib, "raw_copy_", "Functionalize")
+def _raw_copy_functionalize(tensor, data):
+    # Like fsdp.copy_: writes the wrapped tensor in place, functionalization records nothing.
+    torch._sync(tensor)
+    torch._sync(data)
+    inner, value = torch._from_functional_tensor(tensor), torch._from_functional_tensor(data)
+    with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.Functionalize)):
+        torch.ops.jgtest_resize.raw_copy_.default(inner, value)
+
+
+def test_unfunctionalized_write_into_a_resized_input_is_refused():
+    def fn(x, p, full):
+        resize(p, full.numel() * full.element_size())
+        with torch.no_grad():
+            torch.ops.jgtest_resize.raw_copy_(p, full)
+        return (x * p).sum()
+
+    x, p, full = _fsdp_inputs(False)
+    with pytest.raises(jointgraph.UnsupportedError, match="raw_copy_"):
+        jointgraph.aot_function(fn)(x, p, full)
+    assert p.untyped_storage().nbytes() == 0   # nothing ran
+
+
+def _mlp():
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+
+
+def test_compiled_autograd_backward_graph_with_boxed_inputs():
+    import copy
+
+    model, x = _mlp(), torch.randn(4, 8)
+    reference = copy.deepcopy(model)
+    seen = []
+    inner = jointgraph.backend()
+
+    def recording(gm, example_inputs):
+        seen.append([type(e) for e in example_inputs])
+        return inner(gm, example_inputs)
+
+    def forward_backward(m):
+        loss = m(x).pow(2).sum()
+        loss.backward()
+        return loss
+
+    def train(run, m):
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        losses = []
+        for _ in range(3):
+            losses.append(run(m))
+            opt.step()
+            opt.zero_grad()
+        return losses
+
+    torch._dynamo.reset()
+    try:
+        torch._dynamo.config.compiled_autograd = True
+        losses = train(torch.compile(forward_backward, backend=recording), model)
+    finally:
+        torch._dynamo.config.compiled_autograd = False
+        torch._dynamo.reset()
+    expected = train(forward_backward, reference)
+    assert any(list in types for types in seen), "no boxed backward graph reached the backend"
+    torch.testing.assert_close(torch.stack(losses), torch.stack(expected))
+    for p, e in zip(model.parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(p, e)
+
+
+def test_random_programs_with_fsdp_storage_cycles_match_eager():
+    from jointgraph.bench import fuzz
+
+    default = fuzz.contenders()["default"]
+    programs = [p for p in (fuzz.generate(s, fuzz.STORAGE_WRITERS) for s in range(120))
+                if "resize_storage_bytes_" in p.source][:12]
+    assert len(programs) == 12
+    outcomes = {p.seed: fuzz.check(p, default) for p in programs}
+    bad = {seed: (o.status, o.message) for seed, o in outcomes.items() if o.status in ("wrong", "crash")}
+    assert not bad, bad
+    assert sum(o.status == "pass" for o in outcomes.values()) >= 6

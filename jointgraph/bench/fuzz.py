@@ -399,6 +399,42 @@ WRITERS: dict[str, tuple[Callable[[_Scope], _Statement | None], float]] = {
 }
 
 
+def _storage_cycle(scope: _Scope) -> _Statement | None:
+    """FSDP2's free and re-fill of a parameter (Note [Storage resize]): an input that owns its whole
+    storage is freed, re-allocated and filled under ``no_grad`` with ``fsdp.copy_`` or ``copy_`` from a
+    value taken before the free (reading a freed storage would crash eager itself)."""
+    names = [n for n in scope.tensors(floating=True) if scope.origin[n] == "input" and _owns_storage(scope, n)]
+    if not names:
+        return None
+    x = scope.pick(names)
+    t = scope.env[x]
+    value = _operand(scope, t.shape) or x
+    fill = scope.rng.choice((f"torch.ops.fsdp.copy_({x}, _full)", f"{x}.copy_(_full)"))
+    nbytes = t.numel() * t.element_size()
+    return _Statement(f"_full = ({value} * {scope.rng.choice(SCALARS)}).detach().expand({tuple(t.shape)}).clone()\n"
+                      f"torch.ops.inductor.resize_storage_bytes_({x}, 0)\n"
+                      f"torch.ops.inductor.resize_storage_bytes_({x}, {nbytes})\n"
+                      f"with torch.no_grad():\n    {fill}")
+
+
+def _owns_storage(scope: _Scope, name: str) -> bool:
+    """Contiguous from offset 0 over its whole storage, which no other argument shares."""
+    t = scope.env[name]
+    storage = t.untyped_storage()
+    if not t.is_contiguous() or t.storage_offset() != 0 or storage.nbytes() != t.numel() * t.element_size() \
+            or t.numel() == 0:
+        return False
+    ptr = storage.data_ptr()
+    return not any(other != name and isinstance(v, torch.Tensor) and v.untyped_storage().data_ptr() == ptr
+                   for other, v in scope.env.items() if other in scope.origin)
+
+
+# Opt-in (``generate(seed, writers=STORAGE_WRITERS)``, ``benchmarks/fuzz.py --storage``): the default
+# programs, and the named known ones of the CI run, stay what their seeds give.
+STORAGE_WRITERS: dict[str, tuple[Callable[[_Scope], _Statement | None], float]] = {
+    **WRITERS, "storage_cycle": (_storage_cycle, 3.0)}
+
+
 def _returns(scope: _Scope) -> str:
     rng, exprs = scope.rng, []
     names = scope.tensors()
@@ -431,11 +467,11 @@ def _raises(text: str, env: dict[str, Any]) -> bool:
     return False
 
 
-def _body(rng: random.Random, make_inputs: Callable, params: tuple[str, ...]) -> list[str]:
+def _body(rng: random.Random, make_inputs: Callable, params: tuple[str, ...], writer_table: dict) -> list[str]:
     """Statements written one at a time, each run on live inputs; one that raises is kept only rarely."""
     lines: list[str] = []
     origin = {p: "input" for p in params}
-    writers, weights = zip(*WRITERS.values(), strict=True)
+    writers, weights = zip(*writer_table.values(), strict=True)
     for _ in range(rng.randint(1, 6)):
         for _attempt in range(6):
             scope = _Scope(rng, _replay(make_inputs, params, lines), origin)
@@ -454,8 +490,8 @@ def _body(rng: random.Random, make_inputs: Callable, params: tuple[str, ...]) ->
     return [*lines, _returns(_Scope(rng, _replay(make_inputs, params, lines), origin))]
 
 
-def generate(seed: int) -> Program:
-    """The program for ``seed``: the same seed always gives the same program."""
+def generate(seed: int, writers: dict | None = None) -> Program:
+    """The program for ``seed`` (and ``writers``, default ``WRITERS``): the same seed always gives the same program."""
     rng = random.Random(seed)
     inputs = _inputs_source(rng, seed)
     namespace: dict[str, Any] = {"torch": torch}
@@ -464,7 +500,7 @@ def generate(seed: int) -> Program:
     params = PARAMS[:len(make_inputs()[0])]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        lines = _body(rng, make_inputs, params)
+        lines = _body(rng, make_inputs, params, WRITERS if writers is None else writers)
     body = "".join(f"    {line}\n" for text in lines for line in text.split("\n"))
     return Program(seed, f"def f({', '.join(params)}):\n{body}", inputs)
 
@@ -847,7 +883,7 @@ def _resolve(chosen: Sequence[Contender | str]) -> list[Contender]:
 
 
 def run(n: int, seed: int = 0, contenders: Sequence[Contender | str] = ("default",), progress: bool = True,
-        examples_per_group: int = 3) -> Summary:
+        examples_per_group: int = 3, writers: dict | None = None) -> Summary:
     """Generate programs ``seed .. seed + n - 1`` and check each under every contender."""
     chosen = _resolve(contenders)
     summary = Summary(n, seed, {c.name: dict.fromkeys(STATUSES, 0) for c in chosen},
@@ -855,7 +891,7 @@ def run(n: int, seed: int = 0, contenders: Sequence[Contender | str] = ("default
     start = time.perf_counter()
     with _progress(n, progress) as advance:
         for program_seed in range(seed, seed + n):
-            program = generate(program_seed)
+            program = generate(program_seed, writers)
             eager = observe(program, program.function())
             summary.eager_raised += eager.error is not None
             for contender in chosen:

@@ -15,7 +15,7 @@ from torch._subclasses.fake_tensor import (
     DynamicOutputShapeException,
     UnsupportedOperatorException,
 )
-from torch._subclasses.functional_tensor import FunctionalTensor
+from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
 
 from ..errors import UnsupportedError, source_from_traceback, user_source_line
 
@@ -31,6 +31,33 @@ _FUNCTIONALIZATION_LIMITS = ("functionalization",)   # RuntimeErrors functionali
 
 
 
+class JointFunctionalMode(FunctionalTensorMode):
+    """Functionalization for our traces; FSDP2's ``fsdp.copy_`` is an ``aten.copy_`` of its input.
+
+    Note [fsdp.copy_]: PyTorch's functionalization kernel for ``fsdp.copy_`` writes the wrapped
+    tensor in place and records no mutation, so the write would stay in the graph, ahead of the
+    storage resize the epilogue applies (Note [Storage resize] in capture/metadata.py): a write
+    into a 0-byte storage. Traced as the data mutation it is, its new value is a functional copy
+    that the epilogue writes into the caller's tensor after resizing its storage.
+    """
+
+    def __init__(self):
+        super().__init__(_allow_token_discovery=True)
+        self._fsdp_copy = _fsdp_copy()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is self._fsdp_copy and func is not None:
+            super().__torch_dispatch__(torch.ops.aten.copy_.default, types, tuple(args), kwargs)
+            return None
+        return super().__torch_dispatch__(func, types, args, kwargs)
+
+
+def _fsdp_copy():
+    """``fsdp.copy_`` once ``torch.distributed.fsdp`` registered it, else None."""
+    namespace = getattr(torch.ops, "fsdp", None)
+    return getattr(getattr(namespace, "copy_", None), "default", None) if namespace is not None else None
+
+
 def to_fun(x):
     return FunctionalTensor.to_functional(x) if isinstance(x, torch.Tensor) else x
 
@@ -39,8 +66,15 @@ def to_fun_input(x, leaf: bool):
     """A functional graph input that looks as the caller's tensor does: a leaf that requires grad
     stays a leaf (``is_leaf``, ``grad_fn is None``, eager's error on an in-place op under grad
     mode); ``to_fun`` alone makes every input a non-leaf."""
-    if leaf and isinstance(x, torch.Tensor) and x.requires_grad:
-        return FunctionalTensor.to_functional(x.detach()).requires_grad_()
+    if leaf and isinstance(x, torch.Tensor) and x.requires_grad and x.is_leaf:
+        # Wrapped while it does not require grad, then marked: a leaf wrapper over x itself (an
+        # alias made first, by detach(), would give a freed fake storage a new full one).
+        x.requires_grad_(False)
+        try:
+            wrapper = FunctionalTensor.to_functional(x)
+        finally:
+            x.requires_grad_(True)
+        return wrapper.requires_grad_()
     return to_fun(x)
 
 

@@ -37,7 +37,9 @@ Functionalization records the resize; a resized-up input's new value is the
 whose final size differs from its initial size records that size (only 0 or the full
 size are legal), which the epilogue applies with ``untyped_storage().resize_``
 before copying data in; an input whose storage ends at zero bytes gets no data copy;
-a resize up, use, and back down is no net mutation at all.
+a resize up, use, and back down is no net mutation at all. An input that requires grad
+(FSDP2's unsharded parameters are leaves) is resized the same way; its fill runs under
+``no_grad``, a mutation hidden from autograd, so its gradient is the use's.
 """
 
 from __future__ import annotations
@@ -47,12 +49,12 @@ from collections.abc import Callable
 
 import torch
 import torch._C._functionalization as functionalization
-from torch._subclasses.functional_tensor import FunctionalTensorMode
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from ..errors import UnsupportedError
 from ..ir import InputInfo, OutputInfo, Role
 from .context import (
+    JointFunctionalMode,
     RefuseTraceTimeHooks,
     clone_as_is,
     from_fun,
@@ -85,7 +87,7 @@ def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...]
     ``as_views`` are passed as views (see ``_outputs_after_requires_grad``).
     """
     with translate_errors(), refuse_rng_state_changes(), fake_mode:
-        with FunctionalTensorMode(_allow_token_discovery=True):
+        with JointFunctionalMode():
             f_args = [to_fun_input(a, leaf=i not in non_leaf) for i, a in enumerate(fake_args)]
             storage_bytes = storage_sizes(fake_args)
             checks = EagerInPlaceChecks()
@@ -174,9 +176,6 @@ def _storage_resizes(infos: list[InputInfo], call_args: list, fake_args: list, b
             raise UnsupportedError(
                 f"resize_storage_bytes_ leaves an input's storage at {final} bytes; only 0 (free) or its full "
                 f"size ({full} bytes) can be compiled", hint='resize to 0 or full size, or on_unsupported="eager"')
-        if info.requires_grad:
-            raise UnsupportedError("storage resize of an input that requires grad is not supported",
-                                   hint='resize a tensor that does not require grad, or on_unsupported="eager"')
         result.append(dataclasses.replace(info, storage_bytes=final, mutates_data=info.mutates_data and final > 0))
     restore_storage_bytes(fake_args, before)
     return result

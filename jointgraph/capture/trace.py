@@ -28,14 +28,23 @@ from collections.abc import Callable
 
 import torch
 import torch.fx
-from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
+from torch._subclasses.functional_tensor import FunctionalTensor
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from ..errors import UnsupportedError
 from ..ir import InputInfo, JointGraph, Role
 from ..ir.effects import must_run
 from ..ir.graph import lazy_graph_module
-from .context import clone_as_is, compiling, from_fun, grad_context, to_fun, to_fun_input, translate_errors
+from .context import (
+    JointFunctionalMode,
+    clone_as_is,
+    compiling,
+    from_fun,
+    grad_context,
+    to_fun,
+    to_fun_input,
+    translate_errors,
+)
 from .fallbacks import MetaFallbacks
 from .inplace import EagerInPlaceChecks
 from .metadata import collect_metadata, restore_storage_bytes, returned, storage_sizes
@@ -189,13 +198,12 @@ def _trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fa
     example = list(fake_args) + (tangents if has_backward else [])
     from torch._dispatch.python import enable_python_dispatcher
 
-    with translate_errors(), module_scopes(), fake_mode, enable_python_dispatcher(), \
-            FunctionalTensorMode(_allow_token_discovery=True):
+    with translate_errors(), module_scopes(), fake_mode, enable_python_dispatcher(), JointFunctionalMode():
         storage_bytes = storage_sizes(fake_args)
         gm = make_fx(joint)(*example)   # no per-node stack traces: ~15% of trace time, unused
         restore_storage_bytes(fake_args, storage_bytes)
     _remove_effect_tokens(gm, num_placeholders=len(example))
-    gm.graph.eliminate_dead_code(is_impure_node=must_run)   # Note [Ops that check values]
+    gm.graph.eliminate_dead_code(is_impure_node=must_run)   # Note [Ops that check values], Note [Collectives]
 
     phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
     for i, node in enumerate(phs):

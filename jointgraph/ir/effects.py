@@ -14,6 +14,8 @@ from __future__ import annotations
 import torch
 import torch.fx
 
+from .graph import is_collective
+
 _aten = torch.ops.aten
 
 # Functional ops whose kernels check index values (the in-place forms are functionalized away).
@@ -32,5 +34,6 @@ def checks_values(node: torch.fx.Node) -> bool:
 
 
 def must_run(node: torch.fx.Node) -> bool:
-    """Side effects (``Node.is_impure``) or value checks: never removed for lack of users."""
-    return node.is_impure() or checks_values(node)
+    """Side effects (``Node.is_impure``), collectives (Note [Collectives]) or value checks: never
+    removed for lack of users."""
+    return node.is_impure() or is_collective(node) or checks_values(node)

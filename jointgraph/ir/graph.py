@@ -174,3 +174,22 @@ def output_values(graph: torch.fx.Graph) -> list:
 
 def output_roles(graph: torch.fx.Graph) -> list[Role]:
     return list(output_node(graph).meta["roles"])
+
+
+# Namespaces of PyTorch's collective ops (functional collectives and c10d's own).
+_COLLECTIVE_NAMESPACES = frozenset({"_c10d_functional", "_c10d_functional_autograd", "c10d_functional", "c10d"})
+
+
+def is_collective(node: torch.fx.Node) -> bool:
+    """A collective (all-gather, reduce-scatter, all-reduce, ...) or the wait on one.
+
+    Note [Collectives]: every rank must issue the same collectives in the same order, and
+    each is communication, not computation. Our passes treat them as effects: CSE never
+    merges two (the program asked for two), dead-code elimination never drops one, the
+    partitioners never choose to recompute one (its result is saved; a collective inside a
+    ``torch.utils.checkpoint`` region is recomputed in the backward, as eager recomputes it).
+    Passes keep their relative order: none moves a forward node across another, and
+    reorder_recompute leaves collectives where they are.
+    """
+    target = node.target
+    return isinstance(target, torch._ops.OpOverload) and target.namespace in _COLLECTIVE_NAMESPACES

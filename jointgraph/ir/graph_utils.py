@@ -131,3 +131,4 @@ def tensor_bytes(val) -> int:
 def is_random(node: torch.fx.Node) -> bool:
     target = node.target
     return isinstance(target, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded in target.tags
+

@@ -8,6 +8,7 @@ import torch
 import torch.fx
 from torch.fx.immutable_collections import immutable_list
 
+from ..ir.graph import is_collective
 from ..ir.graph_utils import is_random
 
 _Node = torch.fx.Node
@@ -18,7 +19,7 @@ _SYM = (torch.SymInt, torch.SymFloat, torch.SymBool)
 def cse(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     """Merge call nodes with the same target and arguments.
 
-    Expects: a functional graph (no mutating ops). Random ops and ops with side
+    Expects: a functional graph (no mutating ops). Random ops, collectives and ops with side
     effects are never merged (two draws are two different values), nor a backward node
     with a forward one (Note [Phases]: a checkpoint's recomputation stays a recomputation).
     Scalars match by type and value: ``add(x, 1)`` is not ``add(x, 1.0)`` (an integer
@@ -54,13 +55,14 @@ def cse(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
 
 
 def _impure(node: torch.fx.Node, cache: dict) -> bool:
-    """Random or side-effecting (``Node.is_impure``), cached per OpOverload target."""
+    """Random, a collective (Note [Collectives]) or side-effecting (``Node.is_impure``), cached per
+    OpOverload target."""
     target = node.target
     if not isinstance(target, torch._ops.OpOverload):
         return is_random(node) or node.is_impure()
     result = cache.get(target)
     if result is None:
-        result = cache[target] = is_random(node) or node.is_impure()
+        result = cache[target] = is_random(node) or is_collective(node) or node.is_impure()
     return result
 
 

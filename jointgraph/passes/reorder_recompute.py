@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 import torch.fx
 
+from ..ir.graph import is_collective
 from ..ir.graph_utils import tangent_dependent
 
 
@@ -15,7 +16,7 @@ def reorder_recompute(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     ``Role.TANGENT``). A call node that does not depend on a tangent is recomputation
     of forward values.
     Guarantees: the same nodes and outputs in a valid topological order; tangent-dependent
-    nodes keep their relative order; every recomputed node comes after its inputs and
+    nodes and collectives keep their relative order; every recomputed node comes after its inputs and
     immediately before (the recomputed chain feeding) its first tangent-dependent user,
     so recomputed values are not all live from the start of the backward.
 
@@ -25,7 +26,9 @@ def reorder_recompute(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     graph = gm.graph
     nodes = list(graph.nodes)
     dependent = tangent_dependent(graph)
-    recompute = {n for n in nodes if n.op == "call_function" and n not in dependent}
+    # A collective stays where it is (Note [Collectives]): moving a recomputed all-gather would
+    # reorder it against the backward's reduce-scatters.
+    recompute = {n for n in nodes if n.op == "call_function" and n not in dependent and not is_collective(n)}
     order: list[torch.fx.Node] = []
     emitted: set[torch.fx.Node] = set()
     for anchor in nodes:

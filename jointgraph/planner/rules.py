@@ -14,6 +14,7 @@ import operator
 import torch
 import torch.fx
 
+from ..ir.graph import is_collective
 from ..ir.graph_utils import is_random, is_symbolic_scalar, is_view, size_hint
 
 aten = torch.ops.aten
@@ -103,6 +104,8 @@ def recompute_rule(node: torch.fx.Node) -> RecomputeRule:
         return RecomputeRule(False, "sizes are computed in the forward")
     if is_random(node):
         return RecomputeRule(False, "random op: recomputing would draw fresh randomness")
+    if is_collective(node):
+        return RecomputeRule(False, "collective: recomputing would communicate again (Note [Collectives])")
     if not isinstance(target, torch._ops.OpOverload):
         return RecomputeRule(False, f"no recompute rule for {target}")
     packet = target.overloadpacket
