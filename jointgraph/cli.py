@@ -1,9 +1,10 @@
-"""The ``jointgraph`` command: ``bench``, ``report`` and ``explain``.
+"""The ``jointgraph`` command: ``bench``, ``report``, ``explain`` and ``cache``.
 
     jointgraph bench gpt --layers 2 --batch 4 --seq 128 --json bench.json --report report.html
     jointgraph bench gpt --budget 0.6 --saved-tensors bf16
     jointgraph report gpt2 --budget 0.6 --pareto -o report.html
     jointgraph explain mymodels:build_model
+    jointgraph cache info
 
 MODEL is a zoo name (``jointgraph.bench.zoo.ZOO``) or ``module:function`` returning
 ``(model, example_inputs)`` or ``(model, example_inputs, loss_fn)``. Bad arguments exit with code 2.
@@ -18,6 +19,7 @@ import os
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 DTYPES = ("float32", "bfloat16", "float16", "float64")
@@ -83,7 +85,7 @@ def _add_pareto_arg(parser: argparse.ArgumentParser, what: str) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="jointgraph", description="Compile PyTorch training steps ahead of "
                                      "time and see where their memory goes.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{bench,report,explain}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{bench,report,explain,cache}")
     bench = sub.add_parser("bench", help="eager vs torch.compile vs jointgraph on one training step")
     _add_model_args(bench)
     bench.add_argument("--repeat", type=_positive, default=5, help="timed steps after warm-up (median is shown)")
@@ -97,6 +99,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_pareto_arg(report, "the report")
     explain = sub.add_parser("explain", help="print what jointgraph saves for the backward, and why")
     _add_model_args(explain)
+    cache = sub.add_parser("cache", help="the on-disk compile cache: info (entries, bytes, hits) or clear")
+    cache.add_argument("action", choices=("info", "clear"))
+    cache.add_argument("--dir", metavar="PATH", help="the cache directory (default: $JOINTGRAPH_CACHE_DIR, else "
+                       "the per-user cache directory)")
     return parser
 
 
@@ -306,7 +312,21 @@ def _stderr_console():
     return Console(stderr=True)
 
 
-COMMANDS = {"bench": cmd_bench, "report": cmd_report, "explain": cmd_explain}
+def cmd_cache(args: argparse.Namespace, console) -> int:
+    from .cache import DiskStore, cache_option_from_env, default_dir
+    from .cache.info import cache_info, info_lines
+
+    option = args.dir or cache_option_from_env(True)
+    store = DiskStore(default_dir() if option in (True, False) else Path(option))
+    if args.action == "clear":
+        console.print(f"removed {store.clear()} entries from {store.root}", highlight=False)
+    else:
+        for line in info_lines(cache_info(store)):
+            console.print(line, highlight=False)
+    return 0
+
+
+COMMANDS = {"bench": cmd_bench, "report": cmd_report, "explain": cmd_explain, "cache": cmd_cache}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -318,7 +338,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        args = _resolve(args)
+        if args.command != "cache":
+            args = _resolve(args)
         console = Console()
         if not console.is_terminal:
             console = Console(width=150)  # piped or captured: keep the table on one line per row

@@ -72,4 +72,9 @@ def make_options(**kwargs: Any) -> CompileOptions:
     for key in kwargs:
         if key not in known:
             raise ValueError(f"unknown option {key!r}; allowed options: {', '.join(sorted(known))}")
-    return CompileOptions(**kwargs)
+    options = CompileOptions(**kwargs)
+    if options.cache is True:   # the entry points' one read of $JOINTGRAPH_CACHE_DIR (jointgraph/cache)
+        from .cache.store import cache_option_from_env
+
+        options = dataclasses.replace(options, cache=cache_option_from_env(True))
+    return options
