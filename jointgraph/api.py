@@ -143,9 +143,10 @@ def build_entry(flat_fn: Callable, out_box: list, signature: FlatSignature, tens
     else:
         plan, joint, graphs, fake_mode, fakes = plan_call(flat_fn, signature, tensors, options, dynamic=dynamic,
                                                           saved_hooks=saved_hooks)
-        entry = compile_entry(plan, joint, graphs, options, signature, out_box[0], fakes)
-        if request is not None:
-            request.save(entry.plan, entry.layout)
+        layout = make_layout(joint, graphs, signature, out_box[0], fakes)
+        if request is not None:   # before the graph compilers run: they may rewrite the graphs
+            request.save(plan, layout)
+        entry = compile_entry(plan, joint, graphs, options, signature, out_box[0], fakes, layout=layout)
     entry.saved_hooks = saved_hooks
     entry.fake_mode = fake_mode
     entry.fakes = fakes

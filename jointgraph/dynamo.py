@@ -33,7 +33,7 @@ def compile_dynamo_graph(gm: torch.fx.GraphModule, example_inputs: list, options
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from . import cache
-    from .api import build_plan, compile_entry, non_leaf_inputs
+    from .api import build_plan, compile_entry, make_layout, non_leaf_inputs
     from .capture.captured import Recapture
     from .capture.guards import ambient_state
     from .capture.inputs import FlatSignature, make_flat_fn
@@ -79,9 +79,10 @@ def compile_dynamo_graph(gm: torch.fx.GraphModule, example_inputs: list, options
             raise UnsupportedError(f"the graph Dynamo handed over reads real tensors that are not graph inputs "
                                    f"(shapes {shapes}); jointgraph lifts captured tensors through aot_function "
                                    "only (Note [Captured tensors])") from None
-        entry = compile_entry(plan, joint, graphs, options, signature, out_box[0], fakes)
-        if request is not None:
-            request.save(plan, entry.layout)
+        layout = make_layout(joint, graphs, signature, out_box[0], fakes)
+        if request is not None:   # before the graph compilers run: they may rewrite the graphs
+            request.save(plan, layout)
+        entry = compile_entry(plan, joint, graphs, options, signature, out_box[0], fakes, layout=layout)
     run = entry.run_inputs
     synthetic = SyntheticBases(call_graph, lambda inner: CompiledFunction(inner, options))   # Note [Aliased inputs]
 

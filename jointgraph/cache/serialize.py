@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from ..ir import Plan
 from ..ir.graph import lazy_graph_module
@@ -194,12 +194,12 @@ def _resolve(value: Any, made: dict) -> Any:
 
 
 def _fake(spec: Any, fake_mode: FakeTensorMode) -> Any:
-    if isinstance(spec, _FakeSpec):
-        with fake_mode:
-            t = torch.empty_strided(spec.shape, spec.stride, dtype=spec.dtype, device=spec.device)
-            if spec.offset:
-                t = t.as_strided(spec.shape, spec.stride, spec.offset)
-            return t.requires_grad_(spec.requires_grad) if spec.requires_grad and t.is_floating_point() else t
+    if isinstance(spec, _FakeSpec):   # built from a meta tensor directly: no dispatch through the fake mode
+        meta = torch.empty_strided(spec.shape, spec.stride, dtype=spec.dtype, device="meta")
+        if spec.offset:
+            meta = meta.as_strided(spec.shape, spec.stride, spec.offset)
+        t = FakeTensor(fake_mode, meta, torch.device(spec.device))
+        return t.requires_grad_(True) if spec.requires_grad and (t.is_floating_point() or t.is_complex()) else t
     if isinstance(spec, (tuple, list)):
         return type(spec)(_fake(s, fake_mode) for s in spec)
     return spec
