@@ -66,6 +66,10 @@ def test_hit_reuses_plan_and_matches_bit_for_bit(tmp_path):
     assert warm_plan.explain() == cold_plan.explain()
     assert warm_plan.timeline == cold_plan.timeline and warm_plan.peak_bytes == cold_plan.peak_bytes
     assert "trace" not in warm_plan.timings and "cache_load" in warm_plan.timings
+    assert [str(n.meta.get("val")) for n in warm_plan.backward.graph.nodes] == \
+        [str(n.meta.get("val")) for n in cold_plan.backward.graph.nodes]
+    report = warm_plan.to_html(str(tmp_path / "warm.html"))   # the report works from a hit
+    assert "Saved for the backward" in open(report).read()
     expected = (args[0] @ args[1]).relu().sum()
     torch.testing.assert_close(warm_out, expected.detach())
 

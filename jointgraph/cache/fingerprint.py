@@ -33,6 +33,7 @@ generator, or an object graph past ``MAX_ITEMS`` values.
 
 from __future__ import annotations
 
+import copyreg
 import enum
 import functools
 import hashlib
@@ -180,6 +181,9 @@ class _Walker:
             self.visit(kind, f"{path}.__class__")
 
     def _function(self, fn: types.FunctionType, path: str) -> None:
+        refused = getattr(fn, "__jointgraph_uncacheable__", None)
+        if refused is not None:   # its trace has side effects a warm start would skip
+            raise Unhashable(refused)
         version = _versioned(fn)
         if version is not None:
             self.put("versioned function", fn.__module__, fn.__qualname__, version)
@@ -273,8 +277,8 @@ class _Walker:
         state = getattr(value, "__dict__", None)
         slots = [s for c in kind.__mro__ for s in getattr(c, "__slots__", ())]
         if state is None and not slots:
-            raise Unhashable(f"{path} is an opaque {kind.__module__}.{kind.__qualname__} object "
-                             "(no __dict__: its state cannot be read)")
+            self._reduced(value, kind, path)
+            return
         self.put("object")
         self.visit(kind, f"{path}.__class__")
         if state is not None:
@@ -283,6 +287,23 @@ class _Walker:
         for slot in slots:
             self.put("slot", slot)
             self.visit(getattr(value, slot, _EmptyCell), f"{path}.{slot}")
+
+
+    def _reduced(self, value: Any, kind: type, path: str) -> None:
+        """An object without ``__dict__``: by what pickling it would record (a namedtuple's field
+        getter), else opaque."""
+        try:
+            reduced = value.__reduce_ex__(4)
+        except Exception:  # noqa: BLE001 - does not pickle: no readable state
+            reduced = None
+        if not isinstance(reduced, tuple) or len(reduced) < 2 or reduced[0] is copyreg.__newobj__ \
+                or getattr(reduced[0], "__name__", "") == "_reconstructor":
+            raise Unhashable(f"{path} is an opaque {kind.__module__}.{kind.__qualname__} object "
+                             "(no __dict__: its state cannot be read)")
+        self.put("reduced")
+        self.visit(kind, f"{path}.__class__")
+        self.visit(reduced[0], f"{path}.__reduce__")
+        self.visit(reduced[1:], f"{path}.__reduce__")
 
 
 class _EmptyCell:

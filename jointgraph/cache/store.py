@@ -123,7 +123,15 @@ class DiskStore:
         return found
 
     def evict(self) -> int:
-        """Remove least recently used entries until under ``max_bytes``; return how many went."""
+        """Remove least recently used entries until under ``max_bytes``; return how many went.
+        Temporary files a crashed writer left behind go once they are an hour old."""
+        stale = time.time() - 3600
+        for tmp in (self.root / "entries").glob("*/.*.tmp"):
+            try:
+                if tmp.stat().st_mtime < stale:
+                    tmp.unlink()
+            except OSError:
+                continue
         entries = sorted(self.entries(), key=lambda e: e[2])
         total = sum(size for _, size, _ in entries)
         removed = 0
