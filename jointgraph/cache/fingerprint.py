@@ -84,16 +84,10 @@ def _named_by_version(module_name: str) -> str | None:
     roots = {sysconfig.get_paths()[k] for k in ("purelib", "platlib")}
     if not any(path.startswith(root) for root in roots):
         return None   # a user module, or an editable install: read its code
-    try:
-        dists = _distributions().get(top) or []
-        return f"{top}-" + ",".join(f"{d}={importlib.metadata.version(d)}" for d in dists)
-    except Exception:  # noqa: BLE001 - no metadata: read the code instead
+    try:   # the distribution named as the package (scanning every distribution's files costs ~1 s)
+        return f"{top}={importlib.metadata.version(top)}"
+    except Exception:  # noqa: BLE001 - no such distribution: read the code instead
         return None
-
-
-@functools.lru_cache(maxsize=1)
-def _distributions() -> dict:
-    return importlib.metadata.packages_distributions()
 
 
 def _versioned(obj: Any) -> str | None:
