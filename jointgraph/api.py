@@ -136,9 +136,10 @@ def build_entry(flat_fn: Callable, out_box: list, signature: FlatSignature, tens
     or load it from the on-disk cache (``source``: the function's fingerprint, jointgraph/cache)."""
     request, hit = cache.lookup(options.cache, source, signature, tensors, options, dynamic=dynamic,
                                 saved_hooks=saved_hooks, ambient=ambient_state())
-    if hit is not None:
+    if hit is not None:   # "eager" runs the graphs as they are: no example inputs to make
         fake_mode = FakeTensorMode()
-        fakes = fakeify(tensors, fake_mode, dynamic=False)
+        eager = options.fw_compiler == "eager" and options.bw_compiler == "eager"
+        fakes = [] if eager else fakeify(tensors, fake_mode, dynamic=False)
         entry = compile_entry(hit[0], None, None, options, signature, None, fakes, layout=hit[1])
     else:
         plan, joint, graphs, fake_mode, fakes = plan_call(flat_fn, signature, tensors, options, dynamic=dynamic,

@@ -48,14 +48,11 @@ class _Ref:
     name: str
 
 
-@dataclasses.dataclass(frozen=True)
-class _FakeSpec:
-    shape: tuple
-    stride: tuple
-    offset: int
-    dtype: torch.dtype
-    device: str
-    requires_grad: bool
+class _FakeSpec(tuple):
+    """(shape, stride, storage offset, dtype, device, requires_grad) of a fake value: a plain
+    tuple subclass, so that thousands of them unpickle fast."""
+
+    __slots__ = ()
 
 
 def _op(namespace: str, name: str, overload: str):
@@ -115,8 +112,8 @@ def _fake_spec(val: Any) -> Any:
     if isinstance(val, torch.Tensor):
         if any(not isinstance(s, int) for s in (*val.shape, *val.stride(), val.storage_offset())):
             raise Unhashable("the graph has symbolic sizes (dynamic shapes are not cached yet)")
-        return _FakeSpec(tuple(val.shape), tuple(val.stride()), val.storage_offset(), val.dtype, str(val.device),
-                         val.requires_grad)
+        return _FakeSpec((tuple(val.shape), tuple(val.stride()), val.storage_offset(), val.dtype, str(val.device),
+                          val.requires_grad))
     if isinstance(val, (tuple, list)):
         return type(val)(_fake_spec(v) for v in val)
     if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
@@ -195,11 +192,12 @@ def _resolve(value: Any, made: dict) -> Any:
 
 def _fake(spec: Any, fake_mode: FakeTensorMode) -> Any:
     if isinstance(spec, _FakeSpec):   # built from a meta tensor directly: no dispatch through the fake mode
-        meta = torch.empty_strided(spec.shape, spec.stride, dtype=spec.dtype, device="meta")
-        if spec.offset:
-            meta = meta.as_strided(spec.shape, spec.stride, spec.offset)
-        t = FakeTensor(fake_mode, meta, torch.device(spec.device))
-        return t.requires_grad_(True) if spec.requires_grad and (t.is_floating_point() or t.is_complex()) else t
+        shape, stride, offset, dtype, device, requires_grad = spec
+        meta = torch.empty_strided(shape, stride, dtype=dtype, device="meta")
+        if offset:
+            meta = meta.as_strided(shape, stride, offset)
+        t = FakeTensor(fake_mode, meta, torch.device(device))
+        return t.requires_grad_(True) if requires_grad and (t.is_floating_point() or t.is_complex()) else t
     if isinstance(spec, (tuple, list)):
         return type(spec)(_fake(s, fake_mode) for s in spec)
     return spec
