@@ -17,7 +17,9 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx import traceback as fx_traceback
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
+from . import cache
 from .capture.captured import CapturedSources, lift_captured
+from .capture.guards import ambient_state
 from .capture.inputs import FlatSignature, fakeify
 from .capture.symbolic import output_entry
 from .capture.trace import trace_joint
@@ -143,11 +145,23 @@ def plan_call(flat_fn: Callable, signature: FlatSignature, tensors: list, option
 
 
 def build_entry(flat_fn: Callable, out_box: list, signature: FlatSignature, tensors: list,
-                options: CompileOptions, *, dynamic: bool, saved_hooks=None) -> CompiledEntry:
-    """Compile one entry for graph inputs like ``tensors`` (under the ambient ``saved_hooks``)."""
-    plan, joint, graphs, fake_mode, fakes = plan_call(flat_fn, signature, tensors, options, dynamic=dynamic,
-                                                      saved_hooks=saved_hooks)
-    entry = compile_entry(plan, joint, graphs, options, signature, out_box[0], fakes)
+                options: CompileOptions, *, dynamic: bool, saved_hooks=None, source=None) -> CompiledEntry:
+    """Compile one entry for graph inputs like ``tensors`` (under the ambient ``saved_hooks``),
+    or load it from the on-disk cache (``source``: the function's fingerprint, jointgraph/cache)."""
+    request, hit = cache.lookup(options.cache, source, signature, tensors, options, dynamic=dynamic,
+                                saved_hooks=saved_hooks, ambient=ambient_state())
+    if hit is not None:   # "eager" runs the graphs as they are: no example inputs to make
+        fake_mode = FakeTensorMode()
+        eager = options.fw_compiler == "eager" and options.bw_compiler == "eager"
+        fakes = [] if eager else fakeify(tensors, fake_mode, dynamic=False)
+        entry = compile_entry(hit[0], None, None, options, signature, None, fakes, layout=hit[1])
+    else:
+        plan, joint, graphs, fake_mode, fakes = plan_call(flat_fn, signature, tensors, options, dynamic=dynamic,
+                                                          saved_hooks=saved_hooks)
+        layout = make_layout(joint, graphs, signature, out_box[0], fakes)
+        if request is not None:   # before the graph compilers run: they may rewrite the graphs
+            request.save(plan, layout)
+        entry = compile_entry(plan, joint, graphs, options, signature, out_box[0], fakes, layout=layout)
     entry.saved_hooks = saved_hooks
     entry.fake_mode = fake_mode
     entry.fakes = fakes
@@ -168,17 +182,19 @@ def non_leaf_inputs(tensors: list) -> frozenset[int]:
                      if isinstance(t, torch.Tensor) and t.requires_grad and not t.is_leaf)
 
 
-def compile_entry(plan: Plan, joint, graphs: SplitGraphs, options: CompileOptions, signature,
-                  out_spec, fakes: list) -> CompiledEntry:
+def compile_entry(plan: Plan, joint, graphs: SplitGraphs | None, options: CompileOptions, signature,
+                  out_spec, fakes: list, layout: EntryLayout | None = None) -> CompiledEntry:
+    """Compile the plan's graphs; ``layout`` given (a cache hit) or made from ``joint`` and ``graphs``."""
+    if layout is None:   # before the graph compilers run: they may rewrite the graphs
+        layout = make_layout(joint, graphs, signature, out_spec, fakes)
     start = time.perf_counter()
-    forward = compile_graph(graphs.forward, fakes, options.fw_compiler, boxed=False)
+    forward = compile_graph(plan.forward, fakes, options.fw_compiler, boxed=False)
     backward = None
-    if graphs.backward is not None:
-        bw_examples = [n.meta.get("val") for n in graphs.backward.graph.nodes if n.op == "placeholder"]
-        backward = compile_graph(graphs.backward, bw_examples, options.bw_compiler, boxed=True)
+    if plan.backward is not None:
+        bw_examples = [n.meta.get("val") for n in plan.backward.graph.nodes if n.op == "placeholder"]
+        backward = compile_graph(plan.backward, bw_examples, options.bw_compiler, boxed=True)
     plan.timings["compile"] = time.perf_counter() - start
     compile_log.info("stages: %s", ", ".join(f"{k} {v:.3f} s" for k, v in plan.timings.items()))
-    layout = make_layout(joint, graphs, signature, out_spec, fakes)
     return CompiledEntry(forward, backward, layout, plan)
 
 

@@ -1,9 +1,10 @@
-"""The ``jointgraph`` command: ``bench``, ``report`` and ``explain``.
+"""The ``jointgraph`` command: ``bench``, ``report``, ``explain`` and ``cache``.
 
     jointgraph bench gpt --layers 2 --batch 4 --seq 128 --json bench.json --report report.html
     jointgraph bench gpt --budget 0.6 --saved-tensors bf16
     jointgraph report gpt2 --budget 0.6 --pareto -o report.html
     jointgraph explain mymodels:build_model
+    jointgraph cache info
 
 MODEL is a zoo name (``jointgraph.bench.zoo.ZOO``) or ``module:function`` returning
 ``(model, example_inputs)`` or ``(model, example_inputs, loss_fn)``.
@@ -25,6 +26,7 @@ import re
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 DTYPES = ("float32", "bfloat16", "float16", "float64")
@@ -148,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                         help="show the traceback of a failure")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{bench,report,explain}",
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{bench,report,explain,cache}",
                                 parser_class=Parser)
     bench = sub.add_parser("bench", help="eager vs torch.compile vs jointgraph on one training step",
                            parents=[common])
@@ -170,6 +172,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(explain)
     explain.add_argument("--all", action="store_true",
                          help="list parameters and inputs one by one (folded into one line by default)")
+    cache = sub.add_parser("cache", help="the on-disk compile cache: info (entries, bytes, hits) or clear",
+                           parents=[common])
+    cache.add_argument("action", choices=("info", "clear"))
+    cache.add_argument("--dir", metavar="PATH", help="the cache directory (default: $JOINTGRAPH_CACHE_DIR, else "
+                       "the per-user cache directory)")
     return parser
 
 
@@ -452,7 +459,21 @@ def _stderr_console():
     return Console(stderr=True)
 
 
-COMMANDS = {"bench": cmd_bench, "report": cmd_report, "explain": cmd_explain}
+def cmd_cache(args: argparse.Namespace, console) -> int:
+    from .cache import DiskStore, cache_option_from_env, default_dir
+    from .cache.info import cache_info, info_lines
+
+    option = args.dir or cache_option_from_env(True)
+    store = DiskStore(default_dir() if option in (True, False) else Path(option))
+    if args.action == "clear":
+        console.print(f"removed {store.clear()} entries from {store.root}", highlight=False)
+    else:
+        for line in info_lines(cache_info(store)):
+            console.print(line, highlight=False)
+    return 0
+
+
+COMMANDS = {"bench": cmd_bench, "report": cmd_report, "explain": cmd_explain, "cache": cmd_cache}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -467,7 +488,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         configure_from_env()
-        args = _resolve(args)
+        if args.command != "cache":
+            args = _resolve(args)
         console = Console()
         if not console.is_terminal:
             console = Console(width=150)  # piped or captured: keep the table on one line per row
@@ -494,7 +516,8 @@ def _describe(exc: BaseException) -> str:
 
 
 def _offload_note(args: argparse.Namespace) -> None:
-    if args.device == "cpu" and args.saved_tensors and "offload" in args.saved_tensors:
+    policy = getattr(args, "saved_tensors", None)   # absent for `jointgraph cache`
+    if getattr(args, "device", None) == "cpu" and policy and "offload" in policy:
         _stderr_console().print(
             "[yellow]note:[/yellow] --saved-tensors offload on cpu: host memory is the same memory as the device's. "
             "The simulated peak counts offloaded values as gone from the device; the measured peak does not drop "

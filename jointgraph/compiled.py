@@ -13,6 +13,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from .api import COMPILE_LOCK, build_entry
+from .cache import function_source
 from .capture.captured import CapturedSources, lift_captured
 from .capture.guards import ClosureGuard, ambient_state, closure_guard
 from .capture.inputs import (
@@ -176,13 +177,14 @@ class CompiledFunction:
     def _build(self, leaves: list, spec, leaf_roles, dynamic: bool, hooks) -> tuple[Any, list, Any]:
         """build_entry, lifting the captured tensors it finds (Note [Captured tensors])."""
         known = len(self._captured.getters)
+        source = function_source(self.fn) if self.options.cache is not False else None   # jointgraph/cache
 
         def build(signature, flat_fn, out_box, tensors):
             if len(self._captured.getters) != known:   # entries compiled before take fewer leaves
                 self._static.clear()
                 self._dynamic.clear()
             entry = build_entry(flat_fn, out_box, signature, tensors, self.options, dynamic=dynamic,
-                                saved_hooks=hooks)
+                                saved_hooks=hooks, source=source)
             return entry, signature
 
         (entry, signature), leaves = lift_captured(self.fn, leaves, spec, leaf_roles, self._captured, build)

@@ -35,7 +35,7 @@ def backend(**options: Any) -> Callable:
 def jointgraph_backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
     """The backend registered under the name "jointgraph" (default options)."""
     configure_from_env()
-    return compile_dynamo_graph(gm, example_inputs, CompileOptions())
+    return compile_dynamo_graph(gm, example_inputs, make_options())
 
 
 def compile_dynamo_graph(gm: torch.fx.GraphModule, example_inputs: list, options: CompileOptions) -> Callable:
@@ -63,8 +63,10 @@ def _compile_flat(gm: Callable, example_inputs: list, options: CompileOptions) -
     from torch._guards import detect_fake_mode
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from .api import build_plan, compile_entry, non_leaf_inputs
+    from . import cache
+    from .api import build_plan, compile_entry, make_layout, non_leaf_inputs
     from .capture.captured import Recapture
+    from .capture.guards import ambient_state
     from .capture.inputs import FlatSignature, make_flat_fn
     from .compiled import CompiledFunction
     from .errors import UnsupportedError
@@ -93,15 +95,25 @@ def _compile_flat(gm: Callable, example_inputs: list, options: CompileOptions) -
 
     flat_fn, out_box = make_flat_fn(call_graph, spec, signature)
     with_backward = torch.is_grad_enabled()
-    try:
-        plan, joint, graphs = build_plan(flat_fn, fakes, signature.roles, fake_mode, options,
-                                         with_backward=with_backward, non_leaf=non_leaf_inputs(example_inputs))
-    except Recapture as found:   # Dynamo lifts what a program captures; a real tensor left in its graph is not
-        shapes = ", ".join(str(tuple(t.shape)) for t in found.tensors)
-        raise UnsupportedError(f"the graph Dynamo handed over reads real tensors that are not graph inputs "
-                               f"(shapes {shapes}); jointgraph lifts captured tensors through aot_function "
-                               "only (Note [Captured tensors])") from None
-    entry = compile_entry(plan, joint, graphs, options, signature, out_box[0], fakes)
+    source = cache.dynamo_source(gm) if options.cache is not False else None
+    request, hit = cache.lookup(options.cache, source, signature, example_inputs, options, dynamic=False,
+                                saved_hooks=None, ambient=ambient_state())
+    if hit is not None:
+        entry = compile_entry(hit[0], None, None, options, signature, None, fakes, layout=hit[1])
+        plan = entry.plan
+    else:
+        try:
+            plan, joint, graphs = build_plan(flat_fn, fakes, signature.roles, fake_mode, options,
+                                             with_backward=with_backward, non_leaf=non_leaf_inputs(example_inputs))
+        except Recapture as found:   # Dynamo lifts what a program captures; a real tensor left in its graph is not
+            shapes = ", ".join(str(tuple(t.shape)) for t in found.tensors)
+            raise UnsupportedError(f"the graph Dynamo handed over reads real tensors that are not graph inputs "
+                                   f"(shapes {shapes}); jointgraph lifts captured tensors through aot_function "
+                                   "only (Note [Captured tensors])") from None
+        layout = make_layout(joint, graphs, signature, out_box[0], fakes)
+        if request is not None:   # before the graph compilers run: they may rewrite the graphs
+            request.save(plan, layout)
+        entry = compile_entry(plan, joint, graphs, options, signature, out_box[0], fakes, layout=layout)
     run = entry.run_inputs
     synthetic = SyntheticBases(call_graph, lambda inner: CompiledFunction(inner, options))   # Note [Aliased inputs]
 

@@ -77,4 +77,9 @@ def make_options(**kwargs: Any) -> CompileOptions:
             raise ValueError(f"unknown option {key!r}; allowed options: {', '.join(sorted(known))}")
     if kwargs.get("memory_budget") is not None and "partitioner" not in kwargs:
         kwargs["partitioner"] = "budget"   # a budget alone asks for the budget planner, as on the CLI
-    return CompileOptions(**kwargs)
+    options = CompileOptions(**kwargs)
+    if options.cache is True:   # the entry points' one read of $JOINTGRAPH_CACHE_DIR (jointgraph/cache)
+        from .cache.store import cache_option_from_env
+
+        options = dataclasses.replace(options, cache=cache_option_from_env(True))
+    return options

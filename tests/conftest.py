@@ -1,5 +1,11 @@
+import os
+
 import pytest
 import torch
+
+# The on-disk compile cache is off unless a test asks for it (tests/test_cache.py passes cache=DIR):
+# a warm hit would skip the tracing and planning most tests exercise.
+os.environ.setdefault("JOINTGRAPH_CACHE_DIR", "off")
 
 
 @pytest.fixture(autouse=True)

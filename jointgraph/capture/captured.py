@@ -107,8 +107,9 @@ class CaptureMode(torch.overrides.TorchFunctionMode):
         self.found.setdefault(id(t), t)
         stand_in = self._stand_ins.get(id(t))
         if stand_in is None:   # any value will do: this trace is abandoned (Recapture)
-            stand_in = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device,
-                                           requires_grad=t.requires_grad)
+            with torch._C.DisableTorchFunction():   # ours, not the user's: no mode may refuse it
+                stand_in = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device,
+                                               requires_grad=t.requires_grad)
             self._stand_ins[id(t)] = stand_in
         return stand_in
 

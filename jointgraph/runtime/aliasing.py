@@ -99,6 +99,9 @@ def _views_of_bases(fn: Callable, spec, views: tuple, duplicates: tuple, returne
         returned.update({k: rebuilt[id(v)] for k, v in enumerate(flat) if id(v) in rebuilt})
         return result
 
+    # A cache hit would not trace, and ``returned`` is filled by the trace: never from disk (jointgraph/cache).
+    call.__jointgraph_uncacheable__ = "synthetic bases of aliased inputs (Note [Aliased inputs]) are found by tracing"
+
     return call
 
 

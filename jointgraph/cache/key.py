@@ -1,0 +1,155 @@
+"""The cache key of a compiled entry: everything that determines it, nothing that varies between runs.
+
+Note [Cache key]
+----------------
+``entry_key`` is the SHA-256 of:
+
+* the *source*: ``fingerprint(fn)`` for ``aot_function`` / ``aot_module`` (Note [Source
+  fingerprint]: code, closure values, globals, module attributes and parameter metadata),
+  or ``graph_source(gm)`` for a graph Dynamo handed over (its generated code, the targets it
+  calls, the bytes of its tensor constants);
+* the graph inputs: per input its shape, strides, storage offset, dtype, device,
+  ``requires_grad``, whether it is a leaf, its tensor type, and which inputs share a storage;
+  the non-tensor leaves specialized into the graph (by value); the flat signature (leaf
+  positions, duplicates, roles, names);
+* the guard state: grad mode, the ambient state of Note [Guards] (default dtype,
+  deterministic mode, autocast per device and dtype), static or symbolic;
+* every option but ``cache`` itself; a custom ``fw_compiler`` / ``bw_compiler`` needs a
+  ``jointgraph.hooks.cache_hash`` mark; a ``SavedTensorPolicy`` by value;
+* the ambient saved-tensor hooks by their stable hashes (``jointgraph.hooks.cache_hash``,
+  a GraphModule's ``user_cache_hash`` node meta);
+* the environment: the Python, torch (version and git revision) and jointgraph versions, a
+  digest of jointgraph's own source files (an edited checkout never reads stale entries),
+  the entry format, and the properties of each device the inputs live on.
+
+Anything without a stable hash raises ``Unhashable`` with the reason; the caller bypasses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .fingerprint import Unhashable, fingerprint
+from .serialize import FORMAT
+
+
+@functools.lru_cache(maxsize=1)
+def environment() -> tuple:
+    """Python, torch and jointgraph versions, and the digest of jointgraph's source files."""
+    import jointgraph
+
+    package = Path(jointgraph.__file__).parent
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(str(path.relative_to(package)).encode())
+        digest.update(path.read_bytes())
+    return (sys.version, torch.__version__, torch.version.git_version, getattr(jointgraph, "__version__", None),
+            digest.hexdigest(), FORMAT)
+
+
+@functools.lru_cache(maxsize=16)
+def device_properties(device: str) -> tuple:
+    """What code generated for ``device`` may depend on."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        props = torch.cuda.get_device_properties(dev)
+        return (props.name, props.major, props.minor, props.total_memory, torch.version.cuda)
+    if dev.type == "cpu":
+        capability = getattr(torch.backends.cpu, "get_cpu_capability", lambda: None)()
+        return (platform.machine(), capability)
+    return (dev.type,)
+
+
+def tensor_key(tensors: list) -> list:
+    """Per graph input: its metadata and which earlier input shares its storage."""
+    storages: dict[int, int] = {}
+    key = []
+    for i, t in enumerate(tensors):
+        if not isinstance(t, torch.Tensor):
+            key.append(("value", fingerprint(t)))
+            continue
+        sizes = (*t.shape, *t.stride(), t.storage_offset())
+        if any(not isinstance(s, int) for s in sizes):
+            raise Unhashable("an input has symbolic sizes (dynamic shapes are not cached yet)")
+        try:
+            storage = t.untyped_storage().data_ptr()
+        except (RuntimeError, NotImplementedError):
+            storage = id(t)
+        shared = storages.setdefault(storage, i) if storage else i
+        key.append((tuple(t.shape), t.stride(), t.storage_offset(), str(t.dtype), str(t.device), t.requires_grad,
+                    t.is_leaf, type(t).__name__, shared, device_properties(str(t.device))))
+    return key
+
+
+def options_key(options) -> list:
+    key = []
+    for field in dataclasses.fields(options):
+        if field.name == "cache":
+            continue
+        value = getattr(options, field.name)
+        if callable(value) and not isinstance(value, str):
+            stable = getattr(value, "__jointgraph_cache_hash__", None)
+            if stable is None:
+                raise Unhashable(f"option {field.name} is a custom compiler without a stable hash "
+                                 "(mark it with jointgraph.hooks.cache_hash(compiler, key))")
+            value = ("cache_hash", stable)
+        key.append((field.name, fingerprint(value)))
+    return key
+
+
+def hooks_key(saved_hooks) -> tuple | None:
+    if saved_hooks is None:
+        return None
+    from ..hooks import hook_cache_key
+
+    keys = []
+    for which, hook in zip(("pack", "unpack"), saved_hooks, strict=True):
+        stable = hook_cache_key(hook)
+        if stable is None:
+            raise Unhashable(f"the ambient saved-tensor {which} hook {getattr(hook, '__qualname__', hook)!r} has "
+                             "no stable hash (mark it with jointgraph.hooks.cache_hash(hook, key))")
+        keys.append(stable)
+    return tuple(keys)
+
+
+def entry_key(source: str, signature, tensors: list, options, *, dynamic: bool, saved_hooks, grad_enabled: bool,
+              ambient: tuple) -> str:
+    """The key of Note [Cache key]; raises ``Unhashable``."""
+    if dynamic:
+        raise Unhashable("symbolic sizes (dynamic=True or past the recompile limit) are not cached yet")
+    parts = [
+        environment(), source,
+        (signature.num_leaves, signature.tensor_leaf_positions, sorted(signature.duplicate_of.items()),
+         [(i, fingerprint(v)) for i, v in sorted(signature.constants.items())], [r.name for r in signature.roles],
+         signature.names),
+        tensor_key(tensors), grad_enabled, repr(ambient), options_key(options), hooks_key(saved_hooks),
+    ]
+    return hashlib.sha256(repr(parts).encode()).hexdigest()
+
+
+def graph_source(gm: torch.fx.GraphModule) -> str:
+    """The source part of the key for a graph Dynamo captured: its code, targets and constants."""
+    digest = hashlib.sha256(gm.code.encode())
+    for node in gm.graph.nodes:
+        if node.op == "call_module":
+            raise Unhashable(f"the Dynamo graph calls submodule {node.target!r}")
+        if node.op == "call_function":
+            digest.update(fingerprint(node.target).encode())
+        elif node.op == "get_attr":
+            value: Any = gm
+            for part in node.target.split("."):
+                value = getattr(value, part)
+            if not isinstance(value, torch.Tensor) or value.is_sparse:
+                raise Unhashable(f"the Dynamo graph holds {type(value).__name__} {node.target!r}")
+            flat = value.detach().cpu().contiguous()
+            digest.update(repr((node.target, tuple(flat.shape), flat.dtype)).encode())
+            digest.update(flat.reshape(-1).view(torch.uint8).numpy().tobytes() if flat.numel() else b"")
+    return digest.hexdigest()
