@@ -57,7 +57,7 @@ def build_plan(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake
     timings: dict[str, float] = {}
     start = time.perf_counter()
     joint = trace_joint(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, names=names,
-                        non_leaf=non_leaf)
+                        non_leaf=non_leaf, decompositions=_decompositions(options))
     timings["trace"] = time.perf_counter() - start
 
     start = time.perf_counter()
@@ -95,6 +95,14 @@ def build_plan(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake
                 options=options)
     _simulate_into(plan)
     return plan, joint, graphs
+
+
+def _decompositions(options: CompileOptions) -> dict | None:
+    if options.decompositions == "inductor":   # Note [Inductor as the graph compiler]
+        from .runtime.inductor import inductor_decompositions
+
+        return inductor_decompositions()
+    return None
 
 
 def _simulate_into(plan: Plan) -> None:
