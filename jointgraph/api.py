@@ -106,9 +106,10 @@ def _decompositions(options: CompileOptions) -> dict | None:
 
 
 def _simulate_into(plan: Plan) -> None:
+    from .planner.pareto import cost_compilers
     from .planner.simulate import simulate
 
-    result = simulate(plan.forward, plan.backward)
+    result = simulate(plan.forward, plan.backward, cost_compilers(plan.options))
     plan.peak_bytes = result.peak_bytes
     plan.timeline = result.timeline
     plan.timeline_by_kind = result.timeline_by_kind

@@ -170,13 +170,16 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 def contenders(options: BenchOptions) -> list[Contender]:
     """eager, PyTorch's AOTAutograd (default partitioner; min-cut at the budget when one is given),
-    PyTorch's default pipeline (Inductor, its own min-cut partitioner) and jointgraph with the chosen options."""
+    with ``compiler="inductor"`` PyTorch's default pipeline (Inductor, its own min-cut partitioner),
+    and jointgraph with the chosen options. (The Inductor contender's C++ compile costs tens of
+    seconds on a CPU: it runs when jointgraph's graphs are compiled by Inductor too.)"""
     import jointgraph
 
     result = [Contender("eager", "eager", lambda step: step),
               Contender("torch.compile aot_eager", "torch.compile",
-                        lambda step: torch.compile(step, backend="aot_eager")),
-              Contender("torch.compile (inductor)", "torch.compile", lambda step: torch.compile(step))]
+                        lambda step: torch.compile(step, backend="aot_eager"))]
+    if options.compiler == "inductor":
+        result.append(Contender("torch.compile (inductor)", "torch.compile", lambda step: torch.compile(step)))
     if isinstance(options.budget, float):
         result.append(Contender(f"torch.compile min-cut budget={options.budget}", "torch.compile",
                                 lambda step: _torch_budget(step, options.budget)))

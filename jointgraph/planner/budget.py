@@ -134,16 +134,18 @@ Verify = Callable[[list[SavedChoice]], tuple[int, float]]
 
 ### Main API
 
-def plan_budget(graph: torch.fx.Graph, budget: float | int, verify: Verify, *, policy=None) -> BudgetResult:
+def plan_budget(graph: torch.fx.Graph, budget: float | int, verify: Verify, *, policy=None,
+                compiler: str = "eager") -> BudgetResult:
     """Return the fastest verified plan with peak <= ``budget`` (Note [Budget formulation]): bytes
     for an int, a fraction of the ``"default"`` plan's simulated peak for a float.
 
     ``verify(choices) -> (simulated peak bytes, estimated step seconds)`` runs the real split +
-    simulator; ``policy`` (a ``SavedTensorPolicy`` or None) says which storages may be used.
+    simulator; ``policy`` (a ``SavedTensorPolicy`` or None) says which storages may be used;
+    ``compiler`` is the backward's graph compiler, which prices recomputation (Note [Cost model]).
     """
     timings = {"regions": 0.0, "milp": 0.0, "verify": 0.0}
     start = time.perf_counter()
-    regions = Regions(graph, policy)
+    regions = Regions(graph, policy, compiler)
     timings["regions"] = time.perf_counter() - start
     checked: dict[tuple, Verified] = {}
 
@@ -381,8 +383,9 @@ def _first_true(predicate: Callable[[int], bool], lo: int, hi: int) -> int:
 class Regions:
     """The forward cut into regions at its separators, each with its ladder of options."""
 
-    def __init__(self, graph: torch.fx.Graph, policy=None):
+    def __init__(self, graph: torch.fx.Graph, policy=None, compiler: str = "eager"):
         self.graph = graph
+        self.compiler = compiler   # the backward's: it runs the recomputation
         self.policy = policy
         self.needs = saved_value_needs(graph) if policy is not None else {}   # Note [Compared saved values]
         self.device = device_for(graph)
@@ -525,7 +528,8 @@ class Regions:
                     lambda r, o=option, scope=scope: o if r == region else Option("full") if r in scope else SAVE,
                     [n for n in self.needed if self.region_of.get(n) in scope])
                 nbytes = 0.0
-                seconds = sum(node_seconds(v, self.device) for v in recomputed if self.region_of[v] == region)
+                seconds = sum(node_seconds(v, self.device, self.compiler) for v in recomputed
+                              if self.region_of[v] == region)
                 for v, codec in saved.items():
                     if self.region_of.get(v) != region:
                         continue
@@ -644,7 +648,7 @@ class Regions:
                 continue
             mib = self._own_bytes(v) / 2**20
             reasons[v.name] = (f"recomputed: frees {mib:.2f} MiB of region {self.region_of[v]} at "
-                               f"{node_seconds(v, self.device) * 1e3:.3f} ms")
+                               f"{node_seconds(v, self.device, self.compiler) * 1e3:.3f} ms")
         return reasons
 
 
