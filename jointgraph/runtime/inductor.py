@@ -18,7 +18,8 @@ grad, and saves activations of its own for a backward that never runs.
   and clears it, then frees each input after its last use. The backward's saved values
   are therefore freed as the backward consumes them (Note [Runtime call path]).
 - Inductor rewrites the graph it compiles (its post-grad passes); it gets a copy, so the
-  Plan keeps the graphs the simulator and the report describe.
+  Plan keeps the graphs the simulator and the report describe. It compiles under Dynamo's
+  (re-entrant) compile lock, as PyTorch's own backward compile does.
 """
 
 from __future__ import annotations
@@ -42,13 +43,14 @@ def inductor_decompositions() -> dict:
 def compile_inductor(gm: torch.fx.GraphModule, example_inputs: list, *, is_backward: bool,
                      is_inference: bool = False) -> Callable:
     """Compile ``gm`` with Inductor's inner compiler; return ``run(args: list)`` (boxed)."""
+    from torch._dynamo.convert_frame import compile_lock  # re-entrant: Dynamo holds it when it calls us
     from torch._inductor.compile_fx import compile_fx_inner
 
     copy = _copy(gm)
     out = output_node(copy.graph)
     out.meta["user_visible_output_idxs"] = [i for i, v in enumerate(out.args[0]) if isinstance(v, torch.fx.Node)]
     fake_mode = _fake_mode(example_inputs)
-    with _tracing(fake_mode):
+    with compile_lock, _tracing(fake_mode):   # Inductor's compile state is process-global
         compiled = compile_fx_inner(copy, list(example_inputs), is_backward=is_backward,
                                     is_inference=is_inference)
     return compiled
