@@ -32,7 +32,7 @@ from .passes.pipeline import run_joint_passes, run_split_passes
 from .passes.saved_codecs import apply_saved_codecs
 from .planner.default import plan_default
 from .planner.mincut import plan_mincut
-from .planning import plan_to_budget
+from .planning import cost_compilers, plan_to_budget
 from .runtime.compilers import compile_graph
 from .runtime.function import CompiledEntry, EntryLayout
 from .split import SplitGraphs, split
@@ -62,7 +62,7 @@ def build_plan(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake
     timings: dict[str, float] = {}
     start = time.perf_counter()
     joint = trace_joint(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, names=names,
-                        non_leaf=non_leaf)
+                        non_leaf=non_leaf, decompositions=_decompositions(options))
     timings["trace"] = time.perf_counter() - start
 
     start = time.perf_counter()
@@ -113,10 +113,18 @@ def _log_plan(plan: Plan) -> None:
             graphs_log.info("backward graph:\n%s", plan.backward.print_readable(print_output=False))
 
 
+def _decompositions(options: CompileOptions) -> dict | None:
+    if options.decompositions == "inductor":   # Note [Inductor as the graph compiler]
+        from .runtime.inductor import inductor_decompositions
+
+        return inductor_decompositions()
+    return None
+
+
 def _simulate_into(plan: Plan) -> None:
     from .planner.simulate import simulate
 
-    result = simulate(plan.forward, plan.backward)
+    result = simulate(plan.forward, plan.backward, cost_compilers(plan.options))
     plan.peak_bytes = result.peak_bytes
     plan.timeline = result.timeline
     plan.timeline_by_kind = result.timeline_by_kind

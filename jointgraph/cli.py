@@ -129,6 +129,9 @@ def _add_model_args(parser: argparse.ArgumentParser) -> None:
     opts = parser.add_argument_group("jointgraph options")
     opts.add_argument("--partitioner", choices=("default", "mincut", "budget"), default=None,
                       help='default "mincut"; "budget" when --budget is given')
+    opts.add_argument("--compiler", choices=("eager", "inductor"), default="eager",
+                      help="jointgraph's graph compiler for both graphs (default eager: the FX graphs as they are; "
+                      "inductor: fused generated kernels, see the README)")
     opts.add_argument("--budget", type=_budget, default=None,
                       help="peak-memory budget: a fraction in (0, 1] of the default plan's peak (0.6), or a "
                       "size (2GiB, 1500MiB, 1500MB, bytes); implies --partitioner budget")
@@ -232,8 +235,9 @@ def _bench_options(args: argparse.Namespace):
     from .bench import BenchOptions
 
     return BenchOptions(model=args.model, layers=args.layers, width=args.width, batch=args.batch, seq=args.seq,
-                        dtype=args.dtype, device=args.device, partitioner=args.partitioner, budget=args.budget,
-                        saved_tensors=args.saved_tensors, repeat=getattr(args, "repeat", 1),
+                        dtype=args.dtype, device=args.device, partitioner=args.partitioner,
+                        compiler=args.compiler, budget=args.budget, saved_tensors=args.saved_tensors,
+                        repeat=getattr(args, "repeat", 1),
                         warmup=getattr(args, "warmup", 1))
 
 
@@ -322,7 +326,7 @@ def cmd_report(args: argparse.Namespace, console) -> int:
     from .report.html import write_plan_html
 
     plan, work = _plan(args, console)
-    budget = budget_bytes(work, args.budget)
+    budget = budget_bytes(work, args.budget, args.compiler)
     points = _pareto(work, args, console) if args.pareto else None
     write_plan_html(plan, args.output, title=f"jointgraph report {work.name}", budget_bytes=budget, pareto=points)
     console.print(f"report written to {args.output}")

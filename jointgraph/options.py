@@ -42,6 +42,13 @@ class CompileOptions:
             raise ValueError(f"option recompile_limit={self.recompile_limit!r} is invalid; allowed: an int >= 1")
         self._check_budget()
 
+    @property
+    def decompositions(self) -> str | None:
+        """The decomposition table the joint graph is traced with: ``"inductor"`` when Inductor
+        compiles either graph (Note [Inductor as the graph compiler]), else None (ATen as is).
+        Derived from the compilers, so every key over the options covers it."""
+        return "inductor" if "inductor" in (self.fw_compiler, self.bw_compiler) else None
+
     def _check_budget(self) -> None:
         budget = self.memory_budget
         if budget is None:

@@ -25,22 +25,27 @@ from .planner.simulate import simulate
 from .split import split
 
 
-def simulate_choices(joint_gm: torch.fx.GraphModule, choices: list[SavedChoice]) -> tuple[int, float]:
-    """(simulated peak bytes, estimated step seconds) of the plan ``choices`` gives."""
+def simulate_choices(joint_gm: torch.fx.GraphModule, choices: list[SavedChoice],
+                     compilers: tuple[str, str] = ("eager", "eager")) -> tuple[int, float]:
+    """(simulated peak bytes, estimated step seconds) of the plan ``choices`` gives, its forward and
+    backward run by ``compilers``."""
     graphs = split(joint_gm, choices, has_backward=True)
     if any(c.codec for c in choices):
         graphs = apply_saved_codecs(graphs, choices)
     graphs = run_split_passes(graphs)
-    return simulate(graphs.forward, graphs.backward).peak_bytes, step_seconds(graphs.forward, graphs.backward)
+    return (simulate(graphs.forward, graphs.backward, compilers).peak_bytes,
+            step_seconds(graphs.forward, graphs.backward, compilers))
 
 
 def plan_to_budget(joint_gm: torch.fx.GraphModule, options: CompileOptions) -> tuple[list[SavedChoice],
                                                                                         dict[str, str]]:
     """The budget planner's choices and recompute reasons for ``options.memory_budget``."""
+    compilers = cost_compilers(options)
     with gc_paused():
-        annotate_seconds(joint_gm.graph, device_for(joint_gm.graph))
+        annotate_seconds(joint_gm.graph, device_for(joint_gm.graph), compilers[1])
         result = plan_budget(joint_gm.graph, options.memory_budget,
-                             lambda choices: simulate_choices(joint_gm, choices), policy=options.saved_tensors)
+                             lambda choices: simulate_choices(joint_gm, choices, compilers),
+                             policy=options.saved_tensors, compiler=compilers[1])
     return result.choices, result.recompute_reasons
 
 
@@ -61,10 +66,20 @@ def gc_paused():
 
 def estimated_seconds(result: Plan) -> float:
     """The estimated step time of a plan (Note [Cost model])."""
-    return step_seconds(result.forward, result.backward)
+    return step_seconds(result.forward, result.backward, cost_compilers(result.options))
 
 
-def step_seconds(forward: torch.fx.GraphModule, backward: torch.fx.GraphModule | None) -> float:
-    """Estimated seconds of one forward and (if any) backward graph."""
+def cost_compilers(options: CompileOptions | None) -> tuple[str, str]:
+    """The (forward, backward) compilers the cost model and the simulator model: a callable
+    one is modelled as eager."""
+    if options is None:
+        return ("eager", "eager")
+    return tuple("inductor" if c == "inductor" else "eager" for c in (options.fw_compiler, options.bw_compiler))
+
+
+def step_seconds(forward: torch.fx.GraphModule, backward: torch.fx.GraphModule | None,
+                 compilers: tuple[str, str] = ("eager", "eager")) -> float:
+    """Estimated seconds of one forward and (if any) backward graph, run by ``compilers``."""
     device = device_for(forward.graph)
-    return sum(graph_seconds(g.graph, device) for g in (forward, backward) if g is not None)
+    return sum(graph_seconds(g.graph, device, c) for g, c in zip((forward, backward), compilers, strict=True)
+               if g is not None)

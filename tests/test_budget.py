@@ -251,7 +251,7 @@ def test_stored_estimates_equal_the_cost_model(plans):
         assert stored
         for node in stored:   # the stored number itself, for this device, is the model's
             spec, seconds = node.meta["est_seconds"]
-            assert spec == device and seconds == pytest.approx(_node_seconds(node, device))
+            assert spec == (device, "eager") and seconds == pytest.approx(_node_seconds(node, device))
         for node in graph.nodes:
             assert node_seconds(node, device) == pytest.approx(_node_seconds(node, device) if
                                                                 node.op == "call_function" else 0.0)

@@ -45,6 +45,7 @@ class BenchOptions:
     dtype: str = "float32"
     device: str = "cpu"
     partitioner: str = "mincut"
+    compiler: str = "eager"                     # jointgraph's graph compiler, both graphs: "eager" | "inductor"
     budget: float | int | None = None
     saved_tensors: str | None = None
     repeat: int = 5
@@ -53,6 +54,8 @@ class BenchOptions:
 
     def jointgraph_options(self) -> dict[str, Any]:
         options: dict[str, Any] = {"partitioner": self.partitioner}
+        if self.compiler != "eager":
+            options["fw_compiler"] = options["bw_compiler"] = self.compiler
         if self.budget is not None:
             options["memory_budget"] = self.budget
         if self.saved_tensors is not None:
@@ -74,14 +77,16 @@ def saved_tensor_policy(spec: str) -> Any:
     return SavedTensorPolicy(compress=compress, offload="offload" in parts)
 
 
-def budget_bytes(work: Workload, budget: float | int | None) -> int | None:
+def budget_bytes(work: Workload, budget: float | int | None, compiler: str = "eager") -> int | None:
     """The peak budget in bytes: an int as is; a fraction of the ``"default"`` plan's simulated peak,
-    as the budget partitioner resolves it (the ``memory_budget`` option)."""
+    as the budget partitioner resolves it (the ``memory_budget`` option), for graphs traced for
+    ``compiler`` (Inductor's decompositions change the graphs)."""
     if budget is None or isinstance(budget, int):
         return budget
     import jointgraph
 
-    return int(budget * jointgraph.plan(work.step, *work.inputs, partitioner="default").peak_bytes)
+    compilers = {} if compiler == "eager" else {"fw_compiler": compiler, "bw_compiler": compiler}
+    return int(budget * jointgraph.plan(work.step, *work.inputs, partitioner="default", **compilers).peak_bytes)
 
 
 @dataclasses.dataclass
@@ -158,16 +163,22 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 def contenders(options: BenchOptions) -> list[Contender]:
     """eager, PyTorch's AOTAutograd (default partitioner; min-cut at the budget when one is given),
-    and jointgraph with the chosen options."""
+    with ``compiler="inductor"`` PyTorch's default pipeline (Inductor, its own min-cut partitioner),
+    and jointgraph with the chosen options. (The Inductor contender's C++ compile costs tens of
+    seconds on a CPU: it runs when jointgraph's graphs are compiled by Inductor too.)"""
     import jointgraph
 
     result = [Contender("eager", "eager", lambda step: step),
               Contender("torch.compile aot_eager", "torch.compile",
                         lambda step: torch.compile(step, backend="aot_eager"))]
+    if options.compiler == "inductor":
+        result.append(Contender("torch.compile (inductor)", "torch.compile", lambda step: torch.compile(step)))
     if isinstance(options.budget, float):
         result.append(Contender(f"torch.compile min-cut budget={options.budget}", "torch.compile",
                                 lambda step: _torch_budget(step, options.budget)))
     label = options.partitioner if options.budget is None else f"{options.partitioner} {options.budget}"
+    if options.compiler != "eager":
+        label += f" +{options.compiler}"
     if options.saved_tensors:
         label += f" saved={options.saved_tensors}"
     result.append(Contender(f"jointgraph {label}", "jointgraph",
@@ -201,7 +212,7 @@ def run_bench(work: Workload, options: BenchOptions, progress: Callable[[str, fl
     plan = _plan(work, options)
     if options.budget is not None:
         tell("resolving the budget against the default plan", 0.0)
-    budget = None if isinstance(plan, Exception) else budget_bytes(work, options.budget)
+    budget = None if isinstance(plan, Exception) else budget_bytes(work, options.budget, options.compiler)
     torch._dynamo.reset()
     runs = [_Run(c, ContenderResult(c.name, c.kind)) for c in contenders(options)]
     total = 2 * len(runs) + options.repeat

@@ -107,7 +107,7 @@ def _backward_mutations(f_inputs: list, before: list, infos: list[InputInfo]) ->
 
 def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode,
                 *, with_backward: bool, names: list[str] | None = None,
-                non_leaf: frozenset[int] = frozenset()) -> JointGraph:
+                non_leaf: frozenset[int] = frozenset(), decompositions: dict | None = None) -> JointGraph:
     """Trace ``flat_fn`` (forward, and its backward when ``with_backward``) into a JointGraph.
 
     Expects: ``fake_args`` are fake tensors of ``fake_mode`` (leaves with the
@@ -115,16 +115,17 @@ def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fak
     Guarantees: a functional ATen graph whose placeholders are the inputs then one
     tangent per differentiable output, and whose outputs are the user tensors, the
     new values of mutated inputs, then one gradient (or None) per input; roles on
-    every placeholder and on the output node.
+    every placeholder and on the output node. ``decompositions`` (an op -> function table,
+    e.g. the one Inductor expects) decomposes the ops it names while tracing.
     """
     with compiling():
         try:
             return _trace_joint(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, names=names,
-                                non_leaf=non_leaf)
+                                non_leaf=non_leaf, decompositions=decompositions)
         except BackwardRaises as raised:   # Note [Errors in the backward] in runtime/function.py
             error, outputs, inputs = raised.error, raised.outputs, raised.inputs
         joint = _trace_joint(flat_fn, fake_args, roles, fake_mode, with_backward=False, names=names,
-                             non_leaf=non_leaf)
+                             non_leaf=non_leaf, decompositions=decompositions)
     return dataclasses.replace(joint, backward_error=error, error_outputs=outputs, error_inputs=inputs)
 
 
@@ -145,7 +146,8 @@ class BackwardRaises(Exception):
 
 
 def _trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode,
-                 *, with_backward: bool, names: list[str] | None, non_leaf: frozenset[int]) -> JointGraph:
+                 *, with_backward: bool, names: list[str] | None, non_leaf: frozenset[int],
+                 decompositions: dict | None = None) -> JointGraph:
     meta = collect_metadata(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, non_leaf=non_leaf)
     tensor_out_idx = [i for i, o in enumerate(meta.outputs) if o.kind == "tensor"]
     diff_out_idx = [i for i in tensor_out_idx if meta.outputs[i].requires_grad]
@@ -200,7 +202,8 @@ def _trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fa
 
     with translate_errors(), module_scopes(), fake_mode, enable_python_dispatcher(), JointFunctionalMode():
         storage_bytes = storage_sizes(fake_args)
-        gm = make_fx(joint)(*example)   # no per-node stack traces: ~15% of trace time, unused
+        # no per-node stack traces: ~15% of trace time, unused
+        gm = make_fx(joint, decomposition_table=decompositions)(*example)
         restore_storage_bytes(fake_args, storage_bytes)
     _remove_effect_tokens(gm, num_placeholders=len(example))
     gm.graph.eliminate_dead_code(is_impure_node=must_run)   # Note [Ops that check values], Note [Collectives]

@@ -103,16 +103,18 @@ Verify = Callable[[list[SavedChoice]], tuple[int, float]]
 
 ### Main API
 
-def plan_budget(graph: torch.fx.Graph, budget: float | int, verify: Verify, *, policy=None) -> BudgetResult:
+def plan_budget(graph: torch.fx.Graph, budget: float | int, verify: Verify, *, policy=None,
+                compiler: str = "eager") -> BudgetResult:
     """Return the fastest verified plan with peak <= ``budget`` (Note [Budget formulation]): bytes
     for an int, a fraction of the ``"default"`` plan's simulated peak for a float.
 
     ``verify(choices) -> (simulated peak bytes, estimated step seconds)`` runs the real split +
-    simulator; ``policy`` (a ``SavedTensorPolicy`` or None) says which storages may be used.
+    simulator; ``policy`` (a ``SavedTensorPolicy`` or None) says which storages may be used;
+    ``compiler`` is the backward's graph compiler, which prices recomputation (Note [Cost model]).
     """
     timings = {"regions": 0.0, "milp": 0.0, "verify": 0.0}
     start = time.perf_counter()
-    regions = Regions(graph, policy)
+    regions = Regions(graph, policy, compiler)
     timings["regions"] = time.perf_counter() - start
     checked: dict[tuple, Verified] = {}
 

@@ -14,10 +14,18 @@ in the forward, back in the backward); compressing it costs ``codec_s_per_byte``
 per original byte (quantize + dequantize) and keeps ``bytes * ratio`` on the
 device. All device constants live in one table, ``DEVICES``.
 
-A node's estimate depends only on its target and fake values, so the budget planner
-computes it once per joint-graph node (``annotate_seconds``) into ``meta["est_seconds"]``
-(keyed by device); the graphs ``split`` builds copy node meta, so every candidate plan's
-estimate is a sum of stored numbers.
+The graph compiler changes the estimate of pointwise ops (``torch.Tag.pointwise``).
+Run eagerly, each is its own kernel and pays the roofline above. Under Inductor a
+pointwise op fuses into the kernel that consumes it: its inputs are read and its
+output written by that kernel, whose traffic is already counted, so what remains is
+one arithmetic operation per output element (``numel / flops_per_s``), no launch.
+This is what makes recomputing a pointwise chain in the backward nearly free under
+Inductor (the budget planner reads it), while eagerly it costs a kernel per op.
+
+A node's estimate depends only on its target, fake values and the compiler, so the budget
+planner computes it once per joint-graph node (``annotate_seconds``) into
+``meta["est_seconds"]`` (keyed by device and compiler); the graphs ``split`` builds copy
+node meta, so every candidate plan's estimate is a sum of stored numbers.
 """
 
 from __future__ import annotations
@@ -85,28 +93,37 @@ def node_flops(node: torch.fx.Node) -> int:
         return 0
 
 
-def annotate_seconds(graph: torch.fx.Graph, device: DeviceSpec) -> None:
+def annotate_seconds(graph: torch.fx.Graph, device: DeviceSpec, compiler: str = "eager") -> None:
     """Store every node's estimate in its meta (Note [Cost model]); ``node_seconds`` reads it back."""
     for node in graph.nodes:
-        node.meta["est_seconds"] = (device, _node_seconds(node, device))
+        node.meta["est_seconds"] = ((device, compiler), _node_seconds(node, device, compiler))
 
 
-def node_seconds(node: torch.fx.Node, device: DeviceSpec) -> float:
-    """Estimated run time of one call node (Note [Cost model])."""
+def node_seconds(node: torch.fx.Node, device: DeviceSpec, compiler: str = "eager") -> float:
+    """Estimated run time of one call node run by ``compiler`` (Note [Cost model])."""
     if node.op != "call_function":   # a placeholder made from a forward node keeps its meta
         return 0.0
     stored = node.meta.get("est_seconds")
-    if stored is not None and stored[0] == device:   # equal constants, not just an equal name
+    if stored is not None and stored[0] == (device, compiler):   # equal constants, not just an equal name
         return stored[1]
-    return _node_seconds(node, device)
+    return _node_seconds(node, device, compiler)
 
 
-def _node_seconds(node: torch.fx.Node, device: DeviceSpec) -> float:
+def fuses_into_consumer(node: torch.fx.Node, compiler: str) -> bool:
+    """A pointwise op that ``compiler`` fuses into the kernel consuming it (Note [Cost model])."""
+    target = node.target
+    return (compiler == "inductor" and isinstance(target, torch._ops.OpOverload)
+            and torch.Tag.pointwise in target.tags)
+
+
+def _node_seconds(node: torch.fx.Node, device: DeviceSpec, compiler: str = "eager") -> float:
     if node.op != "call_function" or node.target is operator.getitem:
         return 0.0
     target = node.target
     if shares_storage(target):
         return 0.0
+    if fuses_into_consumer(node, compiler):
+        return tensor_numel(node.meta.get("val")) / device.flops_per_s
     moved = sum(tensor_bytes(a.meta.get("val")) for a in node.all_input_nodes) + tensor_bytes(node.meta.get("val"))
     # jointgraph.hooks offload / reload: one crossing of the host link.
     if isinstance(target, torch._ops.OpOverload) and target._schema.name in _HOST_COPIES:
@@ -124,7 +141,17 @@ def codec_seconds(codec: str, nbytes: int, device: DeviceSpec) -> float:
     return nbytes * device.codec_s_per_byte
 
 
-def graph_seconds(graph: torch.fx.Graph, device: DeviceSpec | None = None) -> float:
-    """Estimated time of running every call node of ``graph`` once."""
+def graph_seconds(graph: torch.fx.Graph, device: DeviceSpec | None = None, compiler: str = "eager") -> float:
+    """Estimated time of running every call node of ``graph`` once, compiled by ``compiler``."""
     device = device or device_for(graph)
-    return sum(node_seconds(n, device) for n in graph.nodes)
+    return sum(node_seconds(n, device, compiler) for n in graph.nodes)
+
+
+def tensor_numel(val) -> int:
+    """Elements of a tensor value (size hints for symbolic sizes); 0 for anything else."""
+    if not isinstance(val, torch.Tensor):
+        return 0
+    numel = 1
+    for size in val.shape:
+        numel *= size_hint(size)
+    return numel

@@ -18,6 +18,11 @@ Capacities (bytes, scaled so the finite total fits scipy's int32):
 - forward user outputs cost 0 (the caller holds them during the backward);
 - multi-output nodes are never saved themselves (infinite): their getitems are;
 - every capacity gets +1 so that, among equal-byte cuts, fewer saved values win.
+
+The objective is bytes alone; time enters only through ``rules.recompute_rule`` (compute-heavy
+ops are never recomputed). That suits both graph compilers: what may be recomputed is memory-bound,
+a kernel per op when the graphs run eagerly, and close to free under Inductor, where a recomputed
+pointwise chain fuses into the backward kernel that reads it (Note [Cost model] in costs.py).
 """
 
 from __future__ import annotations

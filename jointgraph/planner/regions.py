@@ -55,8 +55,9 @@ SAVE = Option("save")
 class Regions:
     """The forward cut into regions at its separators, each with its ladder of options."""
 
-    def __init__(self, graph: torch.fx.Graph, policy=None):
+    def __init__(self, graph: torch.fx.Graph, policy=None, compiler: str = "eager"):
         self.graph = graph
+        self.compiler = compiler   # the backward's: it runs the recomputation (Note [Cost model])
         self.policy = policy
         self.needs = saved_value_needs(graph) if policy is not None else {}   # Note [Compared saved values]
         self.device = device_for(graph)
@@ -199,7 +200,8 @@ class Regions:
                     lambda r, o=option, scope=scope: o if r == region else Option("full") if r in scope else SAVE,
                     [n for n in self.needed if self.region_of.get(n) in scope])
                 nbytes = 0.0
-                seconds = sum(node_seconds(v, self.device) for v in recomputed if self.region_of[v] == region)
+                seconds = sum(node_seconds(v, self.device, self.compiler) for v in recomputed
+                              if self.region_of[v] == region)
                 for v, codec in saved.items():
                     if self.region_of.get(v) != region:
                         continue
@@ -318,7 +320,7 @@ class Regions:
                 continue
             mib = self._own_bytes(v) / 2**20
             reasons[v.name] = (f"recomputed: frees {mib:.2f} MiB of region {self.region_of[v]} at "
-                               f"{node_seconds(v, self.device) * 1e3:.3f} ms")
+                               f"{node_seconds(v, self.device, self.compiler) * 1e3:.3f} ms")
         return reasons
 
 

@@ -23,6 +23,10 @@ Bytes are counted per *storage*, as the caching allocator sees them:
   allocated and inputs whose last use it was are not freed yet, which is the
   high-water mark of that node. ``peak_bytes`` is the maximum over the timeline.
 - Workspace memory inside an op is not counted.
+- With Inductor as a graph's compiler (``compilers``), a pointwise node whose every user is a
+  pointwise or reduction node of the same graph, and which is no graph output, is fused into
+  its consumers: it allocates nothing, and its inputs live until its consumers' last use
+  (Note [Inductor's fused buffers]).
 - ``timeline_by_kind`` splits each entry's live bytes by what the storage is for the step:
   ``inputs`` (parameters, primals, buffers), ``gradients`` (backward outputs), ``saved``
   (storages that carry a saved value into the backward, counted as saved from their
@@ -99,8 +103,10 @@ class _Ledger:
         return out
 
 
-def simulate(forward: torch.fx.GraphModule, backward: torch.fx.GraphModule | None) -> SimulationResult:
-    """Simulate one training step; see Note [Memory simulation model]."""
+def simulate(forward: torch.fx.GraphModule, backward: torch.fx.GraphModule | None,
+             compilers: tuple[str, str] = ("eager", "eager")) -> SimulationResult:
+    """Simulate one training step whose (forward, backward) graphs ``compilers`` run;
+    see Note [Memory simulation model]."""
     timeline: list[tuple[str, str, int]] = []
     fw_graph = forward.graph
     storage_of: dict = {}
@@ -116,7 +122,7 @@ def simulate(forward: torch.fx.GraphModule, backward: torch.fx.GraphModule | Non
     fw_values = list(fw_out.args[0])
     fw_roles = list(fw_out.meta["roles"])
     kept = _run_graph(fw_graph, "forward", storage_of, ledger, timeline,
-                      keep=[v for v in fw_values if isinstance(v, torch.fx.Node)])
+                      keep=[v for v in fw_values if isinstance(v, torch.fx.Node)], compiler=compilers[0])
     if backward is None:
         return SimulationResult(_peak(timeline, ledger.live), timeline, ledger.by_kind())
 
@@ -145,7 +151,8 @@ def simulate(forward: torch.fx.GraphModule, backward: torch.fx.GraphModule | Non
     for storage in bw_storage.values():
         storage.pinned = id(storage) in input_storages
     bw_values = [v for v in output_node(bw_graph).args[0] if isinstance(v, torch.fx.Node)]
-    gradients = _run_graph(bw_graph, "backward", bw_storage, ledger, timeline, keep=bw_values)
+    gradients = _run_graph(bw_graph, "backward", bw_storage, ledger, timeline, keep=bw_values,
+                           compiler=compilers[1])
     for storage in gradients:
         if id(storage) not in input_storages:
             storage.kind = "gradients"
@@ -157,18 +164,24 @@ def _peak(timeline: list, live: int) -> int:
 
 
 def _run_graph(graph: torch.fx.Graph, phase: str, storage_of: dict, ledger: _Ledger, timeline: list,
-               *, keep: list) -> list[_Storage]:
+               *, keep: list, compiler: str = "eager") -> list[_Storage]:
     """Walk ``graph`` in order, allocating and freeing storages; storages of ``keep`` stay live.
     Returns the kept storages."""
     nodes = list(graph.nodes)
     index = {node: i for i, node in enumerate(nodes)}
-    created = {node: _assign_storage(node, storage_of) for node in nodes if node.op == "call_function"}
-    # Each storage dies at the last use of any node aliasing it.
+    fused = fused_nodes(graph) if compiler == "inductor" else set()
+    created = {node: [] if node in fused else _assign_storage(node, storage_of)
+               for node in nodes if node.op == "call_function"}
+    # Each storage dies at the last use of any node aliasing it; a fused node's use is its consumers'.
+    last_use: dict = {}
+    for node in reversed(nodes):
+        last_use[node] = max((last_use[u] if u in fused else index[u] for u in node.users if u.op != "output"),
+                             default=index[node])
     death: dict[int, tuple[int, _Storage]] = {}
     for node in nodes:
         if node.op == "output":
             continue
-        last = max((index[u] for u in node.users if u.op != "output"), default=index[node])
+        last = last_use[node]
         for key in _keys(node):
             storage = storage_of.get(key)
             if storage is not None and last >= death.get(id(storage), (-1, None))[0]:
@@ -186,6 +199,39 @@ def _run_graph(graph: torch.fx.Graph, phase: str, storage_of: dict, ledger: _Led
         for storage in frees[i]:
             ledger.free(storage)
     return list(kept.values())
+
+
+# Note [Inductor's fused buffers]
+# -------------------------------
+# Inductor lowers a pointwise op to a loop body that its consumers inline: the value is
+# never stored unless something forces it into a buffer — being a graph output, or being
+# read by an op that is not a loop Inductor generates (a matmul, a view handed to one,
+# an op it falls back to). The simulator models the common case: a pointwise node whose
+# users are all pointwise or reductions is fused (no buffer). Everything else allocates,
+# as it does eagerly. Buffer reuse changes no live bytes and is not modelled; in-place
+# reuse of a dying input makes Inductor's peak at most the simulated one.
+REDUCTIONS = frozenset(getattr(torch.ops.aten, name) for name in (
+    "sum", "mean", "amax", "amin", "max", "min", "prod", "var", "var_mean", "std", "any", "all",
+    "argmax", "argmin", "logsumexp"))
+
+
+def fused_nodes(graph: torch.fx.Graph) -> set:
+    """The nodes Note [Inductor's fused buffers] models as fused into their consumers."""
+    outputs = set(output_node(graph).all_input_nodes)
+    return {node for node in graph.nodes if node.op == "call_function" and node not in outputs
+            and _pointwise(node) and node.users and all(_pointwise(u) or _reduction(u) for u in node.users)}
+
+
+def _pointwise(node: torch.fx.Node) -> bool:
+    target = node.target
+    return (node.op == "call_function" and isinstance(target, torch._ops.OpOverload)
+            and torch.Tag.pointwise in target.tags)
+
+
+def _reduction(node: torch.fx.Node) -> bool:
+    target = node.target
+    return (node.op == "call_function" and isinstance(target, torch._ops.OpOverload)
+            and target.overloadpacket in REDUCTIONS)
 
 
 def _assign_storage(node: torch.fx.Node, storage_of: dict) -> list[_Storage]:

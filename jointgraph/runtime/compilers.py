@@ -15,18 +15,19 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, compiler, *, b
     else ``run(*args)``.
 
     "eager" runs the FX graph itself; with ``boxed`` its generated code takes one list
-    and clears it, so the backward frees each saved tensor after its last use.
+    and clears it, so the backward frees each saved tensor after its last use. "inductor"
+    compiles it with Inductor's inner compiler, boxed too (Note [Inductor as the graph compiler]).
     """
     if compiler == "eager":
         if boxed:
             return _boxed_graph(gm)
         return materialize(gm).forward
-    if compiler == "inductor":
-        from torch._inductor import compile as inductor_compile
+    if compiler == "inductor":   # Note [Inductor as the graph compiler]
+        from .inductor import compile_inductor
 
-        fn = inductor_compile(gm, example_inputs)
-    else:
-        fn = compiler(gm, example_inputs)
+        run = compile_inductor(gm, example_inputs, is_backward=boxed)
+        return run if boxed else lambda *args: run(list(args))
+    fn = compiler(gm, example_inputs)
     if boxed:
         return lambda args: fn(*_take(args))
     return fn
