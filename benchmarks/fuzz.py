@@ -74,6 +74,10 @@ def print_failures(failures: list[fuzz.Failure], show: int, minimize: bool,
             print(f"  {failure.contender}: {outcome.status}: {outcome.message}")
         print(program.inputs)
         print(program.source)
+        if program.mutate_outputs:
+            print("# then: every float output o.mul_(2), before backward")
+        if program.guard is not None:
+            print(f"# then: a third call under the guard change {program.guard!r} (Note [Fuzz guards])")
 
 
 def report(summary: fuzz.Summary, names: list[str], show: int, minimize: bool,

@@ -26,6 +26,21 @@ second call runs the cached entry). Compared, in order:
 ``UnsupportedError`` (also when Dynamo wraps it) makes the program ``refused``; a mismatch, or an
 exception eager raised that the contender did not (or raised in the other phase), ``wrong``; any
 other exception from the contender ``crash``.
+
+Issue 12's opt-in steps (``fuzz_semantics.SEMANTICS12_WRITERS``, whose ``Writers.steps`` turn them on):
+a program with ``mutate_outputs`` gets ``o.mul_(2)`` on every float output right after the call (an
+exception there is phase ``after``; the state is compared after it); non-tensor outputs must have eager's
+type (``torch.Size`` stays ``torch.Size``); values computed with bf16 (autocast) compare with bf16's
+tolerances (LOOSE_RTOL / LOOSE_ATOL).
+
+Note [Fuzz guards]
+A program with ``guard`` set is called a third time, eager and compiled alike, on fresh inputs under a
+change of something its graph may depend on, entered around the call only (not ``make_inputs``, not the
+backward): ``"scale"`` sets the global ``SCALE`` f reads from 2.0 to 3.0 (in the globals of the function
+object the contender compiled), ``"autocast"`` enters ``torch.autocast("cpu", torch.bfloat16)``,
+``"default_dtype"`` sets float64, ``"no_grad"`` enters ``torch.no_grad()``. The third call must match eager's
+under the same change (a failure's key starts ``guard <name>:``): the contender recompiles, reuses a graph
+that does not depend on the change, or refuses.
 """
 
 from __future__ import annotations
