@@ -11,6 +11,7 @@ programs in full (``--show K``), shortened by removing statements that do not ma
     python benchmarks/fuzz.py --n 1000 --seed 0
     python benchmarks/fuzz.py --n 200 --seed 5 --contenders default,dynamo --show 3 --minimize
     python benchmarks/fuzz.py --n 1 --seed 1234 --show 1        # one program, to reproduce a failure
+    python benchmarks/fuzz.py --n 300 --contenders default,dynamo --semantics12 --show 8 --minimize
 """
 
 from __future__ import annotations
@@ -73,6 +74,10 @@ def print_failures(failures: list[fuzz.Failure], show: int, minimize: bool,
             print(f"  {failure.contender}: {outcome.status}: {outcome.message}")
         print(program.inputs)
         print(program.source)
+        if program.mutate_outputs:
+            print("# then: every float output o.mul_(2), before backward")
+        if program.guard is not None:
+            print(f"# then: a third call under the guard change {program.guard!r} (Note [Fuzz guards])")
 
 
 def report(summary: fuzz.Summary, names: list[str], show: int, minimize: bool,
@@ -112,6 +117,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--json", metavar="PATH", help="also write counts and groups as JSON")
     parser.add_argument("--storage", action="store_true",
                         help="also write FSDP2's storage free / re-fill (resize_storage_bytes_, fsdp.copy_)")
+    parser.add_argument("--semantics12", action="store_true",
+                        help="issue 12's writers and oracle steps: requires_grad_ / detach, leaves made inside, "
+                        "non-tensor outputs, autocast, globals, programs that raise, outputs modified in place, "
+                        "and a guard change (SCALE, autocast, default dtype, no_grad) before a third call")
     args = parser.parse_args(argv)
     known = fuzz.contenders(dynamo_every=args.dynamo_every)
     names = [n for n in args.contenders.split(",") if n]
@@ -123,6 +132,11 @@ def main(argv: list[str] | None = None) -> dict:
         import torch.distributed.fsdp  # noqa: F401  registers torch.ops.fsdp.copy_
 
         writers = fuzz.STORAGE_WRITERS
+    if args.semantics12:
+        from jointgraph.bench import fuzz_semantics
+
+        writers = fuzz.Writers({**(writers or {}), **fuzz_semantics.SEMANTICS12_WRITERS},
+                               fuzz_semantics.SEMANTICS12_WRITERS.steps)
     summary = fuzz.run(args.n, args.seed, [known[n] for n in names], progress=True, writers=writers)
     report(summary, names, args.show, args.minimize, known)
     result = as_json(summary)

@@ -26,6 +26,21 @@ second call runs the cached entry). Compared, in order:
 ``UnsupportedError`` (also when Dynamo wraps it) makes the program ``refused``; a mismatch, or an
 exception eager raised that the contender did not (or raised in the other phase), ``wrong``; any
 other exception from the contender ``crash``.
+
+Issue 12's opt-in steps (``fuzz_semantics.SEMANTICS12_WRITERS``, whose ``Writers.steps`` turn them on):
+a program with ``mutate_outputs`` gets ``o.mul_(2)`` on every float output right after the call (an
+exception there is phase ``after``; the state is compared after it); non-tensor outputs must have eager's
+type (``torch.Size`` stays ``torch.Size``); values computed with bf16 (autocast) compare with bf16's
+tolerances (LOOSE_RTOL / LOOSE_ATOL).
+
+Note [Fuzz guards]
+A program with ``guard`` set is called a third time, eager and compiled alike, on fresh inputs under a
+change of something its graph may depend on, entered around the call only (not ``make_inputs``, not the
+backward): ``"scale"`` sets the global ``SCALE`` f reads from 2.0 to 3.0 (in the globals of the function
+object the contender compiled), ``"autocast"`` enters ``torch.autocast("cpu", torch.bfloat16)``,
+``"default_dtype"`` sets float64, ``"no_grad"`` enters ``torch.no_grad()``. The third call must match eager's
+under the same change (a failure's key starts ``guard <name>:``): the contender recompiles, reuses a graph
+that does not depend on the change, or refuses.
 """
 
 from __future__ import annotations
@@ -50,7 +65,10 @@ PARAMS = ("a", "b", "c")
 STATUSES = ("pass", "refused", "wrong", "crash")
 SCALARS = ("0.5", "2.0", "-1.0", "3.0")
 RTOL, ATOL = 1.3e-6, 1e-5          # torch.testing's float32 tolerances
+LOOSE_RTOL, LOOSE_ATOL = 1.6e-2, 1e-2   # bf16 (torch.testing's rtol; atol for sums of bf16 products)
 KEEP_RAISING = 0.12                # chance a statement that raised in eager is kept (as the last one)
+SCALE, CHANGED_SCALE = 2.0, 3.0    # the global float f may read (``SCALE``), and its value in the "scale" guard step
+GUARDS = ("scale", "autocast", "default_dtype", "no_grad")
 
 
 ### Programs
@@ -62,6 +80,8 @@ class Program:
     seed: int
     source: str
     inputs: str
+    guard: str | None = None          # a third call under this change (Note [Fuzz guards]), one of GUARDS
+    mutate_outputs: bool = False      # float outputs get ``.mul_(2)`` right after the call, before backward
 
     @property
     def params(self) -> list[str]:
@@ -78,12 +98,19 @@ class Program:
 
     def render(self) -> str:
         """A self-contained script that reproduces the program."""
-        return f"import torch\n\n{self.inputs}\n\n{self.source}\n\nargs, named = make_inputs()\nout = f(*args)\n"
+        then = ""
+        if self.mutate_outputs:
+            then += "for o in torch.utils._pytree.tree_leaves(out):\n    if isinstance(o, torch.Tensor) and " \
+                    "o.is_floating_point():\n        o.mul_(2)\n"
+        if self.guard is not None:
+            then += f"# then again under the guard change {self.guard!r} (Note [Fuzz guards])\n"
+        return (f"import torch\n\nSCALE = {SCALE}\n\n{self.inputs}\n\n{self.source}\n\nargs, named = make_inputs()\n"
+                f"out = f(*args)\n{then}")
 
 
 def _exec(source: str, filename: str) -> dict[str, Any]:
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    namespace: dict[str, Any] = {"torch": torch}
+    namespace: dict[str, Any] = {"torch": torch, "SCALE": SCALE}
     exec(compile(source, filename, "exec"), namespace)
     return namespace
 
@@ -216,6 +243,7 @@ class _Statement:
     text: str
     var: str | None = None
     origin: str | None = None
+    keep: bool = False              # kept even when it raises in eager (writers of programs that raise)
 
 
 def _view_suffix(rng: random.Random, shape: torch.Size) -> str:
@@ -448,12 +476,13 @@ def _returns(scope: _Scope) -> str:
         elif roll < 0.45 and scope.env[x].is_floating_point():
             expr = f"{x}.sum()"
         exprs.append(expr)
+    exprs += [n for n, o in scope.origin.items() if o == "non-tensor"]    # none unless a writer made them
     return "return " + ", ".join(exprs)
 
 
 def _replay(make_inputs: Callable, params: tuple[str, ...], lines: list[str]) -> dict[str, Any]:
     args, _ = make_inputs()
-    env: dict[str, Any] = {"torch": torch, **dict(zip(params, args, strict=True))}
+    env: dict[str, Any] = {"torch": torch, "SCALE": SCALE, **dict(zip(params, args, strict=True))}
     for line in lines:
         exec(line, env)
     return env
@@ -479,7 +508,7 @@ def _body(rng: random.Random, make_inputs: Callable, params: tuple[str, ...], wr
             if statement is None:
                 continue
             raised = _raises(statement.text, scope.env)
-            if raised and rng.random() >= KEEP_RAISING:
+            if raised and not statement.keep and rng.random() >= KEEP_RAISING:
                 continue
             lines.append(statement.text)
             if statement.var is not None:
@@ -488,6 +517,14 @@ def _body(rng: random.Random, make_inputs: Callable, params: tuple[str, ...], wr
                 return [*lines, _returns(_Scope(rng, _replay(make_inputs, params, lines[:-1]), origin))]
             break
     return [*lines, _returns(_Scope(rng, _replay(make_inputs, params, lines), origin))]
+
+
+class Writers(dict):
+    """A writer table that also opts into oracle steps (``"guard"``, ``"mutate_outputs"``) for its programs."""
+
+    def __init__(self, table: dict, steps: tuple[str, ...] = ()):
+        super().__init__(table)
+        self.steps = steps
 
 
 def generate(seed: int, writers: dict | None = None) -> Program:
@@ -502,7 +539,10 @@ def generate(seed: int, writers: dict | None = None) -> Program:
         warnings.simplefilter("ignore")
         lines = _body(rng, make_inputs, params, WRITERS if writers is None else writers)
     body = "".join(f"    {line}\n" for text in lines for line in text.split("\n"))
-    return Program(seed, f"def f({', '.join(params)}):\n{body}", inputs)
+    steps = getattr(writers, "steps", ())
+    guard = rng.choice(GUARDS) if "guard" in steps and rng.random() < 0.7 else None
+    mutate_outputs = "mutate_outputs" in steps and rng.random() < 0.4
+    return Program(seed, f"def f({', '.join(params)}):\n{body}", inputs, guard, mutate_outputs)
 
 
 ### Oracle: observe one run
@@ -515,8 +555,8 @@ class TensorState:
     shape: tuple[int, ...]
     strides: tuple[int | None, ...]           # None for dims of size <= 1
     requires_grad: bool
-    is_leaf: bool
-    has_grad_fn: bool
+    is_leaf: bool | str                       # str: reading it raised (see _attribute)
+    has_grad_fn: bool | str
     same_object_as: str | None                # outputs: the argument it is
     shares_storage_with: tuple[str, ...]
     storage_offset: int | None                # inputs, and outputs sharing an input's storage
@@ -535,10 +575,19 @@ class Observation:
     outputs: list[Any] = dataclasses.field(default_factory=list)
     inputs: dict[str, TensorState] = dataclasses.field(default_factory=dict)
     grads: dict[str, torch.Tensor | None] = dataclasses.field(default_factory=dict)
+    loose: bool = False                       # bf16 was involved (autocast): compare with bf16's tolerances
 
 
 def _storage_key(t: torch.Tensor) -> int:
     return t.untyped_storage()._cdata
+
+
+def _attribute(t: torch.Tensor, name: str, convert: Callable[[Any], Any] = lambda v: v) -> Any:
+    """``t.<name>``, or the name of the exception reading it raises (a multi-output view modified in place)."""
+    try:
+        return convert(getattr(t, name))
+    except RuntimeError as exc:
+        return f"raises {type(exc).__name__}"
 
 
 def _state(t: torch.Tensor, owners: dict[int, list[str]], own_name: str, *, same_object_as: str | None = None,
@@ -549,7 +598,8 @@ def _state(t: torch.Tensor, owners: dict[int, list[str]], own_name: str, *, same
     return TensorState(
         dtype=t.dtype, shape=tuple(t.shape),
         strides=tuple(s if n > 1 else None for n, s in zip(t.shape, t.stride(), strict=True)),
-        requires_grad=t.requires_grad, is_leaf=t.is_leaf, has_grad_fn=t.grad_fn is not None,
+        requires_grad=t.requires_grad, is_leaf=_attribute(t, "is_leaf"),
+        has_grad_fn=_attribute(t, "grad_fn", lambda g: g is not None),
         same_object_as=same_object_as, shares_storage_with=shares,
         storage_offset=t.storage_offset() if is_input or aliases_input else None,
         storage_bytes=t.untyped_storage().nbytes() if is_input else None,
@@ -588,18 +638,37 @@ def _backward(seed: int, outputs: list, named: dict[str, torch.Tensor]) -> None:
     loss.backward()
 
 
-def observe(program: Program, fn: Callable) -> Observation:
-    """Run ``fn`` (eager ``f`` or a compiled one) on fresh inputs and record what Note [Fuzz oracle] compares."""
+def _mutate_outputs(out: Any) -> None:
+    for x in pytree.tree_leaves(out):
+        if isinstance(x, torch.Tensor) and x.is_floating_point():
+            x.mul_(2)
+
+
+def observe(program: Program, fn: Callable, context: Callable[[], Any] = contextlib.nullcontext,
+            loose: bool = False) -> Observation:
+    """Run ``fn`` (eager ``f`` or a compiled one) on fresh inputs and record what Note [Fuzz oracle] compares;
+    ``context`` is entered around the call only (a guard change, Note [Fuzz guards])."""
     args, named = program.make_inputs()
     versions = {n: t._version for n, t in named.items()}
-    observation = Observation()
+    loose = loose or "autocast" in program.source
+    observation = Observation(loose=loose)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            out = fn(*args)
+            with context():
+                out = fn(*args)
         except Exception as exc:
-            return Observation(error=exc, phase="call")
+            return Observation(error=exc, phase="call", loose=loose)
+        after = None
+        if program.mutate_outputs:
+            try:
+                _mutate_outputs(out)
+            except Exception as exc:
+                after = exc
         outputs = _snapshot(observation, args, named, versions, out, program.params)
+        if after is not None:
+            observation.error, observation.phase = after, "after"
+            return observation
         try:
             _backward(program.seed, outputs, named)
         except Exception as exc:
@@ -621,17 +690,28 @@ class Outcome:
     key: str = ""
 
 
-def _same_values(expected: torch.Tensor, actual: torch.Tensor) -> bool:
+def _tolerances(expected: torch.Tensor, loose: bool) -> tuple[float, float]:
+    if loose or expected.dtype in (torch.bfloat16, torch.float16):
+        return LOOSE_RTOL, LOOSE_ATOL
+    return RTOL, ATOL
+
+
+def _same_values(expected: torch.Tensor, actual: torch.Tensor, loose: bool = False) -> bool:
     if expected.is_floating_point():
-        return torch.allclose(actual, expected, rtol=RTOL, atol=ATOL, equal_nan=True)
+        rtol, atol = _tolerances(expected, loose)
+        return actual.dtype == expected.dtype and torch.allclose(actual, expected, rtol=rtol, atol=atol,
+                                                                 equal_nan=True)
     return torch.equal(actual, expected)
 
 
-def _values_message(expected: torch.Tensor, actual: torch.Tensor) -> str:
+def _values_message(expected: torch.Tensor, actual: torch.Tensor, loose: bool = False) -> str:
     """The first element that differs, and how many do."""
     expected, actual = expected.flatten(), actual.flatten()
+    if actual.dtype != expected.dtype:
+        return f"dtype {actual.dtype}, eager {expected.dtype}"
     if expected.is_floating_point():
-        close = torch.isclose(actual, expected, rtol=RTOL, atol=ATOL, equal_nan=True)
+        rtol, atol = _tolerances(expected, loose)
+        close = torch.isclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True)
     else:
         close = actual == expected
     differ = (~close).nonzero().flatten().tolist()
@@ -642,13 +722,13 @@ def _values_message(expected: torch.Tensor, actual: torch.Tensor) -> str:
             f"{actual[i].item():.4g}, eager {expected[i].item():.4g}")
 
 
-def _tensor_mismatch(where: str, expected: TensorState, actual: TensorState) -> Outcome | None:
+def _tensor_mismatch(where: str, expected: TensorState, actual: TensorState, loose: bool = False) -> Outcome | None:
     kind = where.split(" ")[0]        # "output" | "input"
     for field in dataclasses.fields(TensorState):
         e, a = getattr(expected, field.name), getattr(actual, field.name)
         if field.name == "values":
-            if not _same_values(e, a):
-                return Outcome("wrong", f"{where}: {_values_message(e, a)}", f"{kind} values")
+            if not _same_values(e, a, loose):
+                return Outcome("wrong", f"{where}: {_values_message(e, a, loose)}", f"{kind} values")
         elif e != a:
             return Outcome("wrong", f"{where}: {field.name} is {a!r}, eager {e!r}", f"{kind} {field.name}")
     return None
@@ -661,11 +741,14 @@ def _state_mismatch(expected: Observation, actual: Observation) -> Outcome | Non
     for i, (e, a) in enumerate(zip(expected.outputs, actual.outputs, strict=True)):
         if isinstance(e, TensorState) != isinstance(a, TensorState) or not isinstance(e, TensorState) and e != a:
             return Outcome("wrong", f"output {i}: {a!r}, eager {e!r}", "output value")
-        found = isinstance(e, TensorState) and _tensor_mismatch(f"output {i}", e, a)
+        if type(e) is not type(a):
+            return Outcome("wrong", f"output {i}: {type(a).__name__} {a!r}, eager {type(e).__name__}",
+                           "output type")
+        found = isinstance(e, TensorState) and _tensor_mismatch(f"output {i}", e, a, expected.loose)
         if found:
             return found
     for name, e in expected.inputs.items():
-        found = _tensor_mismatch(f"input {name}", e, actual.inputs[name])
+        found = _tensor_mismatch(f"input {name}", e, actual.inputs[name], expected.loose)
         if found:
             return found
     return None
@@ -680,8 +763,9 @@ def _grad_mismatch(expected: Observation, actual: Observation) -> Outcome | None
         if (e is None) != (a is None):
             return Outcome("wrong", f"{name}.grad is {'None' if a is None else 'a tensor'}, eager "
                            f"{'None' if e is None else 'a tensor'}", "grad None-ness")
-        if e is not None and (e.shape != a.shape or not _same_values(e, a)):
-            detail = f"shape {tuple(a.shape)}, eager {tuple(e.shape)}" if e.shape != a.shape else _values_message(e, a)
+        if e is not None and (e.shape != a.shape or not _same_values(e, a, expected.loose)):
+            detail = (f"shape {tuple(a.shape)}, eager {tuple(e.shape)}" if e.shape != a.shape
+                      else _values_message(e, a, expected.loose))
             return Outcome("wrong", f"{name}.grad: {detail}", "grad values")
     return None
 
@@ -798,19 +882,58 @@ def check(program: Program, contender: Contender, eager: Observation | None = No
     eager = eager if eager is not None else observe(program, program.function())
     if contender.reset is not None:
         contender.reset()
+    original = program.function()
     try:
-        compiled = contender.compile(program.function())
+        compiled = contender.compile(original)
     except Exception as exc:
         return compare(eager, Observation(error=exc, phase="call"))
-    for call in (1, 2):
+    calls: list[tuple[str, Callable[[], Observation], Callable[[], Observation]]] = [
+        ("", lambda: eager, lambda: observe(program, compiled)),
+        ("call 2: ", lambda: eager, lambda: observe(program, compiled))]
+    if program.guard is not None:
+        fresh = program.function()
+        loose = program.guard == "autocast"
+        calls.append((f"guard {program.guard}: ",
+                      lambda: observe(program, fresh, _guard_change(program.guard, fresh), loose),
+                      lambda: observe(program, compiled, _guard_change(program.guard, original), loose)))
+    for prefix, expected, actual in calls:
         try:
-            outcome = compare(eager, observe(program, compiled))
+            outcome = compare(expected(), actual())
         except Exception as exc:   # the oracle could not even compare (e.g. a malformed output)
             outcome = Outcome("crash", f"comparing: {_describe(exc)}", f"comparing: {_normalized(_describe(exc))}")
         if outcome.status != "pass":
-            return outcome if call == 1 else dataclasses.replace(
-                outcome, message=f"call 2: {outcome.message}", key=f"call 2: {outcome.key}")
+            return dataclasses.replace(outcome, message=prefix + outcome.message, key=prefix + outcome.key)
     return Outcome("pass")
+
+
+def _guard_change(guard: str, fn: Callable) -> Callable[[], Any]:
+    """Note [Fuzz guards]: a change of something f's graph depends on, entered around a call of ``fn``
+    (eager's fresh ``f``, or the function object the contender compiled, whose globals it reads)."""
+    @contextlib.contextmanager
+    def change() -> Iterator[None]:
+        if guard == "autocast":
+            with torch.autocast("cpu", torch.bfloat16):
+                yield
+        elif guard == "no_grad":
+            with torch.no_grad():
+                yield
+        elif guard == "default_dtype":
+            old = torch.get_default_dtype()
+            torch.set_default_dtype(torch.float64)
+            try:
+                yield
+            finally:
+                torch.set_default_dtype(old)
+        elif guard == "scale":
+            fn.__globals__["SCALE"] = CHANGED_SCALE
+            try:
+                yield
+            finally:
+                fn.__globals__["SCALE"] = SCALE
+        else:
+            raise ValueError(f"guard {guard!r} is invalid; allowed: {', '.join(GUARDS)}")
+
+    return change
 
 
 ### Runs
