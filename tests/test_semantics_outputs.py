@@ -620,3 +620,33 @@ def test_an_output_the_backward_reads_modified_in_place_makes_the_backward_raise
         out.mul_(2)
         with pytest.raises(RuntimeError, match="modified by an inplace operation"):
             out.sum().backward()
+
+
+def test_view_of_a_clone_is_not_an_alias_of_the_input_under_no_grad():
+    """remove_clones keeps a clone whose view is returned: the output must not share the input's memory."""
+    def f(a):
+        return a.clone()[:-1]
+
+    x = torch.randn(5, 3, requires_grad=True)[1:4]
+    for compiled in (jointgraph.aot_function(f), torch.compile(f, backend="jointgraph")):
+        with torch.no_grad():
+            out, expected = compiled(x), f(x)
+        assert out.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
+        assert out.requires_grad == expected.requires_grad
+        torch.testing.assert_close(out, expected)
+
+
+def test_autocast_region_disabled_inside_stays_float32_under_ambient_autocast():
+    """The graph runs as traced: an ambient autocast must not cast again what the function ran in float32."""
+    def f(a):
+        with torch.autocast("cpu", enabled=False):
+            t = a @ a.t()
+        return t * 2
+
+    a = torch.randn(4, 2, requires_grad=True)
+    for compiled in (jointgraph.aot_function(f), torch.compile(f, backend="jointgraph")):
+        compiled(a)   # compiled without autocast first: the ambient change recompiles
+        with torch.autocast("cpu", torch.bfloat16):
+            out, expected = compiled(a), f(a)
+        assert out.dtype == expected.dtype == torch.float32
+        torch.testing.assert_close(out, expected)

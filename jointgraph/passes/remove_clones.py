@@ -6,6 +6,7 @@ import torch
 import torch.fx
 
 from ..ir.graph import output_node
+from ..ir.graph_utils import storage_root
 
 
 def remove_clones(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
@@ -16,11 +17,13 @@ def remove_clones(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     backward next to the original and cost memory eager does not spend.
 
     Expects: a functional joint graph (nothing is mutated in place). Guarantees: same
-    values; a clone is kept when it is a graph output (outputs must not alias each other
-    or inputs where eager's do not) or when it changes strides (a memory-format copy).
+    values; a clone is kept when it is a graph output or the storage of one (a view of it is
+    returned: outputs must not alias each other or inputs where eager's do not), or when it
+    changes strides (a memory-format copy).
     """
     graph = gm.graph
-    outputs = {v for v in output_node(graph).args[0] if isinstance(v, torch.fx.Node)}
+    returned = [v for v in output_node(graph).args[0] if isinstance(v, torch.fx.Node)]
+    outputs = set(returned) | {storage_root(v) for v in returned}
     for node in list(graph.nodes):
         if node.op != "call_function" or node.target is not torch.ops.aten.clone.default or node in outputs:
             continue

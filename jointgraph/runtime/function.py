@@ -21,6 +21,7 @@ Double backward raises (the backward is ``once_differentiable``): a wrong second
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import weakref
 from collections.abc import Callable
@@ -38,6 +39,7 @@ _keep_graph = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", 
 _top_hooks = torch._C._autograd._top_saved_tensors_default_hooks
 _HOOKED = object()  # ctx.stash marker: saved values went through save_for_backward
 _set_creation_meta = torch._C._autograd._set_creation_meta
+_any_autocast = getattr(torch._C, "_is_any_autocast_enabled", lambda: True)
 _MULTI_OUTPUT_NODE = torch._C._autograd.CreationMeta.MULTI_OUTPUT_NODE
 
 
@@ -110,11 +112,14 @@ class CompiledEntry:
             check_leaf_mutation(inputs, layout.mutated_with_grad)
         for i in layout.requires_grad_set:   # Note [Input mutations]: a prologue, as the user's call did
             inputs[i].requires_grad_()
-        if self.function is not None:
-            outs = self.function.apply(*inputs)
-        else:  # no differentiable outputs: autograd must not record the graph's ops
-            with torch.no_grad():
-                outs = self.forward(*inputs)
+        # The trace applied the caller's autocast (its casts are nodes of the graph, and regions
+        # the function disabled have none): the graph must run as traced, not be cast again.
+        with torch._C._DisableAutocast() if _any_autocast() else contextlib.nullcontext():
+            if self.function is not None:
+                outs = self.function.apply(*inputs)
+            else:  # no differentiable outputs: autograd must not record the graph's ops
+                with torch.no_grad():
+                    outs = self.forward(*inputs)
         if layout.storage_resizes:
             for i, nbytes in layout.storage_resizes:   # Note [Storage resize]: before any data copy
                 inputs[i].untyped_storage().resize_(nbytes)
