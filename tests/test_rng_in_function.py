@@ -151,3 +151,13 @@ def test_reading_the_state_is_not_a_trace_time_constant():
         return (x @ w).sum() + torch.get_rng_state()[:64].double().sum()
 
     _assert_like_eager(fn, jointgraph.aot_function(fn))
+
+
+def test_opinfo_wrapper_set_seed_under_no_dispatch():
+    """torch.testing's ``wrapper_set_seed`` reads and restores the state under ``no_dispatch()``."""
+    from torch.testing._utils import wrapper_set_seed
+
+    def fn(x, w):
+        return wrapper_set_seed(F.rrelu, x @ w, training=True).sum() + torch.rand(())
+
+    _assert_like_eager(fn, jointgraph.aot_function(fn))

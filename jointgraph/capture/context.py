@@ -170,6 +170,9 @@ def _dense(t: torch.Tensor) -> bool:
 
 
 
+_PYTHON_KEYS = (torch._C.DispatchKey.Python, torch._C.DispatchKey.PythonTLSSnapshot)
+
+
 class _RngStateGuard:
     """Stands in for ``torch.random.default_generator`` while tracing (Note [Seeding inside the
     function] in ir/rng.py): reading and setting the state (``torch.get_rng_state``,
@@ -180,6 +183,18 @@ class _RngStateGuard:
     def __init__(self, real):
         self._real = real
         self._tracing_thread = threading.get_ident()
+
+    def _record(self, op, *args):
+        """Call ``op`` so that the tracer records it, also under ``no_dispatch()`` (torch.testing's
+        ``freeze_rng_state`` reads and restores the state with the Python dispatch key excluded)."""
+        excluded = [k for k in _PYTHON_KEYS if torch._C._dispatch_tls_is_dispatch_key_excluded(k)]
+        for key in excluded:
+            torch._C._dispatch_tls_set_dispatch_key_excluded(key, False)
+        try:
+            return op(*args)
+        finally:
+            for key in excluded:
+                torch._C._dispatch_tls_set_dispatch_key_excluded(key, True)
 
     def __getattr__(self, name):
         return getattr(self._real, name)
@@ -194,18 +209,18 @@ class _RngStateGuard:
             raise UnsupportedError(f"torch.manual_seed with a {type(seed).__name__} seed inside the compiled "
                                    "function is not supported: only a Python int is recorded",
                                    source=user_source_line(), hint="pass a Python int, or seed outside the function")
-        torch.ops.jointgraph.rng_manual_seed(seed)
+        self._record(torch.ops.jointgraph.rng_manual_seed, seed)
         return self
 
     def get_state(self):
         if not self._ours():
             return self._real.get_state()
-        return torch.ops.jointgraph.rng_get_state()
+        return self._record(torch.ops.jointgraph.rng_get_state)
 
     def set_state(self, state):
         if not self._ours():
             return self._real.set_state(state)
-        torch.ops.jointgraph.rng_set_state(state)
+        self._record(torch.ops.jointgraph.rng_set_state, state)
         return self
 
     def seed(self):

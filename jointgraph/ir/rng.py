@@ -39,12 +39,12 @@ def _(seed: int) -> None:
     return None
 
 
-_STATE_BYTES = torch.get_rng_state().numel()   # the CPU generator's state, a fixed size
+_STATE_BYTES = torch._C.default_generator.get_state().numel()   # the CPU generator's state, a fixed size
 
 
 @torch.library.custom_op("jointgraph::rng_get_state", mutates_args=())
 def rng_get_state() -> torch.Tensor:
-    return torch.get_rng_state()
+    return torch._C.default_generator.get_state()   # the generator itself: never the tracer's stand-in
 
 
 @rng_get_state.register_fake
@@ -54,7 +54,7 @@ def _() -> torch.Tensor:
 
 @torch.library.custom_op("jointgraph::rng_set_state", mutates_args=())
 def rng_set_state(state: torch.Tensor) -> None:
-    torch.set_rng_state(state)
+    torch._C.default_generator.set_state(state)
 
 
 @rng_set_state.register_fake
