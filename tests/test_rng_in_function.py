@@ -133,19 +133,6 @@ def test_inductor_refuses_an_in_function_seed():
         compiled(*_args(0))
 
 
-def test_state_changed_behind_the_recorder_is_refused():
-    """``torch.default_generator`` is the C generator itself: its reseed is not recorded, so it is refused."""
-    def fn(x, w):
-        torch.default_generator.manual_seed(9)
-        return F.dropout(x @ w, 0.5).sum()
-
-    torch.manual_seed(0)
-    state = torch.get_rng_state()
-    with pytest.raises(jointgraph.UnsupportedError, match="not recorded"):
-        jointgraph.aot_function(fn)(*_args(0))
-    assert torch.equal(torch.get_rng_state(), state)   # the caller's state is left as it was
-
-
 def test_reading_the_state_is_not_a_trace_time_constant():
     def fn(x, w):
         return (x @ w).sum() + torch.get_rng_state()[:64].double().sum()

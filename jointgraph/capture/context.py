@@ -238,19 +238,11 @@ def rng_state_as_effects():
     from ..ir import rng  # noqa: F401  (registers the ops)
 
     real = torch.random.default_generator
-    before = real.get_state()
     torch.random.default_generator = _RngStateGuard(real)
     try:
         yield
     finally:
         torch.random.default_generator = real
-    if not torch.equal(real.get_state(), before):   # fake random ops never advance it: a call we did not see
-        real.set_state(before)
-        raise UnsupportedError("the global random number generator's state was changed while tracing by a call "
-                               "that is not recorded (torch.default_generator / torch._C.default_generator used "
-                               "directly): it would happen at trace time only",
-                               hint="use torch.manual_seed / torch.set_rng_state / torch.random.fork_rng, "
-                                    'or pass on_unsupported="eager"')
 
 
 @contextlib.contextmanager
