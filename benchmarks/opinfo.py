@@ -17,9 +17,11 @@ eager's. Each result is one of:
 Random ops run with the same seed before every run; a sample whose eager result
 is not reproducible under the same seed is skipped for both compilers. OpInfo
 wraps random ops in ``wrapper_set_seed`` (``torch.manual_seed(42)`` inside the
-op); the sweep replaces it with a plain call, since reseeding inside a compiled
-function runs at trace time only (jointgraph refuses it with UnsupportedError,
-PyTorch's aot_function silently draws from the caller's state).
+op), and the sweep keeps it: the seed is inside the compiled function, which
+jointgraph records as an effect run on every call (Note [Seeding inside the
+function]). Each compiled function runs twice, so a seed that ran only at trace
+time (PyTorch's aot_function) shows on the second call. ``--unseeded`` replaces
+the wrapper with a plain call (the caller's seed only).
 
     python benchmarks/opinfo.py                       # full sweep
     python benchmarks/opinfo.py --ops sin,cumsum,nn.functional.conv2d
@@ -72,12 +74,18 @@ def _call_unseeded(op, *args, **kwargs):
     return op(*args, **kwargs)
 
 
-def autograd_ops(names: set[str] | None = None, limit: int | None = None) -> list:
+_SET_SEED: list = []   # OpInfo's own wrapper_set_seed, kept for --unseeded runs in the same process
+
+
+def autograd_ops(names: set[str] | None = None, limit: int | None = None, *, seed_inside: bool = True) -> list:
     """OpInfos that support autograd in float32 on CPU, in op_db order."""
     from torch.testing._internal import common_methods_invocations
     from torch.testing._internal.common_methods_invocations import op_db
 
-    common_methods_invocations.wrapper_set_seed = _call_unseeded   # see the module docstring
+    if not _SET_SEED:
+        _SET_SEED.append(common_methods_invocations.wrapper_set_seed)
+    # see the module docstring
+    common_methods_invocations.wrapper_set_seed = _SET_SEED[0] if seed_inside else _call_unseeded
 
     ops = [op for op in op_db if op.supports_autograd and torch.float32 in op.supported_dtypes("cpu")]
     if names:
@@ -272,14 +280,15 @@ def run_pair(op, sample, index: int, compilers: tuple[str, ...] = COMPILERS) -> 
     return PairRecord(op_label(op), index, results, time.perf_counter() - start)
 
 
-def sweep_ops(labels: list[str], samples_per_op: int, options: dict | None = None) -> list[PairRecord]:
+def sweep_ops(labels: list[str], samples_per_op: int, options: dict | None = None,
+              seed_inside: bool = True) -> list[PairRecord]:
     """Run every sample of the named ops (a worker's share of the sweep)."""
     warnings.filterwarnings("ignore")
     JOINTGRAPH_OPTIONS.update(options or {})
     torch.set_num_threads(1)
     wanted = set(labels)
     records = []
-    for op in autograd_ops():
+    for op in autograd_ops(seed_inside=seed_inside):
         if op_label(op) not in wanted:
             continue
         try:
@@ -350,20 +359,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2, help="worker processes")
     parser.add_argument("--json", default=None, help="write every result to this path")
     parser.add_argument("--partitioner", default=None, help="jointgraph partitioner (default: its default)")
+    parser.add_argument("--unseeded", action="store_true",
+                        help="replace OpInfo's in-op torch.manual_seed with a plain call")
     args = parser.parse_args(argv)
     options = {"partitioner": args.partitioner} if args.partitioner else {}
 
     start = time.perf_counter()
     names = {s.strip() for s in args.ops.split(",") if s.strip()} or None
-    labels = [op_label(op) for op in autograd_ops(names, args.limit)]
+    seed_inside = not args.unseeded
+    labels = [op_label(op) for op in autograd_ops(names, args.limit, seed_inside=seed_inside)]
     if args.jobs > 1 and len(labels) > 1:
         shares = [labels[k::args.jobs] for k in range(args.jobs)]
         with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
-            parts = pool.starmap(sweep_ops, [(share, args.samples, options) for share in shares])
+            parts = pool.starmap(sweep_ops, [(share, args.samples, options, seed_inside) for share in shares])
         order = {label: k for k, label in enumerate(labels)}
         records = sorted((r for part in parts for r in part), key=lambda r: (order[r.op], r.sample))
     else:
-        records = sweep_ops(labels, args.samples, options)
+        records = sweep_ops(labels, args.samples, options, seed_inside)
     seconds = time.perf_counter() - start
     summary = summarize(records)
     print_report(summary, records, seconds)

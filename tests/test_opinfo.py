@@ -143,15 +143,20 @@ def test_linalg_error_check_runs_in_the_compiled_forward():
         compiled(torch.zeros(3, 3, requires_grad=True))
 
 
-def test_reseeding_inside_the_compiled_function_raises_unsupported():
+def test_reseeding_inside_the_compiled_function_takes_effect_on_every_call():
     import torch
 
     def reseeded(x):
         torch.manual_seed(42)
         return x * torch.rand_like(x)
 
-    with pytest.raises(jointgraph.UnsupportedError, match="random number generator state"):
-        jointgraph.aot_function(reseeded)(torch.randn(3, requires_grad=True))
+    compiled = jointgraph.aot_function(reseeded)
+    x = torch.randn(3, requires_grad=True)
+    for caller_seed in (1, 2):   # PyTorch's aot_function draws from the caller's state after the first call
+        torch.manual_seed(caller_seed)
+        want = reseeded(x)
+        torch.manual_seed(caller_seed)
+        assert torch.equal(compiled(x), want)
 
 
 def test_sparse_argument_raises_unsupported():

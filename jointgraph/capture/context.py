@@ -6,7 +6,6 @@ into UnsupportedError. Eager's checks of in-place ops are in ``inplace.py``.
 from __future__ import annotations
 
 import contextlib
-import functools
 import threading
 
 import torch
@@ -171,33 +170,73 @@ def _dense(t: torch.Tensor) -> bool:
 
 
 
+_PYTHON_KEYS = (torch._C.DispatchKey.Python, torch._C.DispatchKey.PythonTLSSnapshot)
+
+
 class _RngStateGuard:
-    """Stands in for ``torch.random.default_generator`` while tracing: reading the state is
-    allowed, setting it (``torch.manual_seed``, ``torch.set_rng_state``) is refused, since it
-    would run once at trace time and the compiled graph would draw from the caller's state."""
+    """Stands in for ``torch.random.default_generator`` while tracing (Note [Seeding inside the
+    function] in ir/rng.py): reading and setting the state (``torch.get_rng_state``,
+    ``torch.set_rng_state``, ``torch.manual_seed``, ``torch.random.fork_rng``) are recorded as
+    effect ops that act on the real generator at run time, on every call. ``torch.seed()``
+    (a non-deterministic seed) is refused."""
 
     def __init__(self, real):
         self._real = real
         self._tracing_thread = threading.get_ident()
 
+    def _record(self, op, *args):
+        """Call ``op`` so that the tracer records it, also under ``no_dispatch()`` (torch.testing's
+        ``freeze_rng_state`` reads and restores the state with the Python dispatch key excluded)."""
+        excluded = [k for k in _PYTHON_KEYS if torch._C._dispatch_tls_is_dispatch_key_excluded(k)]
+        for key in excluded:
+            torch._C._dispatch_tls_set_dispatch_key_excluded(key, False)
+        try:
+            return op(*args)
+        finally:
+            for key in excluded:
+                torch._C._dispatch_tls_set_dispatch_key_excluded(key, True)
+
     def __getattr__(self, name):
         return getattr(self._real, name)
 
-    def _refuse(self, name, *args, **kwargs):
-        if threading.get_ident() != self._tracing_thread:   # another thread's eager code: not ours to refuse
-            return getattr(self._real, name)(*args, **kwargs)
-        raise UnsupportedError("setting the random number generator state (torch.manual_seed, torch.set_rng_state) "
-                               "inside the compiled function is not supported: it would happen at trace time only",
-                               source=user_source_line(),
-                               hint='seed outside the compiled function, or pass on_unsupported="eager"')
+    def _ours(self) -> bool:
+        return threading.get_ident() == self._tracing_thread   # another thread's eager code runs as is
 
-    manual_seed = functools.partialmethod(_refuse, "manual_seed")
-    set_state = functools.partialmethod(_refuse, "set_state")
-    seed = functools.partialmethod(_refuse, "seed")
+    def manual_seed(self, seed):
+        if not self._ours():
+            return self._real.manual_seed(seed)
+        if not isinstance(seed, int):
+            raise UnsupportedError(f"torch.manual_seed with a {type(seed).__name__} seed inside the compiled "
+                                   "function is not supported: only a Python int is recorded",
+                                   source=user_source_line(), hint="pass a Python int, or seed outside the function")
+        self._record(torch.ops.jointgraph.rng_manual_seed, seed)
+        return self
+
+    def get_state(self):
+        if not self._ours():
+            return self._real.get_state()
+        return self._record(torch.ops.jointgraph.rng_get_state)
+
+    def set_state(self, state):
+        if not self._ours():
+            return self._real.set_state(state)
+        self._record(torch.ops.jointgraph.rng_set_state, state)
+        return self
+
+    def seed(self):
+        if not self._ours():
+            return self._real.seed()
+        raise UnsupportedError("torch.seed() (a non-deterministic seed) inside the compiled function is not "
+                               "supported: the seed it draws is not reproducible",
+                               source=user_source_line(),
+                               hint='call torch.manual_seed(n) instead, or pass on_unsupported="eager"')
 
 
 @contextlib.contextmanager
-def refuse_rng_state_changes():
+def rng_state_as_effects():
+    """Record the global generator's state changes as graph effects while tracing."""
+    from ..ir import rng  # noqa: F401  (registers the ops)
+
     real = torch.random.default_generator
     torch.random.default_generator = _RngStateGuard(real)
     try:

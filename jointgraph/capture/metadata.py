@@ -60,7 +60,7 @@ from .context import (
     from_fun,
     grad_context,
     has_internal_overlap,
-    refuse_rng_state_changes,
+    rng_state_as_effects,
     to_fun_input,
     translate_errors,
 )
@@ -86,7 +86,7 @@ def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...]
     cloned first, so an in-place op on them is legal, as it is in eager. Inputs in
     ``as_views`` are passed as views (see ``_outputs_after_requires_grad``).
     """
-    with translate_errors(), refuse_rng_state_changes(), fake_mode:
+    with translate_errors(), rng_state_as_effects(), fake_mode:
         with JointFunctionalMode():
             f_args = [to_fun_input(a, leaf=i not in non_leaf) for i, a in enumerate(fake_args)]
             storage_bytes = storage_sizes(fake_args)

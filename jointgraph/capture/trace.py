@@ -41,6 +41,7 @@ from .context import (
     compiling,
     from_fun,
     grad_context,
+    rng_state_as_effects,
     to_fun,
     to_fun_input,
     translate_errors,
@@ -200,7 +201,8 @@ def _trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fa
     example = list(fake_args) + (tangents if has_backward else [])
     from torch._dispatch.python import enable_python_dispatcher
 
-    with translate_errors(), module_scopes(), fake_mode, enable_python_dispatcher(), JointFunctionalMode():
+    with translate_errors(), rng_state_as_effects(), module_scopes(), fake_mode, enable_python_dispatcher(), \
+            JointFunctionalMode():
         storage_bytes = storage_sizes(fake_args)
         # no per-node stack traces: ~15% of trace time, unused
         gm = make_fx(joint, decomposition_table=decompositions)(*example)

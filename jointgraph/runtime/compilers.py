@@ -7,7 +7,9 @@ from collections.abc import Callable
 import torch
 import torch.fx
 
+from ..errors import UnsupportedError
 from ..ir.graph import materialize
+from ..ir.rng import sets_rng_state
 
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, compiler, *, boxed: bool) -> Callable:
@@ -25,12 +27,27 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, compiler, *, b
     if compiler == "inductor":   # Note [Inductor as the graph compiler]
         from .inductor import compile_inductor
 
+        _refuse_rng_effects(gm)
+
         run = compile_inductor(gm, example_inputs, is_backward=boxed)
         return run if boxed else lambda *args: run(list(args))
     fn = compiler(gm, example_inputs)
     if boxed:
         return lambda args: fn(*_take(args))
     return fn
+
+
+def _refuse_rng_effects(gm: torch.fx.GraphModule) -> None:
+    """Inductor draws the seeds of its random kernels once, when its graph starts, so a seed or
+    a state restore in the middle of the graph (Note [Seeding inside the function]) would not
+    reach the random ops after it."""
+    found = next((n for n in gm.graph.nodes if sets_rng_state(n)), None)
+    if found is not None:
+        raise UnsupportedError(f"{found.target} (torch.manual_seed / torch.set_rng_state / torch.random.fork_rng "
+                               "inside the compiled function) is not supported with Inductor as the graph "
+                               "compiler: Inductor draws its random seeds once at the start of the graph",
+                               hint='use fw_compiler="eager" and bw_compiler="eager", seed outside the '
+                                    'function, or pass on_unsupported="eager"')
 
 
 def _take(args: list) -> list:

@@ -1,0 +1,73 @@
+"""The global generator's state as an effect in the graph.
+
+Note [Seeding inside the function]
+----------------------------------
+``torch.manual_seed``, ``torch.get_rng_state`` / ``torch.set_rng_state`` and
+``torch.random.fork_rng`` (which is the get / set pair around its block) inside the
+compiled function act on the CPU default generator. While jointgraph traces, the
+generator is replaced by a stand-in (``capture/context.py``) that records each of
+them as one of the custom ops below instead of running it. At run time the op acts
+on the real generator, so it happens on every call, not once at trace time.
+
+Random ops (``native_dropout``, ``rand_like``, ``bernoulli``...) stay in the graph as
+they are and draw from the global generator when they run. The graph runs its nodes
+in trace order (the same contract as the effect tokens of ``capture/trace.py``), so a
+seed, a draw and a restore happen in eager's order; after the call the caller's
+generator is in the state eager leaves it in. The ops are side-effecting
+(``Node.is_impure``), so dead-code elimination keeps them and the split puts them in
+the forward graph. A recomputed random op (Note [Activation checkpointing] in
+``passes/checkpoint.py``) replays the state its forward twin saved just before it
+drew, which is after any seed that preceded it.
+
+``torch.seed()`` (a non-deterministic seed) is still refused: eager's result is not
+reproducible, so nothing could check it.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.fx
+
+
+@torch.library.custom_op("jointgraph::rng_manual_seed", mutates_args=())
+def rng_manual_seed(seed: int) -> None:
+    torch.manual_seed(seed)
+
+
+@rng_manual_seed.register_fake
+def _(seed: int) -> None:
+    return None
+
+
+_STATE_BYTES = torch._C.default_generator.get_state().numel()   # the CPU generator's state, a fixed size
+
+
+@torch.library.custom_op("jointgraph::rng_get_state", mutates_args=())
+def rng_get_state() -> torch.Tensor:
+    return torch._C.default_generator.get_state()   # the generator itself: never the tracer's stand-in
+
+
+@rng_get_state.register_fake
+def _() -> torch.Tensor:
+    return torch.empty(_STATE_BYTES, dtype=torch.uint8)
+
+
+@torch.library.custom_op("jointgraph::rng_set_state", mutates_args=())
+def rng_set_state(state: torch.Tensor) -> None:
+    torch._C.default_generator.set_state(state)
+
+
+@rng_set_state.register_fake
+def _(state: torch.Tensor) -> None:
+    return None
+
+
+RNG_EFFECTS = frozenset({torch.ops.jointgraph.rng_manual_seed.default, torch.ops.jointgraph.rng_get_state.default,
+                         torch.ops.jointgraph.rng_set_state.default})
+for _op in RNG_EFFECTS:
+    torch.fx.node.has_side_effect(_op)
+
+
+def sets_rng_state(node: torch.fx.Node) -> bool:
+    """``node`` reads or replaces the global generator's state (Note [Seeding inside the function])."""
+    return node.op == "call_function" and node.target in RNG_EFFECTS
