@@ -323,9 +323,8 @@ def test_outputs_modified_in_place_must_raise_where_eager_does():
 
 
 # Known failures of jointgraph under the issue-12 writers ((seed, contender) -> oracle key), reported in
-# /work/notes/issue12-fuzz.md; a seed that starts passing fails the test, so the list only shrinks.
+# issue 12's closing note; a seed that starts passing fails the test, so the list only shrinks.
 KNOWN_SEMANTICS12: dict[tuple[int, str], str] = {
-    (1209, "default"): "no exception at call",     # an unused out-of-range index: removed as dead code
     (1212, "default"): "call: RuntimeError: Function SumBackwardN returned an invalid gradient at index N - got "
                        "[N, N] but expected shape compatible with [N, N] [jointgraph/capture/trace.py:N]",
 }

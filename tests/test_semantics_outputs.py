@@ -650,3 +650,34 @@ def test_autocast_region_disabled_inside_stays_float32_under_ambient_autocast():
             out, expected = compiled(a), f(a)
         assert out.dtype == expected.dtype == torch.float32
         torch.testing.assert_close(out, expected)
+
+
+def test_a_value_and_its_detach_returned_together_keep_their_own_requires_grad():
+    def f(b):
+        t = (b + 2.0) * 0.5
+        return t.select(0, -1), t.detach()
+
+    leaf = torch.randn(5, requires_grad=True)
+    for compiled in (jointgraph.aot_function(f), torch.compile(f, backend="jointgraph")):
+        out, expected = compiled(leaf[:-1]), f(leaf[:-1])
+        assert [o.requires_grad for o in out] == [e.requires_grad for e in expected] == [True, False]
+        out[0].backward()
+        grad, leaf.grad = leaf.grad.clone(), None
+        expected[0].backward()
+        torch.testing.assert_close(grad, leaf.grad)
+        leaf.grad = None
+
+
+@pytest.mark.parametrize("how", ["aot_function", "torch.compile"])
+def test_unused_out_of_bounds_as_strided_raises_eagers_error(how):
+    def f(b):
+        b.as_strided((68,), (1,))
+        return b * 2
+
+    x = torch.randn(8)
+    with pytest.raises(RuntimeError, match="out of bounds for storage") as eager:
+        f(x)
+    compiled = jointgraph.aot_function(f) if how == "aot_function" else torch.compile(f, backend="jointgraph")
+    with pytest.raises(RuntimeError, match="out of bounds for storage") as got:
+        compiled(x)
+    assert isinstance(got.value, type(eager.value))

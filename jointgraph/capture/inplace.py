@@ -112,6 +112,24 @@ def _partial_overlap(out: torch.Tensor, other: torch.Tensor) -> bool:
     return a0 < b1 and b0 < a1 and ((a0, a1) != (b0, b1) or out.stride() != other.stride())
 
 
+_AS_STRIDED = frozenset({torch.Tensor.as_strided, torch.as_strided, torch.Tensor.as_strided_})
+
+
+def _check_as_strided_bounds(t: torch.Tensor, size, stride, storage_offset=None) -> None:
+    """Eager's check of an ``as_strided`` geometry against the storage, at the call: fake tensors
+    would instead grow the storage (and a dead ``as_strided`` would never run)."""
+    offset = t.storage_offset() if storage_offset is None else storage_offset
+    values = (*size, *stride, offset)
+    if not all(isinstance(v, int) for v in values) or any(n == 0 for n in size):
+        return
+    needed = (offset + sum((n - 1) * st for n, st in zip(size, stride, strict=True)) + 1) * t.element_size()
+    have = t.untyped_storage().nbytes()
+    if isinstance(have, int) and needed > have:
+        raise RuntimeError(f"setStorage: sizes {list(size)}, strides {list(stride)}, storage offset {offset}, and "
+                           f"itemsize {t.element_size()} requiring a storage size of {needed} are out of bounds "
+                           f"for storage of size {have}")
+
+
 def _same_data(target: torch.Tensor, source) -> bool:
     """``source`` is ``target``'s own memory with its geometry and dtype: eager's ``copy_`` does nothing."""
     if source is target:
@@ -217,6 +235,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         name = getattr(func, "__name__", "")
         target = args[0] if args and isinstance(args[0], torch.Tensor) else None
         in_place = target is not None and _is_in_place(name)
+        if self.analyze and func in _AS_STRIDED and target is not None:
+            _check_as_strided_bounds(target, *args[1:], **kwargs)
         if name == "copy_" and len(args) > 1 and _same_data(target, args[1]) \
                 and not (target.requires_grad and torch.is_grad_enabled()):
             self._record_write(target)   # eager's copy_ returns at once when the source is the target's memory

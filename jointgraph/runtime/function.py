@@ -203,6 +203,20 @@ def _regenerate_view(base: torch.Tensor, size, stride, offset, dtype) -> torch.T
     return base.view(dtype).as_strided(size, stride, offset)   # view(dtype): not differentiable
 
 
+def _detach_shared(outs, non_diff: tuple, n: int):
+    """One graph value returned where it is differentiable and where it is not (``t`` and
+    ``t.detach()`` of one value): the non-differentiable places get a detached alias, so marking
+    them does not take the gradient from the others."""
+    differentiable = {id(outs[k]) for k in range(n) if k not in non_diff}
+    if not any(id(outs[i]) in differentiable for i in non_diff):
+        return outs
+    outs = list(outs)
+    for i in non_diff:
+        if id(outs[i]) in differentiable:
+            outs[i] = outs[i].detach()
+    return outs
+
+
 class RaisesInBackward(torch.autograd.Function):
     """Note [Errors in the backward]
     -----------------------------
@@ -269,6 +283,7 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout) -
             if bw_mutated:
                 ctx.bw_targets = [inputs[i] for i in bw_mutated]
             if non_diff:
+                outs = _detach_shared(outs, non_diff, n_fw_outs)
                 ctx.mark_non_differentiable(*[outs[i] for i in non_diff])
             return tuple(outs[:n_fw_outs])
 
