@@ -681,3 +681,18 @@ def test_unused_out_of_bounds_as_strided_raises_eagers_error(how):
     with pytest.raises(RuntimeError, match="out of bounds for storage") as got:
         compiled(x)
     assert isinstance(got.value, type(eager.value))
+
+
+def test_detached_piece_of_a_split_can_be_written_in_place():
+    """A multi-output view's detach() is not a multi-output view: writing it is allowed, as in eager."""
+    def f(a):
+        return a.split(1)[1].detach()
+
+    base = torch.randn(5, requires_grad=True)
+    for compiled in (jointgraph.aot_function(f), torch.compile(f, backend="jointgraph")):
+        x = base.detach().clone().requires_grad_()[2:4]
+        out, expected = compiled(x), f(x)
+        out.mul_(2)
+        expected.mul_(2)
+        torch.testing.assert_close(out, expected)
+        assert out.requires_grad == expected.requires_grad

@@ -153,7 +153,7 @@ class CompiledEntry:
                     base = base.detach()
                 view = _regenerate_view(base, size, stride, offset, dtype) if replay is None \
                     else replay_views(base, replay)   # replayed: exact whatever the base's real strides
-                if multi_output and torch.is_grad_enabled():   # unbind / split: in-place raises, as in eager
+                if multi_output and requires_grad and torch.is_grad_enabled():   # unbind / split: in-place raises
                     _set_creation_meta(view, _MULTI_OUTPUT_NODE)
                 flat.append(view)
         if layout.backward_error is not None:
