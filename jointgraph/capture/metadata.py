@@ -338,9 +338,17 @@ def returned(out, info: OutputInfo):
     return out._base if info.kind == "tensor" and info.view_meta is not None else out
 
 
+_VIEW_OF_MODIFIED_BASE = "its base or another view of its base has been modified inplace"
+
+
 def _from_custom_function(out) -> bool:
     """The output of a custom autograd.Function (Python or C++): its own backward, not a view's."""
-    grad_fn = out.grad_fn
+    try:
+        grad_fn = out.grad_fn
+    except RuntimeError as exc:   # a multi-output view whose base was written: eager raises on its use
+        if _VIEW_OF_MODIFIED_BASE in str(exc):
+            return False
+        raise
     return isinstance(grad_fn, torch.autograd.function.BackwardCFunction) or type(grad_fn).__name__ == "CppFunction"
 
 

@@ -132,7 +132,8 @@ def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fak
 
 # Errors eager's autograd raises when its backward runs: a saved value modified in place since, and
 # eager's memory-overlap checks on backward kernels.
-_EAGER_BACKWARD_ERRORS = ("modified by an inplace operation", "unsupported operation:", "is not implemented")
+_EAGER_BACKWARD_ERRORS = ("modified by an inplace operation", "unsupported operation:", "is not implemented",
+                          "has been modified inplace")
 
 
 class BackwardRaises(Exception):
