@@ -26,7 +26,6 @@ import re
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 DTYPES = ("float32", "bfloat16", "float16", "float64")
@@ -447,11 +446,12 @@ def saved_table(plan, title: str = "saved for the backward", *, show_all: bool =
         if folded:
             table.add_row("", "", "", "", folded_line(folded), "")
         table.add_section()
-    for line in held_anyway_lines(explanation.held_anyway, show_all=False) if not show_all else []:
-        table.add_row("", "", "", "", line, "")
     if show_all:
         for r in explanation.held_anyway:
             table.add_row(fmt_bytes(r.nbytes), r.name, str(r.shape), r.dtype, r.reason, "")
+    else:
+        for line in held_anyway_lines(explanation.held_anyway, show_all=False):
+            table.add_row("", "", "", "", line, "")
     return table
 
 
@@ -464,11 +464,11 @@ def _stderr_console():
 
 
 def cmd_cache(args: argparse.Namespace, console) -> int:
-    from .cache import DiskStore, cache_option_from_env, default_dir
+    from .cache import DiskStore, cache_option_from_env, default_dir, open_store
     from .cache.info import cache_info, info_lines
 
-    option = args.dir or cache_option_from_env(True)
-    store = DiskStore(default_dir() if option in (True, False) else Path(option))
+    # JOINTGRAPH_CACHE_DIR=off still names the default directory here: there is a cache to inspect.
+    store = open_store(args.dir or cache_option_from_env(True)) or DiskStore(default_dir())
     if args.action == "clear":
         console.print(f"removed {store.clear()} entries from {store.root}", highlight=False)
     else:
@@ -485,7 +485,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     from rich.console import Console
 
     from .bench.zoo import ModelSpecError
-    from .errors import UnsupportedError
     from .logs import configure_from_env
 
     parser = build_parser()
@@ -503,7 +502,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             raise
         parser.exit(2, f"jointgraph {args.command}: error: {exc}\n")
-    except (CommandFailure, UnsupportedError, Exception) as exc:   # the model's failures: exit 1
+    except Exception as exc:   # the model's failures (CommandFailure, UnsupportedError, its own errors): exit 1
         if args.debug:
             raise
         sys.stderr.write(f"jointgraph {args.command}: error: {_describe(exc)}\n"

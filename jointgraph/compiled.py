@@ -73,7 +73,7 @@ class CompiledFunction:
         return [e.plan for e in entries if getattr(e, "plan", None) is not None]
 
     def __repr__(self) -> str:
-        name = getattr(self.fn, "__name__", None) or repr(self.fn)
+        name = self._name
         entries = self.entries
         dynamic = sum(len(es) for es in self._dynamic.values())
         return (f"<jointgraph compiled {name}: {len(entries)} entr{'y' if len(entries) == 1 else 'ies'}"
@@ -163,7 +163,8 @@ class CompiledFunction:
         entry.spec = spec
         self._num_entries += 1
         entry.number = self._num_entries
-        entry.guard_key = GuardKey(static_key(leaves, grad_enabled), context, (), self._guard.names)
+        skey = static_key(leaves, grad_enabled)
+        entry.guard_key = GuardKey(skey, context, (), self._guard.names)
         if compile_log.isEnabledFor(logging.INFO):
             compile_log.info("compiled %s (entry %d%s) in %.3f s", self._name, self._num_entries,
                              ", symbolic sizes" if dynamic else "", time.perf_counter() - start)
@@ -171,7 +172,7 @@ class CompiledFunction:
             entry.guard = _shape_guard(entry, signature)
             self._dynamic.setdefault((dynamic_key(leaves, grad_enabled), context), []).append(entry)
         else:
-            self._static.setdefault((static_key(leaves, grad_enabled), context), []).append(entry)
+            self._static.setdefault((skey, context), []).append(entry)
         return entry, leaves
 
     def _build(self, leaves: list, spec, leaf_roles, dynamic: bool, hooks) -> tuple[Any, list, Any]:
@@ -196,6 +197,9 @@ class CompiledFunction:
 
     def _recompile_reasons(self, leaves: list, spec, grad_enabled: bool) -> list[str]:
         """Why this call missed the latest entry (Note [Guards]); logged on ``jointgraph.recompiles``."""
+        warns = self._num_entries >= self.options.recompile_limit and "limit" not in self._warned
+        if not (warns or recompiles_log.isEnabledFor(logging.INFO)):
+            return []   # nobody reads the reasons: skip the work
         latest = max(self.entries, key=lambda e: getattr(e, "number", 0), default=None)
         if latest is None or getattr(latest, "guard_key", None) is None:
             return []

@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import logging
 import os
 import tempfile
 import time
 from pathlib import Path
 
-log = logging.getLogger("jointgraph.cache")
+from ..logs import cache_log as log
 
 MAGIC = b"JGCACHE\x00"
 FORMAT = 1

@@ -187,7 +187,8 @@ class CapturedSources:
         return [get() for get in self.getters]
 
     def training(self) -> tuple:
-        return tuple([m.training for m in self.modules])
+        modules = self.modules   # read on every call: nothing to build when no module was found
+        return tuple([m.training for m in modules]) if modules else ()
 
     def add(self, fn: Callable, tensors: list[torch.Tensor]) -> None:
         """Find where ``fn`` reads each of ``tensors``; hold the ones found nowhere by reference."""

@@ -160,6 +160,21 @@ class RefuseTraceTimeHooks(torch.overrides.TorchFunctionMode):
                                     'or pass on_unsupported="eager"')
 
 
+def geometry(t: torch.Tensor) -> tuple:
+    """(size, stride, storage offset) of ``t``."""
+    return tuple(t.shape), tuple(t.stride()), t.storage_offset()
+
+
+def static(size, stride, offset) -> bool:
+    """Every size, stride and the offset are plain ints (no symbols)."""
+    return all(isinstance(v, int) for v in (*size, *stride, offset))
+
+
+def extent(size, stride, offset) -> int:
+    """Storage elements a geometry reaches, from the storage's start (for a non-empty geometry)."""
+    return offset + sum((n - 1) * st for n, st in zip(size, stride, strict=True)) + 1
+
+
 def has_internal_overlap(t: torch.Tensor) -> bool:
     """Eager's definite overlap (MemOverlap::Yes): a dimension of stride 0 and size > 1."""
     return any(st == 0 and sz > 1 for sz, st in zip(t.shape, t.stride(), strict=True))

@@ -54,7 +54,7 @@ import numpy as np
 import torch
 
 from ..errors import UnsupportedError, user_source_line
-from .context import _dense, from_fun, has_internal_overlap
+from .context import _dense, extent, from_fun, geometry, has_internal_overlap, static
 
 INTERNAL_OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a single "
                     "memory location. Please clone() the tensor before performing the operation.")
@@ -119,10 +119,9 @@ def _check_as_strided_bounds(t: torch.Tensor, size, stride, storage_offset=None)
     """Eager's check of an ``as_strided`` geometry against the storage, at the call: fake tensors
     would instead grow the storage (and a dead ``as_strided`` would never run)."""
     offset = t.storage_offset() if storage_offset is None else storage_offset
-    values = (*size, *stride, offset)
-    if not all(isinstance(v, int) for v in values) or any(n == 0 for n in size):
+    if not static(size, stride, offset) or any(n == 0 for n in size):
         return
-    needed = (offset + sum((n - 1) * st for n, st in zip(size, stride, strict=True)) + 1) * t.element_size()
+    needed = extent(size, stride, offset) * t.element_size()
     have = t.untyped_storage().nbytes()
     if isinstance(have, int) and needed > have:
         raise RuntimeError(f"setStorage: sizes {list(size)}, strides {list(stride)}, storage offset {offset}, and "
@@ -150,9 +149,7 @@ def _unordered_overlap(out: torch.Tensor, other: torch.Tensor) -> bool:
     if _dense(out) and _dense(other):
         return False   # eager's own check decides (_partial_overlap)
     out, other = from_fun(out), from_fun(other)
-    geometry = [(tuple(t.shape), tuple(t.stride()), t.storage_offset()) for t in (out, other)]
-    if not all(isinstance(v, int) for g in geometry for part in g for v in (part if isinstance(part, tuple) else
-                                                                            (part,))):
+    if not (static(*geometry(out)) and static(*geometry(other))):
         return True   # symbolic: cannot tell, so cannot promise eager's result
     if _same_elements_in_order(out, other):
         return False
@@ -334,12 +331,11 @@ class ExpandedViews:
         if source is None:
             return False
         t, s = from_fun(target), from_fun(source)
-        geometry = (*t.shape, *t.stride(), t.storage_offset(), *s.shape, *s.stride(), s.storage_offset())
-        if not all(isinstance(v, int) for v in geometry):
+        if not (static(*geometry(t)) and static(*geometry(s))):
             return False   # symbolic geometry: functionalization's own path
         if t.numel() == 0:
             return True
-        if (t.shape, t.stride(), t.storage_offset()) == (s.shape, s.stride(), s.storage_offset()):
+        if geometry(t) == geometry(s):
             func(source, *rest, **kwargs)   # the expand added nothing: its memory is exactly the source's
             return True
         if not has_internal_overlap(t):
@@ -423,5 +419,4 @@ def _offsets(t: torch.Tensor) -> torch.Tensor:
 
 
 def _storage_extent(*tensors: torch.Tensor) -> int:
-    return max(t.storage_offset() + sum((n - 1) * st for n, st in zip(t.shape, t.stride(), strict=True)) + 1
-               for t in tensors)
+    return max(extent(*geometry(t)) for t in tensors)

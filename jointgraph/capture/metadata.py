@@ -57,10 +57,13 @@ from .context import (
     JointFunctionalMode,
     RefuseTraceTimeHooks,
     clone_as_is,
+    extent,
     from_fun,
+    geometry,
     grad_context,
     has_internal_overlap,
     rng_state_as_effects,
+    static,
     to_fun_input,
     translate_errors,
 )
@@ -201,8 +204,7 @@ def _final_storage_bytes(f, fake, before: int | None) -> int | None:
 def _full_storage_bytes(t: torch.Tensor) -> int:
     if t.numel() == 0:
         return 0
-    extent = t.storage_offset() + sum((s - 1) * st for s, st in zip(t.shape, t.stride(), strict=True)) + 1
-    return int(extent) * t.element_size()
+    return int(extent(*geometry(t))) * t.element_size()
 
 
 def _write_count(t) -> int | None:
@@ -272,14 +274,10 @@ def _check_written_geometry(infos: list[InputInfo], fake_args: list) -> None:
 
 def _elements(size, stride, offset) -> tuple | None:
     """Which storage elements a geometry holds, up to the order of its dimensions; None if symbolic."""
-    if not _static(size, stride, offset):
+    if not static(size, stride, offset):
         return None
     dims = sorted((s, st) for s, st in zip(size, stride, strict=True) if s != 1)
     return (offset, tuple(dims)) if all(s > 0 for s in size) else ()
-
-
-def _static(size, stride, offset) -> bool:
-    return all(isinstance(v, int) for v in (*size, *stride, offset))
 
 
 def replay_views(base: torch.Tensor, sequence: tuple) -> torch.Tensor:
@@ -293,7 +291,7 @@ def _replayable_metadata(f_arg) -> tuple:
     plain = from_fun(f_arg)
     size, stride, offset = tuple(plain.shape), tuple(plain.stride()), plain.storage_offset()
     replay = _view_replay(f_arg)
-    if replay is None and not _static(size, stride, offset):
+    if replay is None and not static(size, stride, offset):
         raise UnsupportedError("metadata mutation of an input with symbolic sizes is not supported",
                                hint='pass dynamic=False, or on_unsupported="eager"')
     return size, stride, offset, replay
@@ -303,7 +301,7 @@ def _view_replay(f_tensor) -> tuple | None:
     """The view ops from ``f_tensor``'s base to it, to replay on the caller's tensor; None if not replayable
     (symbolic sizes: the ops hold symbols, not the caller's sizes)."""
     plain = from_fun(f_tensor)
-    if not _static(plain.shape, plain.stride(), plain.storage_offset()):
+    if not static(plain.shape, plain.stride(), plain.storage_offset()):
         return None
     try:
         return tuple(functionalization.get_view_meta_sequence(f_tensor.elem))

@@ -94,6 +94,13 @@ def shares_storage(target) -> bool:
         isinstance(target, torch._ops.OpOverload) and is_view(target))
 
 
+def is_pointwise(node: torch.fx.Node) -> bool:
+    """An ATen op tagged pointwise (an elementwise kernel a fusing compiler can inline)."""
+    target = node.target
+    return node.op == "call_function" and isinstance(target, torch._ops.OpOverload) \
+        and torch.Tag.pointwise in target.tags
+
+
 def storage_root(node: torch.fx.Node) -> torch.fx.Node:
     """The node that allocated ``node``'s storage, through chains of storage-sharing ops."""
     while node.op == "call_function" and shares_storage(node.target) and isinstance(node.args[0], torch.fx.Node):

@@ -37,7 +37,7 @@ import torch
 import torch.fx
 from torch.utils.flop_counter import flop_registry
 
-from ..ir.graph_utils import shares_storage, size_hint, tensor_bytes
+from ..ir.graph_utils import is_pointwise, shares_storage, size_hint, tensor_bytes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,9 +111,7 @@ def node_seconds(node: torch.fx.Node, device: DeviceSpec, compiler: str = "eager
 
 def fuses_into_consumer(node: torch.fx.Node, compiler: str) -> bool:
     """A pointwise op that ``compiler`` fuses into the kernel consuming it (Note [Cost model])."""
-    target = node.target
-    return (compiler == "inductor" and isinstance(target, torch._ops.OpOverload)
-            and torch.Tag.pointwise in target.tags)
+    return compiler == "inductor" and is_pointwise(node)
 
 
 def _node_seconds(node: torch.fx.Node, device: DeviceSpec, compiler: str = "eager") -> float:

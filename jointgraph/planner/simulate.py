@@ -44,7 +44,7 @@ import torch.fx
 
 from ..ir import Role
 from ..ir.graph import output_node
-from ..ir.graph_utils import shares_storage, size_hint
+from ..ir.graph_utils import is_pointwise, shares_storage, size_hint
 
 MEMORY_KINDS = ("inputs", "gradients", "saved", "temporaries")
 
@@ -219,13 +219,7 @@ def fused_nodes(graph: torch.fx.Graph) -> set:
     """The nodes Note [Inductor's fused buffers] models as fused into their consumers."""
     outputs = set(output_node(graph).all_input_nodes)
     return {node for node in graph.nodes if node.op == "call_function" and node not in outputs
-            and _pointwise(node) and node.users and all(_pointwise(u) or _reduction(u) for u in node.users)}
-
-
-def _pointwise(node: torch.fx.Node) -> bool:
-    target = node.target
-    return (node.op == "call_function" and isinstance(target, torch._ops.OpOverload)
-            and torch.Tag.pointwise in target.tags)
+            and is_pointwise(node) and node.users and all(is_pointwise(u) or _reduction(u) for u in node.users)}
 
 
 def _reduction(node: torch.fx.Node) -> bool:

@@ -21,7 +21,6 @@ Double backward raises (the backward is ``once_differentiable``): a wrong second
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import weakref
 from collections.abc import Callable
@@ -114,12 +113,11 @@ class CompiledEntry:
             inputs[i].requires_grad_()
         # The trace applied the caller's autocast (its casts are nodes of the graph, and regions
         # the function disabled have none): the graph must run as traced, not be cast again.
-        with torch._C._DisableAutocast() if _any_autocast() else contextlib.nullcontext():
-            if self.function is not None:
-                outs = self.function.apply(*inputs)
-            else:  # no differentiable outputs: autograd must not record the graph's ops
-                with torch.no_grad():
-                    outs = self.forward(*inputs)
+        if _any_autocast():
+            with torch._C._DisableAutocast():
+                outs = self._run_graph(inputs)
+        else:
+            outs = self._run_graph(inputs)
         if layout.storage_resizes:
             for i, nbytes in layout.storage_resizes:   # Note [Storage resize]: before any data copy
                 inputs[i].untyped_storage().resize_(nbytes)
@@ -159,6 +157,12 @@ class CompiledEntry:
         if layout.backward_error is not None:
             flat = self._with_raising_backward(flat, inputs)
         return flat
+
+    def _run_graph(self, inputs: list):
+        if self.function is not None:
+            return self.function.apply(*inputs)
+        with torch.no_grad():   # no differentiable outputs: autograd must not record the graph's ops
+            return self.forward(*inputs)
 
     def _with_raising_backward(self, flat: list, inputs: list) -> list:
         """Note [Errors in the backward]: the outputs eager differentiates, behind a node whose
@@ -203,11 +207,11 @@ def _regenerate_view(base: torch.Tensor, size, stride, offset, dtype) -> torch.T
     return base.view(dtype).as_strided(size, stride, offset)   # view(dtype): not differentiable
 
 
-def _detach_shared(outs, non_diff: tuple, n: int):
+def _detach_shared(outs, non_diff: tuple, differentiable: tuple):
     """One graph value returned where it is differentiable and where it is not (``t`` and
     ``t.detach()`` of one value): the non-differentiable places get a detached alias, so marking
     them does not take the gradient from the others."""
-    differentiable = {id(outs[k]) for k in range(n) if k not in non_diff}
+    differentiable = {id(outs[k]) for k in differentiable}
     if not any(id(outs[i]) in differentiable for i in non_diff):
         return outs
     outs = list(outs)
@@ -256,6 +260,7 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout) -
     n_grads = len(grad_mask)
     hooks_inlined = layout.hooks_inlined
     meta_mutated = frozenset(m[0] for m in layout.metadata_mutations)
+    differentiable = tuple(k for k in range(n_fw_outs) if k not in non_diff)
 
     class CompiledStep(torch.autograd.Function):
         @staticmethod
@@ -283,7 +288,7 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout) -
             if bw_mutated:
                 ctx.bw_targets = [inputs[i] for i in bw_mutated]
             if non_diff:
-                outs = _detach_shared(outs, non_diff, n_fw_outs)
+                outs = _detach_shared(outs, non_diff, differentiable)
                 ctx.mark_non_differentiable(*[outs[i] for i in non_diff])
             return tuple(outs[:n_fw_outs])
 

@@ -40,8 +40,7 @@ def inductor_decompositions() -> dict:
     return select_decomp_table()
 
 
-def compile_inductor(gm: torch.fx.GraphModule, example_inputs: list, *, is_backward: bool,
-                     is_inference: bool = False) -> Callable:
+def compile_inductor(gm: torch.fx.GraphModule, example_inputs: list, *, is_backward: bool) -> Callable:
     """Compile ``gm`` with Inductor's inner compiler; return ``run(args: list)`` (boxed)."""
     from torch._dynamo.convert_frame import compile_lock  # re-entrant: Dynamo holds it when it calls us
     from torch._inductor.compile_fx import compile_fx_inner
@@ -49,11 +48,10 @@ def compile_inductor(gm: torch.fx.GraphModule, example_inputs: list, *, is_backw
     copy = _copy(gm)
     out = output_node(copy.graph)
     out.meta["user_visible_output_idxs"] = [i for i, v in enumerate(out.args[0]) if isinstance(v, torch.fx.Node)]
-    fake_mode = _fake_mode(example_inputs)
-    with compile_lock, _tracing(fake_mode):   # Inductor's compile state is process-global
-        compiled = compile_fx_inner(copy, list(example_inputs), is_backward=is_backward,
-                                    is_inference=is_inference)
-    return compiled
+    from torch._guards import detect_fake_mode
+
+    with compile_lock, _tracing(detect_fake_mode(example_inputs)):   # Inductor's compile state is process-global
+        return compile_fx_inner(copy, list(example_inputs), is_backward=is_backward)
 
 
 def _copy(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
@@ -61,12 +59,6 @@ def _copy(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     value = graph.graph_copy(gm.graph, {})
     graph.output(value).meta.update(output_node(gm.graph).meta)
     return torch.fx.GraphModule(gm, graph)
-
-
-def _fake_mode(example_inputs: list):
-    from torch._guards import detect_fake_mode
-
-    return detect_fake_mode(example_inputs)
 
 
 def _tracing(fake_mode):
