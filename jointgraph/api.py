@@ -262,6 +262,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         mutated_with_grad=tuple(i for i, needs in zip(mutated, mutated_grad, strict=True) if needs),
         keep_version=tuple(i for i in mutated if joint.inputs[i].mutated_via_data),
         version_bumps=tuple(i for i, info in enumerate(joint.inputs) if info.version_bumped),
+        written_with_grad=tuple(i for i, info in enumerate(joint.inputs) if info.written_with_grad),
         saved_copies=tuple(saved_copies),
         saved_aliases=tuple(saved_aliases),
         num_saved_tensors=graphs.num_saved_tensors,

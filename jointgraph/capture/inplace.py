@@ -176,6 +176,9 @@ def _element_offsets(t: torch.Tensor) -> np.ndarray:
     return offsets.reshape(-1)
 
 
+VIEW_OF_LEAF = "a view of a leaf Variable that requires grad is being used in an in-place operation"
+
+
 class _ByTensor:
     """Values keyed by live tensors (by identity: tensors compare elementwise, and ids are reused)."""
 
@@ -211,6 +214,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         # Storages written through a .data alias / through any other tensor (eager bumps those versions).
         self.written_via_data: set = set()
         self.written_directly: set = set()
+        self.written_with_grad: set = set()   # storages an in-place op autograd records ran on
 
     def track(self, tensors: list) -> None:
         """Watch ``tensors`` (the inputs) as results are watched: a storage swapped under them is refused."""
@@ -236,8 +240,14 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             _check_as_strided_bounds(target, *args[1:], **kwargs)
         if name == "copy_" and len(args) > 1 and _same_data(target, args[1]) \
                 and not (target.requires_grad and torch.is_grad_enabled()):
-            self._record_write(target)   # eager's copy_ returns at once when the source is the target's memory
+            # Eager's copy_ returns at once when the source is the target's memory, but its version
+            # counter still moves: a value saved before makes the backward raise.
+            self._record_write(target)
+            torch.autograd.graph.increment_version(target)
             return target
+        if self.analyze and target is not None and (in_place or name in _VERSIONED_METADATA) \
+                and target.requires_grad and torch.is_grad_enabled():
+            self.written_with_grad.add(_storage_id(target))   # eager refuses it on a view of a leaf
         if in_place or target is not None and name in _DUNDER_WRITES:   # also x[i] = v, x += v
             if in_place and self.analyze and name not in _OVERLAP_UNCHECKED:
                 self._check(target, args[1:], kwargs)   # eager's errors come first
@@ -335,6 +345,8 @@ class ExpandedViews:
             return False   # symbolic geometry: functionalization's own path
         if t.numel() == 0:
             return True
+        if source.requires_grad and not target.requires_grad:
+            source = source.detach()   # written through a detach(): autograd does not see it, as in eager
         if geometry(t) == geometry(s):
             func(source, *rest, **kwargs)   # the expand added nothing: its memory is exactly the source's
             return True

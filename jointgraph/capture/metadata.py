@@ -68,7 +68,7 @@ from .context import (
     translate_errors,
 )
 from .fallbacks import MetaFallbacks
-from .inplace import EagerInPlaceChecks
+from .inplace import VIEW_OF_LEAF, EagerInPlaceChecks, _storage_id
 
 
 @dataclasses.dataclass
@@ -78,29 +78,48 @@ class TraceMetadata:
     inputs: list[InputInfo]
     outputs: list[OutputInfo]
     tangent_examples: list[torch.Tensor]   # fake tensors, one per differentiable output
+    as_views: frozenset[int] = frozenset()  # inputs the function is given as views (_outputs_after_requires_grad)
 
 
 def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode,
                      *, with_backward: bool, non_leaf: frozenset[int] = frozenset(),
-                     as_views: frozenset[int] = frozenset()) -> TraceMetadata:
+                     as_views: frozenset[int] = frozenset(), uncloned: frozenset[int] = frozenset()) -> TraceMetadata:
     """Run ``flat_fn`` once on functional fakes; record mutations, aliasing and grad-requiring outputs.
 
     Inputs in ``non_leaf`` (the caller's tensor requires grad and is not a leaf) are
     cloned first, so an in-place op on them is legal, as it is in eager. Inputs in
     ``as_views`` are passed as views (see ``_outputs_after_requires_grad``).
     """
+    try:
+        return _collect(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, non_leaf=non_leaf,
+                        as_views=as_views, uncloned=uncloned)
+    except RuntimeError as exc:
+        views = frozenset(i for i, a in enumerate(fake_args) if isinstance(a, torch.Tensor) and a._base is not None
+                          and not a.requires_grad) - as_views
+        if VIEW_OF_LEAF not in str(exc) or not views or not with_backward:
+            raise
+    # ``x.requires_grad_()`` on an input that is the caller's view, then an in-place op on a view of
+    # ``x`` taken before: in eager that view hangs off the caller's base, which does not require grad.
+    return collect_metadata(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, non_leaf=non_leaf,
+                            as_views=as_views | views, uncloned=uncloned)
+
+
+def _collect(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode, *, with_backward: bool,
+             non_leaf: frozenset[int], as_views: frozenset[int], uncloned: frozenset[int]) -> TraceMetadata:
     with translate_errors(), rng_state_as_effects(), fake_mode:
         with JointFunctionalMode():
             f_args = [to_fun_input(a, leaf=i not in non_leaf) for i, a in enumerate(fake_args)]
             storage_bytes = storage_sizes(fake_args)
             checks = EagerInPlaceChecks()
-            call_args = [clone_as_is(a) if i in non_leaf and with_backward else a.view_as(a) if i in as_views else a
+            call_args = [clone_as_is(a) if i in non_leaf and with_backward and i not in uncloned
+                         else a.view_as(a) if i in as_views else a
                          for i, a in enumerate(f_args)]
             tensors = [a for a in call_args if isinstance(a, torch.Tensor)]
             checks.track(tensors)   # `x.data = y` on an input is refused like one on an intermediate
             with grad_context(with_backward), RefuseTraceTimeHooks(call_args), MetaFallbacks(), checks:
                 grad_fns = [a.grad_fn if isinstance(a, torch.Tensor) else None for a in call_args]
                 writes = [_write_count(a) for a in call_args]   # clone_as_is writes its copy once
+                versions = [a._version if isinstance(a, torch.Tensor) else None for a in call_args]
                 try:
                     flat_outs = flat_fn(*call_args)
                 except Exception as exc:   # a storage swapped under an input explains what failed after it
@@ -116,7 +135,11 @@ def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...]
             inputs = [dataclasses.replace(info, mutated_via_data=True) if info.mutates_data
                       and checks.only_via_data(a) else info for info, a in zip(inputs, call_args, strict=True)]
             inputs = [dataclasses.replace(info, version_bumped=True) if isinstance(a, torch.Tensor)
-                      and not info.mutates_data and info.new_metadata is None and checks.written(a) else info
+                      and not info.mutates_data and info.new_metadata is None
+                      and (checks.written(a) or a._version != version) else info   # set_() on a detach()
+                      for info, a, version in zip(inputs, call_args, versions, strict=True)]
+            inputs = [dataclasses.replace(info, written_with_grad=True) if isinstance(a, torch.Tensor)
+                      and _storage_id(a) in checks.written_with_grad else info
                       for info, a in zip(inputs, call_args, strict=True)]
             input_storages = {StorageWeakRef(f.untyped_storage()): i for i, f in enumerate(call_args)
                               if isinstance(f, torch.Tensor)}
@@ -134,21 +157,30 @@ def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...]
                     tangents.append((plain.shape, plain.dtype, plain.device))
         # Tangents are plain fakes: made outside FunctionalTensorMode.
         tangents = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype, device in tangents]
+    overlapping = frozenset(i for i in non_leaf if with_backward and has_internal_overlap(fake_args[i])
+                            and not inputs[i].mutates_data and inputs[i].new_metadata is None) - uncloned
+    if overlapping:
+        # An expanded input's copy is dense (a copy cannot overlap), so ops that view or copy by
+        # strides (reshape, contiguous, flatten) viewed it where eager copies: an input the function
+        # does not write needs no copy, and a second run classifies its outputs on the input itself.
+        return collect_metadata(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, non_leaf=non_leaf,
+                                as_views=as_views, uncloned=uncloned | overlapping)
     views = frozenset(i for i, info in enumerate(inputs) if info.requires_grad_set and fake_args[i]._base is not None)
     if views and not as_views and with_backward:
-        return _outputs_after_requires_grad(flat_fn, fake_args, roles, fake_mode, inputs, non_leaf, views)
-    return TraceMetadata(inputs, outputs, tangents)
+        return _outputs_after_requires_grad(flat_fn, fake_args, roles, fake_mode, inputs, non_leaf, views, uncloned)
+    return TraceMetadata(inputs, outputs, tangents, as_views)
 
 
-def _outputs_after_requires_grad(flat_fn, fake_args, roles, fake_mode, inputs, non_leaf, views) -> TraceMetadata:
+def _outputs_after_requires_grad(flat_fn, fake_args, roles, fake_mode, inputs, non_leaf, views,
+                                 uncloned) -> TraceMetadata:
     """``x.requires_grad_()`` inside the function on an input that is a view of another tensor (the
     caller's ``base[1:3]``): in eager, views of ``x`` taken before the call hang off the caller's base,
     which does not require grad, so values computed from them do not either. The functional input
     is a base of its own, whose views would follow it; a second run passes such inputs as views,
     for the outputs' ``requires_grad`` (the first run's input analysis stands)."""
     again = collect_metadata(flat_fn, fake_args, roles, fake_mode, with_backward=True, non_leaf=non_leaf,
-                             as_views=views)
-    return TraceMetadata(inputs, again.outputs, again.tangent_examples)
+                             as_views=views, uncloned=uncloned)
+    return TraceMetadata(inputs, again.outputs, again.tangent_examples, views)
 
 
 def storage_sizes(fake_args: list) -> list:

@@ -147,6 +147,13 @@ class BackwardRaises(Exception):
         self.inputs = inputs
 
 
+def _differentiable_outputs(outputs: list) -> tuple[int, ...]:
+    """Outputs eager differentiates: tensors, and views of those (``t0, t0[0]``), which the entry
+    compiled without a backward must hand out behind the node that raises."""
+    return tuple(k for k, o in enumerate(outputs) if o.requires_grad and (
+        o.kind == "tensor" or o.kind == "output_view" and outputs[o.input_index].kind == "tensor"))
+
+
 def _trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode,
                  *, with_backward: bool, names: list[str] | None, non_leaf: frozenset[int],
                  decompositions: dict | None = None) -> JointGraph:
@@ -170,6 +177,8 @@ def _trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fa
             call_inputs = list(f_inputs)
             for i in clone_idx:
                 call_inputs[i] = clone_as_is(f_inputs[i])
+            for i in meta.as_views - set(clone_idx):   # the caller's views, where the metadata pass needed them
+                call_inputs[i] = f_inputs[i].view_as(f_inputs[i])
             outs = flat_fn(*call_inputs)
         outs = [returned(out, info) for out, info in zip(outs, meta.outputs, strict=True)]
         results = [from_fun(outs[i]) for i in tensor_out_idx]
@@ -177,7 +186,7 @@ def _trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fa
         if has_backward:
             f_tangents = [to_fun(t) for t in args[num_inputs:]]
             diff_outs = [outs[i] for i in diff_out_idx] + [call_inputs[i] for i in recorded_idx]
-            wrt = [f_inputs[i] for i in grad_idx]
+            wrt = [call_inputs[i] if i in meta.as_views else f_inputs[i] for i in grad_idx]
         mutated = [from_fun(call_inputs[i]) for i in mutated_idx]
         if has_backward:
             before = _mutation_counters(f_inputs)
@@ -187,7 +196,7 @@ def _trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fa
                 except RuntimeError as exc:   # a saved value modified in place, ...: eager raises at backward
                     if type(exc) is not RuntimeError or not any(m in str(exc) for m in _EAGER_BACKWARD_ERRORS):
                         raise   # a tracer's own limit (data-dependent op, ...), not an error eager's backward raises
-                    raise BackwardRaises(exc, tuple(diff_out_idx), tuple(recorded_idx)) from exc
+                    raise BackwardRaises(exc, _differentiable_outputs(meta.outputs), tuple(recorded_idx)) from exc
                 by_input = dict(zip(grad_idx, got, strict=True))
                 grads = [from_fun(by_input.get(i)) for i in range(num_inputs)]
                 bw_mutated[:] = _backward_mutations(f_inputs, before, meta.inputs)

@@ -27,6 +27,7 @@ class InputInfo:
     mutated_via_data: bool = False      # written only through x.data: its version counter stays as is
     mutated_in_backward: bool = False   # Note [Backward mutations]
     version_bumped: bool = False        # written in place only where no value changed (t_() of a view)
+    written_with_grad: bool = False     # an in-place op autograd records ran on it or a view of it
     storage_bytes: int | None = None    # final storage size after a resize (Note [Storage resize])
 
     @property

@@ -73,6 +73,8 @@ def base_of(members: list[torch.Tensor]) -> torch.Tensor | None:
     numel = first.untyped_storage().nbytes() // first.element_size()
     if len(roots) == 1:
         root = next(iter(roots.values()))
+        if not root.requires_grad and any(m.requires_grad for m in members):
+            return None   # a view made a leaf by requires_grad_(): its gradient is its own, not the root's
         return root.as_strided((numel,), (1,), 0)
     if any(m.requires_grad for m in members):
         return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 
+from ..capture.inplace import VIEW_OF_LEAF
 from ..capture.metadata import replay_views
 
 
@@ -42,3 +43,13 @@ def check_leaf_mutation(inputs: list, with_grad: tuple) -> None:
     for i in with_grad:
         if inputs[i].is_leaf and inputs[i].requires_grad:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+
+
+def check_view_of_leaf(inputs: list, written: tuple) -> None:
+    """Eager's error for an in-place op autograd records (``t_()`` included) on a view of a leaf
+    that requires grad: the caller's input, or a view the function took of it. Raised before the
+    graph runs, as eager raises before its op runs."""
+    for i in written:
+        base = inputs[i]._base
+        if base is not None and base.is_leaf and base.requires_grad and inputs[i].requires_grad:
+            raise RuntimeError(VIEW_OF_LEAF + ".")

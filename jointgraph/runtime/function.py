@@ -32,7 +32,7 @@ from torch.autograd.function import once_differentiable
 from ..capture.inputs import unflattener
 from ..capture.metadata import replay_views
 from .aliasing import check_no_aliasing
-from .epilogue import apply_metadata_mutations, apply_mutations, check_leaf_mutation
+from .epilogue import apply_metadata_mutations, apply_mutations, check_leaf_mutation, check_view_of_leaf
 
 _keep_graph = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", lambda: True)
 _top_hooks = torch._C._autograd._top_saved_tensors_default_hooks
@@ -68,6 +68,7 @@ class EntryLayout:
     out_spec: Any
     signature: Any                              # FlatSignature: leaves -> graph inputs
     hooks_inlined: bool = False                 # Note [Inlined saved-tensor hooks] in jointgraph/hooks
+    written_with_grad: tuple[int, ...] = ()     # inputs an in-place op autograd records ran on (or on a view)
     # (error, user output positions, mutated inputs): Note [Errors in the backward]
     backward_error: tuple | None = None
     outputs_read_by_backward: tuple[int, ...] = ()   # user outputs to version-check in the backward
@@ -109,6 +110,8 @@ class CompiledEntry:
         if self._mutation_check:
             check_no_aliasing(inputs, layout.mutated_inputs)
             check_leaf_mutation(inputs, layout.mutated_with_grad)
+        if layout.written_with_grad and torch.is_grad_enabled():
+            check_view_of_leaf(inputs, layout.written_with_grad)
         for i in layout.requires_grad_set:   # Note [Input mutations]: a prologue, as the user's call did
             inputs[i].requires_grad_()
         # The trace applied the caller's autocast (its casts are nodes of the graph, and regions
@@ -180,10 +183,15 @@ class CompiledEntry:
                                       *unique, *[inputs[i].detach() for i in mutated])
         new_root = {id(r): out for r, out in zip(unique, outs, strict=False)}
         flat = list(flat)
-        for k, t, r in zip(positions, chosen, roots, strict=True):
-            out = new_root[id(r)]
-            flat[k] = out if t is r else \
-                out.as_strided(t.shape, t.stride(), out.storage_offset() + t.storage_offset() - r.storage_offset())
+        for k, t in enumerate(flat):   # the chosen outputs, and the other views of their bases
+            r = (t if t._base is None else t._base) if isinstance(t, torch.Tensor) else None
+            out = new_root.get(id(r))
+            if out is None:
+                continue
+            if t is not r:
+                offset = out.storage_offset() + t.storage_offset() - r.storage_offset()
+                out = out.as_strided(t.shape, t.stride(), offset)
+            flat[k] = out if t.requires_grad or k in positions else out.detach()
         for i, value in zip(mutated, outs[len(unique):], strict=True):
             inputs[i].copy_(value)   # the caller's tensor takes a history whose backward raises, as eager's
         return flat
