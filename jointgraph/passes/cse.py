@@ -9,7 +9,7 @@ import torch.fx
 from torch.fx.immutable_collections import immutable_list
 
 from ..ir.graph import is_collective
-from ..ir.graph_utils import is_random
+from ..ir.graph_utils import is_random, storage_root
 
 _Node = torch.fx.Node
 _LISTS = (tuple, list, immutable_list)
@@ -25,13 +25,14 @@ def cse(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     Scalars match by type and value: ``add(x, 1)`` is not ``add(x, 1.0)`` (an integer
     tensor gives different dtypes), nor ``mul(x, 0.0)`` ``mul(x, -0.0)``.
     Guarantees: same outputs; each distinct pure computation appears once, except that two
-    nodes the graph returns are never merged into one.
+    nodes the graph returns (or returns views of) are never merged into one.
     """
     graph = gm.graph
     # Two graph outputs stay two tensors: eager returns distinct objects for ``a * 3, a * 3``, and
     # gradients of two inputs must not share a buffer (AccumulateGrad may keep it as ``.grad``).
     out = next(n for n in reversed(graph.nodes) if n.op == "output")
-    returned = {n for n in out.args[0] if isinstance(n, torch.fx.Node)}
+    # Through views too: ``a.reshape(-1), a.contiguous()`` of an expanded ``a`` are two copies.
+    returned = {storage_root(n) for n in out.args[0] if isinstance(n, torch.fx.Node)}
     seen: dict[tuple, torch.fx.Node] = {}
     impure: dict = {}   # per target: impurity of an OpOverload depends on the op alone
     for node in list(graph.nodes):
