@@ -136,6 +136,9 @@ _EAGER_BACKWARD_ERRORS = ("modified by an inplace operation", "unsupported opera
                           "has been modified inplace")
 
 
+_STALE_VIEW = "returned an invalid gradient at index"   # autograd's check of a regenerated view's gradient
+
+
 class BackwardRaises(Exception):
     """The traced backward raised ``error`` (eager raises it when its backward runs), for the
     differentiable user outputs ``outputs`` and the inputs ``inputs`` whose mutation autograd records."""
@@ -194,6 +197,13 @@ def _trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fa
                 try:
                     got = torch.autograd.grad(diff_outs, wrt, grad_outputs=f_tangents, allow_unused=True)
                 except RuntimeError as exc:   # a saved value modified in place, ...: eager raises at backward
+                    if _STALE_VIEW in str(exc):
+                        raise UnsupportedError(
+                            "a view taken before an in-place view op (t_(), squeeze_(), as_strided_(), ...) on "
+                            "the tensor it views, or on another view of its base, is differentiated: autograd "
+                            "regenerates such a view from the op's new geometry under functionalization, so its "
+                            "gradient cannot be traced", hint="take the view after the in-place view op, use the "
+                            'out-of-place op (x = x.t()), or pass on_unsupported="eager"') from exc
                     if type(exc) is not RuntimeError or not any(m in str(exc) for m in _EAGER_BACKWARD_ERRORS):
                         raise   # a tracer's own limit (data-dependent op, ...), not an error eager's backward raises
                     raise BackwardRaises(exc, _differentiable_outputs(meta.outputs), tuple(recorded_idx)) from exc
