@@ -233,12 +233,16 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
             plan_entries.append(("output_view", (info.input_index, info.view_meta, None)))
         else:
             plan_entries.append(("input_view", (info.input_index, info.view_meta, info.view_replay)))
-    saved_inputs, saved_copies, saved_aliases, read_outputs = [], [], [], []
+    saved_inputs, saved_copies, saved_aliases, read_outputs, saved_mutated = [], [], [], [], ()
     reshaped = {i for i, info in enumerate(joint.inputs) if info.new_metadata is not None}
     if graphs.backward is not None:
         fw_out = [n for n in graphs.forward.graph.nodes if n.op == "output"][0]
         roles = fw_out.meta["roles"]
         saved_nodes = [v for v, r in zip(fw_out.args[0], roles, strict=True) if r is Role.SAVED_TENSOR]
+        new_values = [v for v, r in zip(fw_out.args[0], roles, strict=True) if r is Role.MUTATED_INPUT]
+        # An input's new value saved for the backward: eager saved the input itself, whose later
+        # in-place use makes the backward raise (Note [Saved mutated inputs] in runtime/function.py).
+        saved_mutated = tuple(sorted({i for node, i in zip(new_values, mutated, strict=True) if node in saved_nodes}))
         read_outputs = _outputs_the_backward_reads(joint.gm.graph, len(tensor_outs))
         for s, node in enumerate(saved_nodes):
             root = storage_root(node)
@@ -263,6 +267,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         keep_version=tuple(i for i in mutated if joint.inputs[i].mutated_via_data),
         version_bumps=tuple(i for i, info in enumerate(joint.inputs) if info.version_bumped),
         written_with_grad=tuple(i for i, info in enumerate(joint.inputs) if info.written_with_grad),
+        saved_mutated=saved_mutated,
         saved_copies=tuple(saved_copies),
         saved_aliases=tuple(saved_aliases),
         num_saved_tensors=graphs.num_saved_tensors,

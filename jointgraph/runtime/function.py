@@ -69,6 +69,7 @@ class EntryLayout:
     signature: Any                              # FlatSignature: leaves -> graph inputs
     hooks_inlined: bool = False                 # Note [Inlined saved-tensor hooks] in jointgraph/hooks
     written_with_grad: tuple[int, ...] = ()     # inputs an in-place op autograd records ran on (or on a view)
+    saved_mutated: tuple[int, ...] = ()         # mutated inputs whose new value the backward reads
     # (error, user output positions, mutated inputs): Note [Errors in the backward]
     backward_error: tuple | None = None
     outputs_read_by_backward: tuple[int, ...] = ()   # user outputs to version-check in the backward
@@ -131,6 +132,8 @@ class CompiledEntry:
             apply_mutations(inputs, outs, self._copies)
         for i in layout.version_bumps:
             torch.autograd.graph.increment_version(inputs[i])
+        if layout.saved_mutated and self.function is not None:
+            _expect_versions(outs, inputs, layout.saved_mutated)
         flat = []
         for kind, value in layout.output_plan:
             if kind == "tensor":
@@ -201,6 +204,16 @@ class CompiledEntry:
         if self._single_output:
             return flat[0]
         return self._unflatten(flat)
+
+
+def _expect_versions(outs, inputs: list, saved_mutated: tuple) -> None:
+    """Note [Saved mutated inputs]: eager saves the mutated input itself where the graph saves its
+    new value, so writing the caller's tensor after the call makes eager's backward raise. The
+    versions the inputs have after the epilogue are what the backward expects; the step's node
+    (``grad_fn`` of its outputs is its ctx) keeps them."""
+    node = next((t.grad_fn for t in outs if isinstance(t, torch.Tensor) and t.grad_fn is not None), None)
+    if node is not None:
+        node.expected_versions = [(inputs[i], inputs[i]._version) for i in saved_mutated]
 
 
 def _regenerate_view(base: torch.Tensor, size, stride, offset, dtype) -> torch.Tensor:
@@ -318,6 +331,12 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout) -
                             "one of the variables needed for gradient computation has been modified by an "
                             f"inplace operation: saved input {s} is at version {tensor._version}; expected "
                             f"version {version} instead.")
+            for tensor, version in getattr(ctx, "expected_versions", ()):
+                if tensor._version != version:
+                    raise RuntimeError(
+                        "one of the variables needed for gradient computation has been modified by an inplace "
+                        f"operation: an input the compiled function wrote is at version {tensor._version}; "
+                        f"expected version {version} instead.")
             if read_outputs:   # as eager's saved-variable check: the backward reads these outputs
                 for output, version in ctx.output_versions:
                     tensor = output()
