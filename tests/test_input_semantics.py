@@ -338,3 +338,25 @@ def test_writing_a_saved_mutated_input_after_the_call_makes_backward_raise(parti
         untouched[1].sum().backward()
         results.append(leaf.grad.clone())
     torch.testing.assert_close(results[1], results[0])
+
+
+@pytest.mark.parametrize("grad", [True, False])
+def test_a_view_made_before_the_input_is_written_is_stale_as_eagers(grad):
+    # fuzz --semantics12 seed 1133: under no_grad, eager's view made before the write refuses its grad_fn
+    def f(a):
+        t0 = a[::2]
+        a.detach().mul_(a)
+        return t0
+
+    def state(fn):
+        x = torch.arange(1., 5.).requires_grad_() * 1
+        with torch.set_grad_enabled(grad):
+            out = fn(x)
+        try:
+            return out.detach().clone(), out.is_leaf, out.requires_grad
+        except RuntimeError as exc:
+            return out.detach().clone(), type(exc), str(exc)[:40]
+
+    expected, actual = state(f), state(jointgraph.aot_function(f))
+    torch.testing.assert_close(actual[0], expected[0])
+    assert actual[1:] == expected[1:]

@@ -215,6 +215,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self.written_via_data: set = set()
         self.written_directly: set = set()
         self.written_with_grad: set = set()   # storages an in-place op autograd records ran on
+        self._writes: dict[int, int] = {}      # storage -> in-place ops on it that bump its version
+        self._made_at = _ByTensor()            # result -> its storage's write count when made
 
     def track(self, tensors: list) -> None:
         """Watch ``tensors`` (the inputs) as results are watched: a storage swapped under them is refused."""
@@ -274,6 +276,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self._expanded.track(func, target, result)
         if not self.analyze:
             return
+        self._made_at[result] = self._writes.get(_storage_id(result), 0)
         self._storages[result] = _storage_id(result)
         if target is not None and (name == "__get__" and getattr(func, "__self__", None) is _DATA
                                    or func is _GET_DATA   # x.data in a Dynamo graph
@@ -283,8 +286,18 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
 
     def _record_write(self, target: torch.Tensor) -> None:
         if self.analyze:
-            written = self.written_via_data if self._data_aliases.get(target) else self.written_directly
-            written.add(_storage_id(target))
+            via_data = self._data_aliases.get(target)
+            written = self.written_via_data if via_data else self.written_directly
+            storage = _storage_id(target)
+            written.add(storage)
+            if not via_data:
+                self._writes[storage] = self._writes.get(storage, 0) + 1
+
+    def written_since_made(self, t: torch.Tensor) -> bool:
+        """``t`` (a view) was made before an in-place op on its storage that bumped the version
+        counter it shares: eager's view is then stale, and regenerates (or refuses) its grad_fn."""
+        made = self._made_at.get(t)
+        return made is not None and self._writes.get(_storage_id(t), 0) > made
 
     def written(self, t: torch.Tensor) -> bool:
         """An in-place op (data or metadata) ran on a tensor sharing ``t``'s storage, not through

@@ -151,6 +151,8 @@ def _collect(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_m
                                            hint='return a new tensor instead, or pass on_unsupported="eager"')
                 info = _output_view_info(out, flat_outs, outputs, with_backward) or \
                     _output_info(out, call_args, input_storages, with_backward)
+                if info.kind == "input_view" and checks.written_since_made(out):
+                    info = dataclasses.replace(info, made_before_write=True)
                 outputs.append(info)
                 if info.kind == "tensor" and info.requires_grad:
                     plain = from_fun(returned(out, info))

@@ -56,6 +56,7 @@ class OutputInfo:
     # one of several views one op returned (unbind, split), which eager forbids modifying in place.
     view_meta: tuple | None = None
     view_replay: tuple | None = None  # view ops from the input to this output (Note [Input mutations])
+    made_before_write: bool = False   # an input view made before a write to the input: made before the epilogue
 
 
 @dataclasses.dataclass

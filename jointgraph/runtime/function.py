@@ -70,6 +70,7 @@ class EntryLayout:
     hooks_inlined: bool = False                 # Note [Inlined saved-tensor hooks] in jointgraph/hooks
     written_with_grad: tuple[int, ...] = ()     # inputs an in-place op autograd records ran on (or on a view)
     saved_mutated: tuple[int, ...] = ()         # mutated inputs whose new value the backward reads
+    early_views: tuple[int, ...] = ()           # input views (flat positions) made before the epilogue
     # (error, user output positions, mutated inputs): Note [Errors in the backward]
     backward_error: tuple | None = None
     outputs_read_by_backward: tuple[int, ...] = ()   # user outputs to version-check in the backward
@@ -126,6 +127,10 @@ class CompiledEntry:
             for i, nbytes in layout.storage_resizes:   # Note [Storage resize]: before any data copy
                 inputs[i].untyped_storage().resize_(nbytes)
         pre = {i: torch.ops.aten.alias(inputs[i]) for i in self._pre_alias} if self._pre_alias else None
+        # Views the function took of an input before writing it: made before the epilogue writes, so
+        # they are stale views as eager's are (a view made under no_grad then refuses its grad_fn).
+        early = {k: self._view(*layout.output_plan[k], (), outs, inputs, pre, early=True)
+                 for k in layout.early_views} if layout.early_views else None
         if layout.metadata_mutations:
             apply_metadata_mutations(inputs, layout.metadata_mutations)
         if self._copies:
@@ -136,7 +141,9 @@ class CompiledEntry:
             _expect_versions(outs, inputs, layout.saved_mutated)
         flat = []
         for kind, value in layout.output_plan:
-            if kind == "tensor":
+            if early and len(flat) in early:
+                flat.append(early[len(flat)])
+            elif kind == "tensor":
                 flat.append(outs[value])
             elif kind == "constant":
                 flat.append(value)
@@ -144,25 +151,30 @@ class CompiledEntry:
                 flat.append(inputs[value])
             elif kind == "symbolic":   # a size expression (capture/symbolic.py)
                 flat.append(value(inputs))
-            else:  # a view of the caller's tensor ("input_view"), of an earlier output, or of the base the
-                # graph returned for a view of an intermediate ("tensor_view"), as eager returns
-                index, (size, stride, offset, dtype, requires_grad, multi_output), replay = value
-                if kind == "output_view":
-                    base = flat[index]
-                elif kind == "tensor_view":
-                    base = outs[index]
-                else:
-                    base = pre[index] if pre and index in pre else inputs[index]
-                if base.requires_grad and not requires_grad:   # x.detach(), views under no_grad
-                    base = base.detach()
-                view = _regenerate_view(base, size, stride, offset, dtype) if replay is None \
-                    else replay_views(base, replay)   # replayed: exact whatever the base's real strides
-                if multi_output and requires_grad and torch.is_grad_enabled():   # unbind / split: in-place raises
-                    _set_creation_meta(view, _MULTI_OUTPUT_NODE)
-                flat.append(view)
+            else:
+                flat.append(self._view(kind, value, flat, outs, inputs, pre))
         if layout.backward_error is not None:
             flat = self._with_raising_backward(flat, inputs)
         return flat
+
+    @staticmethod
+    def _view(kind: str, value, flat: list, outs, inputs: list, pre: dict | None, early: bool = False):
+        """A view of the caller's tensor ("input_view"), of an earlier output, or of the base the graph
+        returned for a view of an intermediate ("tensor_view"), as eager returns it."""
+        index, (size, stride, offset, dtype, requires_grad, multi_output), replay = value
+        if kind == "output_view":
+            base = flat[index]
+        elif kind == "tensor_view":
+            base = outs[index]
+        else:
+            base = pre[index] if pre and index in pre else inputs[index]
+        if base.requires_grad and not requires_grad and not (early and not torch.is_grad_enabled()):
+            base = base.detach()   # x.detach(), views under no_grad
+        view = _regenerate_view(base, size, stride, offset, dtype) if replay is None \
+            else replay_views(base, replay)   # replayed: exact whatever the base's real strides
+        if multi_output and requires_grad and torch.is_grad_enabled():   # unbind / split: in-place raises
+            _set_creation_meta(view, _MULTI_OUTPUT_NODE)
+        return view
 
     def _run_graph(self, inputs: list):
         if self.function is not None:
