@@ -173,6 +173,9 @@ SCENARIOS = {
     # Note [Ops that check values]: an unused op that raises in eager raises compiled, with eager's type
     "unused_index_select_out_of_range": ("def f(x):\n    x.index_select(0, torch.tensor([7]))\n    return x * 2",
                                          "x = torch.randn(3, requires_grad=True)\nx,"),
+    "unused_product_of_two_dtypes": ("def f(a):\n    with torch.autocast('cpu', torch.bfloat16):\n"
+                                     "        t0 = a @ a.t()\n    t1 = a @ t0\n    return t0.sum()",
+                                     "a = torch.randn(3, 3, requires_grad=True)\na,"),   # fuzz --semantics12 512
     "unused_gather_out_of_range": ("def f(x, i):\n    t = x.gather(0, i)\n    return x.sin()",
                                    "x = torch.randn(3, requires_grad=True)\ni = torch.tensor([0, 9])\nx, i"),
     # inside the function, inputs look as the caller's tensors do

@@ -7,6 +7,9 @@ An index op raises in eager when an index is out of range (``x.index_select(0, i
 fake tensors the graph is traced with hold no values, so the check cannot happen at trace
 time; it happens when the op runs. Dead-code elimination keeps these ops, and the split
 puts a forward one without users into the forward graph, as it does with other checks.
+
+The same holds for matrix products of two dtypes (``a @ t`` with ``t`` from an autocast
+region): eager's CPU kernels raise, the fake kernels do not, so such a node is kept too.
 """
 
 from __future__ import annotations
@@ -28,9 +31,22 @@ _VALUE_CHECKS = frozenset({
 })
 
 
+# Products whose kernels require one dtype, which their fake kernels do not check.
+_DTYPE_CHECKS = frozenset({
+    _aten.mm.default, _aten.bmm.default, _aten.mv.default, _aten.dot.default, _aten.vdot.default,
+    _aten.addmm.default, _aten.addmv.default, _aten.addbmm.default, _aten.baddbmm.default, _aten.addr.default,
+})
+
+
 def checks_values(node: torch.fx.Node) -> bool:
-    """``node`` may raise on the values of its inputs (Note [Ops that check values])."""
-    return node.op == "call_function" and node.target in _VALUE_CHECKS
+    """``node`` may raise on the values or dtypes of its inputs (Note [Ops that check values])."""
+    if node.op != "call_function":
+        return False
+    if node.target in _DTYPE_CHECKS:
+        dtypes = {a.meta["val"].dtype for a in node.args
+                  if isinstance(a, torch.fx.Node) and isinstance(a.meta.get("val"), torch.Tensor)}
+        return len(dtypes) > 1
+    return node.target in _VALUE_CHECKS
 
 
 def must_run(node: torch.fx.Node) -> bool:
