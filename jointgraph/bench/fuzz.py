@@ -398,8 +398,17 @@ def _metadata(scope: _Scope) -> _Statement | None:
     return _Statement(x + scope.rng.choice(ops))
 
 
+def _plain_leaf(t: torch.Tensor) -> bool:
+    """A leaf that does not require grad; False for a multi-output view whose base was written,
+    whose autograd state eager refuses to read."""
+    try:
+        return t.is_leaf and not t.requires_grad
+    except RuntimeError:
+        return False
+
+
 def _requires_grad(scope: _Scope) -> _Statement | None:
-    names = [n for n in scope.tensors(floating=True) if scope.env[n].is_leaf and not scope.env[n].requires_grad]
+    names = [n for n in scope.tensors(floating=True) if _plain_leaf(scope.env[n])]
     return _Statement(f"{scope.pick(names)}.requires_grad_()") if names else None
 
 
