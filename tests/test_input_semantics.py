@@ -205,6 +205,9 @@ SCENARIOS = {
                                       "x = base[0]\nx,"),
     "reshape_of_expanded_non_leaf": ("def f(a):\n    return a.reshape(-1), a.contiguous(), a.flatten()",
                                      "leaf = torch.randn(1, 4, requires_grad=True)\nx = leaf.clone().expand(3, 4)\nx,"),
+    "unsqueeze_then_reshape_of_expanded_non_leaf": ("def f(a):\n    a.unsqueeze_(0)\n    return a.reshape(-1)",
+                                                    "leaf = torch.randn(1, 4, requires_grad=True)\n"
+                                                    "x = leaf.clone().expand(3, 4)\nx,"),
     "write_through_detach_of_expand": (
         "def f(a):\n    t0 = a.expand(2, 4)\n    t0.detach()[0][t0.detach()[0] > 0] = 2.0\n    return t0.sum()",
         "base = torch.randn(7, requires_grad=True)\nx = base[2:6]\nx,"),

@@ -160,11 +160,12 @@ def _collect(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_m
         # Tangents are plain fakes: made outside FunctionalTensorMode.
         tangents = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype, device in tangents]
     overlapping = frozenset(i for i in non_leaf if with_backward and has_internal_overlap(fake_args[i])
-                            and not inputs[i].mutates_data and inputs[i].new_metadata is None) - uncloned
+                            and not inputs[i].mutates_data) - uncloned
     if overlapping:
         # An expanded input's copy is dense (a copy cannot overlap), so ops that view or copy by
         # strides (reshape, contiguous, flatten) viewed it where eager copies: an input the function
-        # does not write needs no copy, and a second run classifies its outputs on the input itself.
+        # does not write needs no copy (the joint trace takes an alias where it changes the input's
+        # metadata), and a second run classifies its outputs on the input itself.
         return collect_metadata(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, non_leaf=non_leaf,
                                 as_views=as_views, uncloned=uncloned | overlapping)
     views = frozenset(i for i, info in enumerate(inputs) if info.requires_grad_set and fake_args[i]._base is not None)

@@ -41,6 +41,7 @@ from .context import (
     compiling,
     from_fun,
     grad_context,
+    has_internal_overlap,
     rng_state_as_effects,
     to_fun,
     to_fun_input,
@@ -178,8 +179,9 @@ def _trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fa
         f_inputs = [to_fun_input(a, leaf=i not in non_leaf) for i, a in enumerate(args[:num_inputs])]
         with grad_context(with_backward), MetaFallbacks(), EagerInPlaceChecks(analyze=False):
             call_inputs = list(f_inputs)
-            for i in clone_idx:
-                call_inputs[i] = clone_as_is(f_inputs[i])
+            for i in clone_idx:   # an expanded input only reshaped: an alias, whose strides stay eager's
+                aliased = i in non_leaf and not meta.inputs[i].mutates_data and has_internal_overlap(f_inputs[i])
+                call_inputs[i] = torch.ops.aten.alias(f_inputs[i]) if aliased else clone_as_is(f_inputs[i])
             for i in meta.as_views - set(clone_idx):   # the caller's views, where the metadata pass needed them
                 call_inputs[i] = f_inputs[i].view_as(f_inputs[i])
             outs = flat_fn(*call_inputs)
