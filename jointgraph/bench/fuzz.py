@@ -23,7 +23,8 @@ second call runs the cached entry). Compared, in order:
   * after ``sum((x * w).sum())`` over differentiable outputs and every non-leaf named tensor that
     requires grad (``w`` drawn from a generator seeded by the program's seed) is differentiated:
     ``.grad`` of every leaf that requires grad, None and zeros told apart.
-``UnsupportedError`` (also when Dynamo wraps it) makes the program ``refused``; a mismatch, or an
+``UnsupportedError`` (also when Dynamo wraps it) makes the program ``refused``, as does an error of
+Dynamo's own fake-tensor pass that ``backend="eager"`` raises too (no backend saw the program); a mismatch, or an
 exception eager raised that the contender did not (or raised in the other phase), ``wrong``; any
 other exception from the contender ``crash``.
 
@@ -907,12 +908,28 @@ def check(program: Program, contender: Contender, eager: Observation | None = No
                       lambda: observe(program, compiled, _guard_change(program.guard, original), loose)))
     for prefix, expected, actual in calls:
         try:
-            outcome = compare(expected(), actual())
+            observed = actual()
+            outcome = compare(expected(), observed)
         except Exception as exc:   # the oracle could not even compare (e.g. a malformed output)
             outcome = Outcome("crash", f"comparing: {_describe(exc)}", f"comparing: {_normalized(_describe(exc))}")
+            observed = None
+        if outcome.status in ("wrong", "crash") and observed is not None and _dynamo_itself_fails(program, observed):
+            line = "Dynamo's own trace raised before any backend (backend='eager' too): " + _first_line(observed.error)
+            outcome = Outcome("refused", line, _normalized(line))
         if outcome.status != "pass":
             return dataclasses.replace(outcome, message=prefix + outcome.message, key=prefix + outcome.key)
     return Outcome("pass")
+
+
+def _dynamo_itself_fails(program: Program, observed: Observation) -> bool:
+    """The error is Dynamo's own (its fake-tensor pass, ``TorchRuntimeError``), before any backend:
+    confirmed by ``backend="eager"`` failing the same way. Not a jointgraph result."""
+    if not isinstance(observed.error, torch._dynamo.exc.TorchRuntimeError):
+        return False
+    torch._dynamo.reset()
+    reference = observe(program, torch.compile(program.function(), backend="eager"))
+    torch._dynamo.reset()
+    return isinstance(reference.error, torch._dynamo.exc.TorchRuntimeError)
 
 
 def _guard_change(guard: str, fn: Callable) -> Callable[[], Any]:
