@@ -115,21 +115,15 @@ _REQUIRES_GRAD = torch._C.TensorBase.__dict__["requires_grad"]   # the descripto
 
 
 class RefuseTraceTimeHooks(torch.overrides.TorchFunctionMode):
-    """Refuse autograd hooks registered inside the traced function.
-
-    A hook on an intermediate would run once, on fake tensors, while the backward is
-    traced, and never again at run time (PyTorch's own aot_function does exactly
-    that). Until hooks are carried into the graph, they are refused. So is
-    ``requires_grad_()`` on an intermediate that does not require grad: it would make
-    it a new leaf at run time, which the graph cannot (an input's is a prologue).
+    """Refuse what would happen at trace time only: ``requires_grad_()`` on an intermediate
+    that does not require grad would make it a new leaf at run time, which the graph cannot
+    (an input's is a prologue). Autograd hooks registered inside the function are carried
+    into the graph instead (``hooks_inside.py``, Note [Hooks inside the function]).
     """
 
     def __init__(self, inputs: list = ()):
         super().__init__()
         self.inputs = {id(t) for t in inputs}
-
-    _REFUSED = {torch.Tensor.register_hook: "Tensor.register_hook", torch.Tensor.retain_grad: "Tensor.retain_grad",
-                torch.Tensor.register_post_accumulate_grad_hook: "Tensor.register_post_accumulate_grad_hook"}
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if func is torch.Tensor.requires_grad_:
@@ -142,12 +136,6 @@ class RefuseTraceTimeHooks(torch.overrides.TorchFunctionMode):
                                    source=user_source_line(),
                                    hint="create it outside and pass it in (or close over it), or pass "
                                         'on_unsupported="eager"')
-        name = self._REFUSED.get(func)
-        if name is not None:
-            raise UnsupportedError(f"{name} on a tensor inside the compiled function is not supported: the hook "
-                                   "would run at trace time only", source=user_source_line(),
-                                   hint="register the hook outside the compiled function (on its inputs or "
-                                        'outputs), or pass on_unsupported="eager"')
         return func(*args, **(kwargs or {}))
 
     def _check_requires_grad(self, tensor, requires_grad: bool = True) -> None:

@@ -68,6 +68,7 @@ from .context import (
     translate_errors,
 )
 from .fallbacks import MetaFallbacks
+from .hooks_inside import HooksInside, HookTable
 from .inplace import EagerInPlaceChecks
 
 
@@ -98,7 +99,8 @@ def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...]
                          for i, a in enumerate(f_args)]
             tensors = [a for a in call_args if isinstance(a, torch.Tensor)]
             checks.track(tensors)   # `x.data = y` on an input is refused like one on an intermediate
-            with grad_context(with_backward), RefuseTraceTimeHooks(call_args), MetaFallbacks(), checks:
+            with grad_context(with_backward), RefuseTraceTimeHooks(call_args), MetaFallbacks(), checks, \
+                    HooksInside(call_args, HookTable()):
                 grad_fns = [a.grad_fn if isinstance(a, torch.Tensor) else None for a in call_args]
                 writes = [_write_count(a) for a in call_args]   # clone_as_is writes its copy once
                 try:

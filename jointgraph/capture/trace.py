@@ -47,6 +47,7 @@ from .context import (
     translate_errors,
 )
 from .fallbacks import MetaFallbacks
+from .hooks_inside import HooksInside, HookTable
 from .inplace import EagerInPlaceChecks
 from .metadata import collect_metadata, restore_storage_bytes, returned, storage_sizes
 from .scopes import module_scopes
@@ -170,7 +171,8 @@ def _trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fa
             call_inputs = list(f_inputs)
             for i in clone_idx:
                 call_inputs[i] = clone_as_is(f_inputs[i])
-            outs = flat_fn(*call_inputs)
+            with HooksInside(call_inputs, hooks):   # Note [Hooks inside the function] in ir/hook_ops.py
+                outs = flat_fn(*call_inputs)
         outs = [returned(out, info) for out, info in zip(outs, meta.outputs, strict=True)]
         results = [from_fun(outs[i]) for i in tensor_out_idx]
         grads: list = []
@@ -195,6 +197,7 @@ def _trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fa
         return [*results, *mutated, *grads]
 
     bw_mutated: list[int] = []   # inputs the backward mutates, found while tracing it
+    hooks = HookTable()
     tangents = list(meta.tangent_examples)
     with fake_mode:
         tangents += [torch.empty(meta.inputs[i].final_shape or fake_args[i].shape, dtype=fake_args[i].dtype,
@@ -228,7 +231,7 @@ def _trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fa
     gm = lazy_graph_module(gm, gm.graph)   # passes rewrite it; its code is generated only if printed
     inputs = [dataclasses.replace(info, mutated_in_backward=i in bw_mutated) for i, info in enumerate(meta.inputs)]
     return JointGraph(gm=gm, inputs=inputs, outputs=meta.outputs, out_spec=None,
-                      has_backward=has_backward, fake_mode=fake_mode)
+                      has_backward=has_backward, fake_mode=fake_mode, hooks=hooks)
 
 
 def _remove_effect_tokens(gm: torch.fx.GraphModule, *, num_placeholders: int) -> None:
