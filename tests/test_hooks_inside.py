@@ -7,6 +7,7 @@ they saw, in the order they saw them).
 from __future__ import annotations
 
 import logging
+import shutil
 
 import pytest
 import torch
@@ -310,3 +311,37 @@ def test_entry_with_hooks_bypasses_the_disk_cache(tmp_path, caplog, monkeypatch)
     bypassed = [r.getMessage() for r in caplog.records if "hooks inside" in r.getMessage()]
     assert len(bypassed) == 1, bypassed   # logged once
     assert "store" not in [e[2] for e in jg_cache.DiskStore(tmp_path).events()]
+
+
+class _IgnoresItsGradient(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, y):
+        return y * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return torch.ones(3)
+
+
+def test_hook_whose_result_nothing_reads_still_runs():
+    def make(log):
+        def fn(x, w):
+            z = _IgnoresItsGradient.apply(x * w)
+            z.register_hook(lambda g: log.append(("z", g.clone())))
+            return z.sum()
+        return fn
+
+    eager_log, compiled_log = [], []
+    compiled = jointgraph.aot_function(make(compiled_log))
+    for call in range(2):
+        x, w = torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)
+        make(eager_log)(x, w).backward()
+        compiled(x, w).backward()
+        assert len(compiled_log) == len(eager_log) == call + 1
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
+                    reason="Inductor's CPU backend needs a C++ compiler")
+def test_inductor_backward_runs_the_hook_op():
+    _assert_like_eager(_scaling_hook(None), lambda fn: jointgraph.aot_function(fn, bw_compiler="inductor"), calls=2)

@@ -12,7 +12,9 @@ itself, and skips (passes the gradient through) each hook whose tangents were al
 or whose gradients no input needs (the engine will not execute the node that input's
 gradient goes to; where it cannot say, a leaf under ``torch.autograd.grad``, the input is
 taken as needed, and the hook runs). Which tangents and inputs
-each hook touches is read off the backward graph once, at compile time (``hook_reach``).
+each hook touches is read off the backward graph once, at compile time (``hook_reach``):
+by data flow, which is autograd's path unless a backward ignores its gradient (a custom
+Function returning constants), where the hook's sets are empty and it always runs.
 """
 
 from __future__ import annotations
@@ -78,9 +80,11 @@ class HookCalls:
 
 def skipped_hooks(reach: tuple[HookReach, ...], present: list[bool], needed: list[bool]) -> frozenset[int]:
     """Hooks eager would not run: no tangent of theirs is ``present``, or no input they feed is
-    ``needed`` (Note [Hooks eager does not reach])."""
+    ``needed`` (Note [Hooks eager does not reach]). An empty set says nothing (a backward that
+    ignores its gradient cuts the data flow, not autograd's path): such a hook runs."""
     return frozenset(r.index for r in reach
-                     if not any(present[t] for t in r.tangents) or not any(needed[i] for i in r.inputs))
+                     if r.tangents and not any(present[t] for t in r.tangents)
+                     or r.inputs and not any(needed[i] for i in r.inputs))
 
 
 def inputs_needed(ctx, num_inputs: int) -> list[bool]:
