@@ -41,12 +41,12 @@ from .context import (
     compiling,
     from_fun,
     grad_context,
-    rng_state_as_effects,
     to_fun,
     to_fun_input,
     translate_errors,
 )
 from .fallbacks import MetaFallbacks
+from .generators import GeneratorArgs, rng_state_as_effects
 from .hooks_inside import HooksInside, HookTable
 from .inplace import EagerInPlaceChecks
 from .metadata import collect_metadata, restore_storage_bytes, returned, storage_sizes
@@ -171,7 +171,7 @@ def _trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fa
             call_inputs = list(f_inputs)
             for i in clone_idx:
                 call_inputs[i] = clone_as_is(f_inputs[i])
-            with HooksInside(call_inputs, hooks):   # Note [Hooks inside the function] in ir/hook_ops.py
+            with HooksInside(call_inputs, hooks), GeneratorArgs():   # Note [Hooks inside the function]
                 outs = flat_fn(*call_inputs)
         outs = [returned(out, info) for out, info in zip(outs, meta.outputs, strict=True)]
         results = [from_fun(outs[i]) for i in tensor_out_idx]

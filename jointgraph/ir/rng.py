@@ -4,10 +4,19 @@ Note [Seeding inside the function]
 ----------------------------------
 ``torch.manual_seed``, ``torch.get_rng_state`` / ``torch.set_rng_state`` and
 ``torch.random.fork_rng`` (which is the get / set pair around its block) inside the
-compiled function act on the CPU default generator. While jointgraph traces, the
-generator is replaced by a stand-in (``capture/context.py``) that records each of
-them as one of the custom ops below instead of running it. At run time the op acts
-on the real generator, so it happens on every call, not once at trace time.
+compiled function act on the CPU default generator, and so do the same methods called on
+``torch.default_generator`` or ``torch._C.default_generator`` directly. While jointgraph
+traces, the generator is replaced under all three names by a stand-in
+(``capture/generators.py``) that records each of them as one of the custom ops below
+instead of running it. At run time the op acts on the real generator, so it happens on
+every call, not once at trace time. The stand-in passed as ``generator=`` to a random op
+is the default generator again in the graph.
+
+A ``torch.Generator()`` created inside the function is refused: the graph would hold the
+one object made at trace time, whose state carries over from call to call. A generator
+made outside and passed in (or closed over) is a constant of the graph, and its draws
+happen at run time, as eager's; seeding it inside the function is not seen (its methods
+belong to a C type no mode intercepts) and would act at trace time only: seed it outside.
 
 Random ops (``native_dropout``, ``rand_like``, ``bernoulli``...) stay in the graph as
 they are and draw from the global generator when they run. The graph runs its nodes
