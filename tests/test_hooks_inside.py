@@ -14,6 +14,7 @@ import torch
 
 import jointgraph
 import jointgraph.cache as jg_cache
+from jointgraph.ir import verify
 from jointgraph.ir.hook_ops import is_hook_call
 
 PARTITIONERS = [{"partitioner": "default"}, {"partitioner": "mincut"},
@@ -134,6 +135,8 @@ def test_hook_call_is_a_backward_node_kept_by_every_partitioner(options):
     calls = [n for n in plan.backward.graph.nodes if is_hook_call(n)]
     assert sorted(n.args[1] for n in calls) == [0, 1]
     assert all(n.users for n in calls), "the (possibly replaced) gradient feeds the rest of the backward"
+    verify(plan.forward.graph)
+    verify(plan.backward.graph)
 
 
 def test_module_hook_on_an_activation():

@@ -23,6 +23,7 @@ import threading
 import torch
 
 from ..errors import UnsupportedError, user_source_line
+from ..ir.rng import running_for_real
 
 _REAL_CLASS = torch._C.Generator
 _PYTHON_KEYS = (torch._C.DispatchKey.Python, torch._C.DispatchKey.PythonTLSSnapshot)
@@ -55,7 +56,8 @@ class DefaultGeneratorStandIn(torch._C.Generator):
                 torch._C._dispatch_tls_set_dispatch_key_excluded(key, True)
 
     def _ours(self) -> bool:
-        return threading.get_ident() == self._tracing_thread   # another thread's eager code runs as is
+        # Another thread's eager code runs as is, and so does an effect op's own kernel.
+        return threading.get_ident() == self._tracing_thread and not running_for_real()
 
     def manual_seed(self, seed):
         if not self._ours():
