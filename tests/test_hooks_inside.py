@@ -348,3 +348,27 @@ def test_hook_whose_result_nothing_reads_still_runs():
                     reason="Inductor's CPU backend needs a C++ compiler")
 def test_inductor_backward_runs_the_hook_op():
     _assert_like_eager(_scaling_hook(None), lambda fn: jointgraph.aot_function(fn, bw_compiler="inductor"), calls=2)
+
+
+def test_multi_grad_hook_any_mode_runs_once_per_backward():
+    def make(log):
+        def fn(x, w):
+            a = x @ w
+            b = a.sin()
+            torch.autograd.graph.register_multi_grad_hook((a, b), lambda g: log.append(("first", g.clone())),
+                                                          mode="any")
+            return (a * b).sum()
+        return fn
+
+    _assert_like_eager(make, jointgraph.aot_function)
+
+
+def test_multi_grad_hook_all_mode_is_refused_by_name():
+    """Its hooks count the trace's autograd nodes, which no run-time backward executes."""
+    def fn(x, w):
+        a = x @ w
+        torch.autograd.graph.register_multi_grad_hook((a, a.sin()), lambda grads: None)
+        return a.sum()
+
+    with pytest.raises(jointgraph.UnsupportedError, match="register_multi_grad_hook"):
+        jointgraph.aot_function(fn)(*_args(0))

@@ -139,6 +139,13 @@ def _refuse_trace_values(fn) -> None:
         return   # eager's own TypeError comes from the registration
     for name, value in _closed_over(fn):
         values = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else (value,)
+        if any(isinstance(v, torch.autograd.graph.Node) for v in values):
+            raise UnsupportedError(
+                f"a hook registered inside the compiled function holds autograd nodes of the traced function "
+                f"({name!r}; torch.autograd.graph.register_multi_grad_hook does): at run time they belong to no "
+                "backward, so the hook would never fire", source=user_source_line(),
+                hint="register one hook per tensor (y.register_hook), or register_multi_grad_hook on the "
+                     'outputs outside the compiled function, or pass on_unsupported="eager"')
         if any(isinstance(v, torch.Tensor) and is_fake(v) for v in values):
             raise UnsupportedError(
                 f"a hook registered inside the compiled function reads the tensor {name!r}, computed inside the "
