@@ -372,3 +372,13 @@ def test_multi_grad_hook_all_mode_is_refused_by_name():
 
     with pytest.raises(jointgraph.UnsupportedError, match="register_multi_grad_hook"):
         jointgraph.aot_function(fn)(*_args(0))
+
+
+def test_module_backward_hooks_are_refused_by_name():
+    """They are set up on grad_fn objects while the module runs: traced, they would run once."""
+    model = torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.Tanh())
+    model[1].register_full_backward_hook(lambda module, grad_in, grad_out: None)
+    with pytest.raises(jointgraph.UnsupportedError, match="backward hooks on module Tanh"):
+        jointgraph.aot_module(model, cache=False)(torch.randn(3, 5))
+    with pytest.raises(jointgraph.UnsupportedError, match="backward hooks on module Tanh"):
+        jointgraph.aot_function(lambda x: model(x).sum(), cache=False)(torch.randn(3, 5))

@@ -4,12 +4,14 @@
 and ``Tensor.retain_grad`` while the function runs on fake tensors, and fills a
 ``HookTable``: a hook on an intermediate becomes a hook op in the backward graph; one on an
 input becomes a prologue the runtime runs on the caller's tensor. What would run at trace
-time only, or see a trace-time value, is refused.
+time only, or see a trace-time value, is refused; so are module backward hooks, which
+autograd sets up on ``grad_fn`` objects while the module runs (``Node`` methods no mode sees).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable
 
 import torch
@@ -73,6 +75,21 @@ class HooksInside(torch.overrides.TorchFunctionMode):
         self.table = table
         self._inputs = {id(t): i for i, t in enumerate(inputs) if isinstance(t, torch.Tensor)}
         self._grad_fns = {id(t): t.grad_fn for t in inputs if isinstance(t, torch.Tensor)}
+        self._module_check = None
+
+    def __enter__(self):
+        thread = threading.get_ident()
+
+        def refuse_backward_hooks(module: torch.nn.Module, args) -> None:
+            if threading.get_ident() == thread:
+                _refuse_module_backward_hooks(module)
+
+        self._module_check = torch.nn.modules.module.register_module_forward_pre_hook(refuse_backward_hooks)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        self._module_check.remove()
+        return super().__exit__(*exc)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kind = _KINDS.get(func)
@@ -120,6 +137,23 @@ class HooksInside(torch.overrides.TorchFunctionMode):
             source=user_source_line(),
             hint="register a hook instead (y.register_hook(lambda g: store.append(g))), return the tensor and call "
                  'retain_grad() on the output outside, or pass on_unsupported="eager"')
+
+
+def _refuse_module_backward_hooks(module: torch.nn.Module) -> None:
+    """Module backward hooks are set up on the ``grad_fn`` of the module's inputs and outputs while
+    it runs (``Node.register_hook`` / ``register_prehook``, methods no mode sees): traced, they would
+    run once, at trace time, on fake gradients."""
+    from torch.nn.modules import module as module_globals
+
+    if not (module._backward_hooks or module._backward_pre_hooks or module_globals._global_backward_hooks
+            or module_globals._global_backward_pre_hooks):
+        return
+    raise UnsupportedError(f"backward hooks on module {type(module).__name__} (register_full_backward_hook, "
+                           "register_full_backward_pre_hook, register_backward_hook, or a global one) inside the "
+                           "compiled function are not supported: they would run once, when the function is traced",
+                           source=user_source_line(),
+                           hint="use Tensor.register_hook on the module's output or input inside the function, "
+                                'or remove the hook while compiling, or pass on_unsupported="eager"')
 
 
 def _hook_call(index: int) -> Callable:
