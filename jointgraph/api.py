@@ -35,6 +35,7 @@ from .planner.mincut import plan_mincut
 from .planning import cost_compilers, plan_to_budget
 from .runtime.compilers import compile_graph
 from .runtime.function import CompiledEntry, EntryLayout
+from .runtime.hook_calls import entry_hooks
 from .split import SplitGraphs, split
 
 PARTITIONERS: dict[str, Callable] = {"default": plan_default, "mincut": plan_mincut}
@@ -167,13 +168,24 @@ def build_entry(flat_fn: Callable, out_box: list, signature: FlatSignature, tens
         plan, joint, graphs, fake_mode, fakes = plan_call(flat_fn, signature, tensors, options, dynamic=dynamic,
                                                           saved_hooks=saved_hooks)
         layout = make_layout(joint, graphs, signature, out_box[0], fakes)
-        if request is not None:   # before the graph compilers run: they may rewrite the graphs
-            request.save(plan, layout)
+        store_entry(request, plan, layout, joint)   # before the graph compilers run: they may rewrite the graphs
         entry = compile_entry(plan, joint, graphs, options, signature, out_box[0], fakes, layout=layout)
     entry.saved_hooks = saved_hooks
     entry.fake_mode = fake_mode
     entry.fakes = fakes
     return entry
+
+
+def store_entry(request, plan: Plan, layout: EntryLayout, joint) -> None:
+    """Store a compiled miss in the on-disk cache, unless hooks registered inside the function
+    make it uncacheable: a hit does not trace, and the trace is where they are found."""
+    if request is None:
+        return
+    if joint.hooks:
+        cache.bypass(request.store, "the function registers autograd hooks inside it (Note [Hooks inside the "
+                     "function]): they are found by tracing, which a cache hit skips", request.key)
+        return
+    request.save(plan, layout)
 
 
 def _no_pack(x):
@@ -195,6 +207,8 @@ def compile_entry(plan: Plan, joint, graphs: SplitGraphs | None, options: Compil
     """Compile the plan's graphs; ``layout`` given (a cache hit) or made from ``joint`` and ``graphs``."""
     if layout is None:   # before the graph compilers run: they may rewrite the graphs
         layout = make_layout(joint, graphs, signature, out_spec, fakes)
+    # Read off the backward graph before a graph compiler rewrites it (Note [Hooks eager does not reach]).
+    hooks = entry_hooks(joint.hooks, plan.backward) if joint is not None else None
     start = time.perf_counter()
     forward = compile_graph(plan.forward, fakes, options.fw_compiler, boxed=False)
     backward = None
@@ -203,7 +217,7 @@ def compile_entry(plan: Plan, joint, graphs: SplitGraphs | None, options: Compil
         backward = compile_graph(plan.backward, bw_examples, options.bw_compiler, boxed=True)
     plan.timings["compile"] = time.perf_counter() - start
     compile_log.info("stages: %s", ", ".join(f"{k} {v:.3f} s" for k, v in plan.timings.items()))
-    return CompiledEntry(forward, backward, layout, plan)
+    return CompiledEntry(forward, backward, layout, plan, hooks=hooks)
 
 
 def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) -> EntryLayout:

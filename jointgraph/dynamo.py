@@ -64,7 +64,7 @@ def _compile_flat(gm: Callable, example_inputs: list, options: CompileOptions) -
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from . import cache
-    from .api import build_plan, compile_entry, make_layout, non_leaf_inputs
+    from .api import build_plan, compile_entry, make_layout, non_leaf_inputs, store_entry
     from .capture.captured import Recapture
     from .capture.guards import ambient_state
     from .capture.inputs import FlatSignature, make_flat_fn
@@ -111,8 +111,7 @@ def _compile_flat(gm: Callable, example_inputs: list, options: CompileOptions) -
                                    f"(shapes {shapes}); jointgraph lifts captured tensors through aot_function "
                                    "only (Note [Captured tensors])") from None
         layout = make_layout(joint, graphs, signature, out_box[0], fakes)
-        if request is not None:   # before the graph compilers run: they may rewrite the graphs
-            request.save(plan, layout)
+        store_entry(request, plan, layout, joint)   # before the graph compilers run: they may rewrite the graphs
         entry = compile_entry(plan, joint, graphs, options, signature, out_box[0], fakes, layout=layout)
     run = entry.run_inputs
     synthetic = SyntheticBases(call_graph, lambda inner: CompiledFunction(inner, options))   # Note [Aliased inputs]

@@ -23,6 +23,7 @@ from .ir.graph_utils import (
     tensor_bytes,
     unsaved_inputs,
 )
+from .ir.hook_ops import is_hook_call
 
 
 @dataclasses.dataclass
@@ -75,7 +76,9 @@ def split(joint_gm: torch.fx.GraphModule, choices: list[SavedChoice], *, has_bac
     if has_backward:
         bw_inputs = [*(c.node for c in saved_sizes), *(c.node for c in saved_tensors), *tangent_phs]
         stop = set(bw_inputs)
-        bw_needed = _backward_closure(grad_values, stop)
+        # A hook whose result nothing reads still runs (Note [Hooks inside the function]).
+        hooks = [n for n in graph.nodes if is_hook_call(n) and not n.users]
+        bw_needed = _backward_closure([*grad_values, *hooks], stop)
         backward = _extract(joint_gm, bw_inputs, bw_needed, grad_values, grad_roles,
                             stop=stop, input_roles=[Role.SAVED_SIZE] * len(saved_sizes)
                             + [Role.SAVED_TENSOR] * len(saved_tensors) + [Role.TANGENT] * len(tangent_phs))

@@ -54,7 +54,17 @@ def _rrelu_seeded(x, w):
     return F.rrelu(x @ w, training=True).sum()
 
 
-FUNCTIONS = [_seeded_dropout, _seed_between_draws, _fork_rng, _get_set_state, _checkpointed_dropout, _rrelu_seeded]
+def _default_generator_directly(x, w):
+    torch.default_generator.manual_seed(21)   # the generator object itself, not torch.manual_seed
+    a = F.dropout(x @ w, 0.5)
+    state = torch._C.default_generator.get_state()
+    b = torch.rand(a.shape, generator=torch.default_generator)
+    torch._C.default_generator.set_state(state)
+    return (a * b * torch.rand_like(a)).sum()   # the last draw repeats b's
+
+
+FUNCTIONS = [_seeded_dropout, _seed_between_draws, _fork_rng, _get_set_state, _checkpointed_dropout, _rrelu_seeded,
+             _default_generator_directly]
 
 
 def _args(i):
@@ -148,3 +158,52 @@ def test_opinfo_wrapper_set_seed_under_no_dispatch():
         return wrapper_set_seed(F.rrelu, x @ w, training=True).sum() + torch.rand(())
 
     _assert_like_eager(fn, jointgraph.aot_function(fn))
+
+
+def test_generator_created_inside_is_refused_by_name():
+    """It would be made once, at trace time, and keep its state from call to call."""
+    def fn(x, w):
+        g = torch.Generator().manual_seed(3)
+        return (x @ w * torch.rand(6, 8, generator=g)).sum()
+
+    with pytest.raises(jointgraph.UnsupportedError, match=r"(?s)torch\.Generator\(\) created inside.*test_rng_in"):
+        jointgraph.aot_function(fn)(*_args(0))
+
+
+def test_generator_from_outside_draws_at_run_time():
+    generator = torch.Generator()
+
+    def fn(x, w):
+        return (x @ w * torch.rand(6, 8, generator=generator)).sum()
+
+    compiled = jointgraph.aot_function(fn)
+    for call in range(3):
+        x, w = _args(call)
+        generator.manual_seed(call)
+        want = fn(x, w)
+        generator.manual_seed(call)
+        torch.testing.assert_close(compiled(x, w), want, rtol=0, atol=0)
+
+
+def test_another_thread_uses_the_real_generators_while_tracing():
+    """The stand-ins act as the real generator and class for every thread but the tracing one."""
+    import threading
+
+    seen = {}
+
+    def other_thread():
+        seen["generator"] = torch.Generator().manual_seed(5).initial_seed()
+        torch.default_generator.manual_seed(9)
+        seen["draw"] = torch.rand(3)
+        seen["is_generator"] = isinstance(torch.default_generator, torch.Generator)
+
+    def fn(x, w):
+        thread = threading.Thread(target=other_thread)
+        thread.start()
+        thread.join()
+        return (x @ w).sum()
+
+    jointgraph.aot_function(fn)(*_args(0))
+    assert seen["generator"] == 5 and seen["is_generator"]
+    torch.manual_seed(9)
+    torch.testing.assert_close(seen["draw"], torch.rand(3), rtol=0, atol=0)

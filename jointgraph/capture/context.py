@@ -153,21 +153,15 @@ _REQUIRES_GRAD = torch._C.TensorBase.__dict__["requires_grad"]   # the descripto
 
 
 class RefuseTraceTimeHooks(torch.overrides.TorchFunctionMode):
-    """Refuse autograd hooks registered inside the traced function.
-
-    A hook on an intermediate would run once, on fake tensors, while the backward is
-    traced, and never again at run time (PyTorch's own aot_function does exactly
-    that). Until hooks are carried into the graph, they are refused. So is
-    ``requires_grad_()`` on an intermediate that does not require grad: it would make
-    it a new leaf at run time, which the graph cannot (an input's is a prologue).
+    """Refuse what would happen at trace time only: ``requires_grad_()`` on an intermediate
+    that does not require grad would make it a new leaf at run time, which the graph cannot
+    (an input's is a prologue). Autograd hooks registered inside the function are carried
+    into the graph instead (``hooks_inside.py``, Note [Hooks inside the function]).
     """
 
     def __init__(self, inputs: list = ()):
         super().__init__()
         self.inputs = {id(t) for t in inputs}
-
-    _REFUSED = {torch.Tensor.register_hook: "Tensor.register_hook", torch.Tensor.retain_grad: "Tensor.retain_grad",
-                torch.Tensor.register_post_accumulate_grad_hook: "Tensor.register_post_accumulate_grad_hook"}
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if func is torch.Tensor.requires_grad_:
@@ -180,12 +174,6 @@ class RefuseTraceTimeHooks(torch.overrides.TorchFunctionMode):
                                    source=user_source_line(),
                                    hint="create it outside and pass it in (or close over it), or pass "
                                         'on_unsupported="eager"')
-        name = self._REFUSED.get(func)
-        if name is not None:
-            raise UnsupportedError(f"{name} on a tensor inside the compiled function is not supported: the hook "
-                                   "would run at trace time only", source=user_source_line(),
-                                   hint="register the hook outside the compiled function (on its inputs or "
-                                        'outputs), or pass on_unsupported="eager"')
         return func(*args, **(kwargs or {}))
 
     def _check_requires_grad(self, tensor, requires_grad: bool = True) -> None:
@@ -221,81 +209,6 @@ def has_internal_overlap(t: torch.Tensor) -> bool:
 def _dense(t: torch.Tensor) -> bool:
     return torch._prims_common.is_non_overlapping_and_dense_or_false(t)
 
-
-
-_PYTHON_KEYS = (torch._C.DispatchKey.Python, torch._C.DispatchKey.PythonTLSSnapshot)
-
-
-class _RngStateGuard:
-    """Stands in for ``torch.random.default_generator`` while tracing (Note [Seeding inside the
-    function] in ir/rng.py): reading and setting the state (``torch.get_rng_state``,
-    ``torch.set_rng_state``, ``torch.manual_seed``, ``torch.random.fork_rng``) are recorded as
-    effect ops that act on the real generator at run time, on every call. ``torch.seed()``
-    (a non-deterministic seed) is refused."""
-
-    def __init__(self, real):
-        self._real = real
-        self._tracing_thread = threading.get_ident()
-
-    def _record(self, op, *args):
-        """Call ``op`` so that the tracer records it, also under ``no_dispatch()`` (torch.testing's
-        ``freeze_rng_state`` reads and restores the state with the Python dispatch key excluded)."""
-        excluded = [k for k in _PYTHON_KEYS if torch._C._dispatch_tls_is_dispatch_key_excluded(k)]
-        for key in excluded:
-            torch._C._dispatch_tls_set_dispatch_key_excluded(key, False)
-        try:
-            return op(*args)
-        finally:
-            for key in excluded:
-                torch._C._dispatch_tls_set_dispatch_key_excluded(key, True)
-
-    def __getattr__(self, name):
-        return getattr(self._real, name)
-
-    def _ours(self) -> bool:
-        return threading.get_ident() == self._tracing_thread   # another thread's eager code runs as is
-
-    def manual_seed(self, seed):
-        if not self._ours():
-            return self._real.manual_seed(seed)
-        if not isinstance(seed, int):
-            raise UnsupportedError(f"torch.manual_seed with a {type(seed).__name__} seed inside the compiled "
-                                   "function is not supported: only a Python int is recorded",
-                                   source=user_source_line(), hint="pass a Python int, or seed outside the function")
-        self._record(torch.ops.jointgraph.rng_manual_seed, seed)
-        return self
-
-    def get_state(self):
-        if not self._ours():
-            return self._real.get_state()
-        return self._record(torch.ops.jointgraph.rng_get_state)
-
-    def set_state(self, state):
-        if not self._ours():
-            return self._real.set_state(state)
-        self._record(torch.ops.jointgraph.rng_set_state, state)
-        return self
-
-    def seed(self):
-        if not self._ours():
-            return self._real.seed()
-        raise UnsupportedError("torch.seed() (a non-deterministic seed) inside the compiled function is not "
-                               "supported: the seed it draws is not reproducible",
-                               source=user_source_line(),
-                               hint='call torch.manual_seed(n) instead, or pass on_unsupported="eager"')
-
-
-@contextlib.contextmanager
-def rng_state_as_effects():
-    """Record the global generator's state changes as graph effects while tracing."""
-    from ..ir import rng  # noqa: F401  (registers the ops)
-
-    real = torch.random.default_generator
-    torch.random.default_generator = _RngStateGuard(real)
-    try:
-        yield
-    finally:
-        torch.random.default_generator = real
 
 
 @contextlib.contextmanager

@@ -62,12 +62,13 @@ from .context import (
     geometry,
     grad_context,
     has_internal_overlap,
-    rng_state_as_effects,
     static,
     to_fun_input,
     translate_errors,
 )
 from .fallbacks import MetaFallbacks
+from .generators import GeneratorArgs, rng_state_as_effects
+from .hooks_inside import HooksInside, HookTable
 from .inplace import VIEW_OF_LEAF, EagerInPlaceChecks, _storage_id
 
 
@@ -116,7 +117,8 @@ def _collect(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_m
                          for i, a in enumerate(f_args)]
             tensors = [a for a in call_args if isinstance(a, torch.Tensor)]
             checks.track(tensors)   # `x.data = y` on an input is refused like one on an intermediate
-            with grad_context(with_backward), RefuseTraceTimeHooks(call_args), MetaFallbacks(), checks:
+            with grad_context(with_backward), RefuseTraceTimeHooks(call_args), MetaFallbacks(), checks, \
+                    HooksInside(call_args, HookTable()), GeneratorArgs():
                 grad_fns = [a.grad_fn if isinstance(a, torch.Tensor) else None for a in call_args]
                 writes = [_write_count(a) for a in call_args]   # clone_as_is writes its copy once
                 versions = [a._version if isinstance(a, torch.Tensor) else None for a in call_args]

@@ -42,12 +42,13 @@ from .context import (
     from_fun,
     grad_context,
     has_internal_overlap,
-    rng_state_as_effects,
     to_fun,
     to_fun_input,
     translate_errors,
 )
 from .fallbacks import MetaFallbacks
+from .generators import GeneratorArgs, rng_state_as_effects
+from .hooks_inside import HooksInside, HookTable
 from .inplace import EagerInPlaceChecks
 from .metadata import collect_metadata, restore_storage_bytes, returned, storage_sizes
 from .scopes import module_scopes
@@ -184,7 +185,8 @@ def _trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fa
                 call_inputs[i] = torch.ops.aten.alias(f_inputs[i]) if aliased else clone_as_is(f_inputs[i])
             for i in meta.as_views - set(clone_idx):   # the caller's views, where the metadata pass needed them
                 call_inputs[i] = f_inputs[i].view_as(f_inputs[i])
-            outs = flat_fn(*call_inputs)
+            with HooksInside(call_inputs, hooks), GeneratorArgs():   # Note [Hooks inside the function]
+                outs = flat_fn(*call_inputs)
         outs = [returned(out, info) for out, info in zip(outs, meta.outputs, strict=True)]
         results = [from_fun(outs[i]) for i in tensor_out_idx]
         grads: list = []
@@ -216,6 +218,7 @@ def _trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fa
         return [*results, *mutated, *grads]
 
     bw_mutated: list[int] = []   # inputs the backward mutates, found while tracing it
+    hooks = HookTable()
     tangents = list(meta.tangent_examples)
     with fake_mode:
         tangents += [torch.empty(meta.inputs[i].final_shape or fake_args[i].shape, dtype=fake_args[i].dtype,
@@ -249,7 +252,7 @@ def _trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fa
     gm = lazy_graph_module(gm, gm.graph)   # passes rewrite it; its code is generated only if printed
     inputs = [dataclasses.replace(info, mutated_in_backward=i in bw_mutated) for i, info in enumerate(meta.inputs)]
     return JointGraph(gm=gm, inputs=inputs, outputs=meta.outputs, out_spec=None,
-                      has_backward=has_backward, fake_mode=fake_mode)
+                      has_backward=has_backward, fake_mode=fake_mode, hooks=hooks)
 
 
 def _remove_effect_tokens(gm: torch.fx.GraphModule, *, num_placeholders: int) -> None:

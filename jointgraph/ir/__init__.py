@@ -1,6 +1,6 @@
 """The IR: roles, dataclasses and invariant checks shared by every stage."""
 
-from . import rng  # noqa: F401  (registers the RNG effect ops: Note [Seeding inside the function])
+from . import hook_ops, rng  # noqa: F401  (register the hook op and the RNG effect ops)
 from .graph import InputInfo, JointGraph, OutputInfo, Plan, SavedValue
 from .roles import Decision, Role
 from .verify import verify

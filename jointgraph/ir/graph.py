@@ -79,6 +79,7 @@ class JointGraph:
     backward_error: BaseException | None = None
     error_outputs: tuple[int, ...] = ()
     error_inputs: tuple[int, ...] = ()   # inputs whose recorded mutation leads to the error
+    hooks: Any = None   # the HookTable of hooks registered inside (Note [Hooks inside the function])
 
     @property
     def graph(self) -> torch.fx.Graph:

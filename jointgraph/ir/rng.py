@@ -4,10 +4,19 @@ Note [Seeding inside the function]
 ----------------------------------
 ``torch.manual_seed``, ``torch.get_rng_state`` / ``torch.set_rng_state`` and
 ``torch.random.fork_rng`` (which is the get / set pair around its block) inside the
-compiled function act on the CPU default generator. While jointgraph traces, the
-generator is replaced by a stand-in (``capture/context.py``) that records each of
-them as one of the custom ops below instead of running it. At run time the op acts
-on the real generator, so it happens on every call, not once at trace time.
+compiled function act on the CPU default generator, and so do the same methods called on
+``torch.default_generator`` or ``torch._C.default_generator`` directly. While jointgraph
+traces, the generator is replaced under all three names by a stand-in
+(``capture/generators.py``) that records each of them as one of the custom ops below
+instead of running it. At run time the op acts on the real generator, so it happens on
+every call, not once at trace time. The stand-in passed as ``generator=`` to a random op
+is the default generator again in the graph.
+
+A ``torch.Generator()`` created inside the function is refused: the graph would hold the
+one object made at trace time, whose state carries over from call to call. A generator
+made outside and passed in (or closed over) is a constant of the graph, and its draws
+happen at run time, as eager's; seeding it inside the function is not seen (its methods
+belong to a C type no mode intercepts) and would act at trace time only: seed it outside.
 
 Random ops (``native_dropout``, ``rand_like``, ``bernoulli``...) stay in the graph as
 they are and draw from the global generator when they run. The graph runs its nodes
@@ -25,13 +34,26 @@ reproducible, so nothing could check it.
 
 from __future__ import annotations
 
+import threading
+
 import torch
 import torch.fx
+
+_FOR_REAL = threading.local()   # an effect op's kernel is running: the tracer's stand-in must pass calls through
+
+
+def running_for_real() -> bool:
+    """An effect op below runs for real in this thread (a trace's stand-in generator must not record)."""
+    return getattr(_FOR_REAL, "on", False)
 
 
 @torch.library.custom_op("jointgraph::rng_manual_seed", mutates_args=())
 def rng_manual_seed(seed: int) -> None:
-    torch.manual_seed(seed)
+    _FOR_REAL.on = True   # torch.manual_seed also seeds the other devices' generators
+    try:
+        torch.manual_seed(seed)
+    finally:
+        _FOR_REAL.on = False
 
 
 @rng_manual_seed.register_fake
@@ -39,12 +61,15 @@ def _(seed: int) -> None:
     return None
 
 
-_STATE_BYTES = torch._C.default_generator.get_state().numel()   # the CPU generator's state, a fixed size
+# The CPU generator itself, taken before any trace puts its stand-in under torch._C.default_generator:
+# an op that runs for real while a trace is under way must not reach the stand-in (it would record itself).
+_GENERATOR = torch._C.default_generator
+_STATE_BYTES = _GENERATOR.get_state().numel()   # the CPU generator's state, a fixed size
 
 
 @torch.library.custom_op("jointgraph::rng_get_state", mutates_args=())
 def rng_get_state() -> torch.Tensor:
-    return torch._C.default_generator.get_state()   # the generator itself: never the tracer's stand-in
+    return _GENERATOR.get_state()
 
 
 @rng_get_state.register_fake
@@ -54,7 +79,7 @@ def _() -> torch.Tensor:
 
 @torch.library.custom_op("jointgraph::rng_set_state", mutates_args=())
 def rng_set_state(state: torch.Tensor) -> None:
-    torch._C.default_generator.set_state(state)
+    _GENERATOR.set_state(state)
 
 
 @rng_set_state.register_fake

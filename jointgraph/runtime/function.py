@@ -31,8 +31,10 @@ from torch.autograd.function import once_differentiable
 
 from ..capture.inputs import unflattener
 from ..capture.metadata import replay_views
+from ..ir.hook_ops import running_hooks
 from .aliasing import check_no_aliasing
 from .epilogue import apply_metadata_mutations, apply_mutations, check_leaf_mutation, check_view_of_leaf
+from .hook_calls import EntryHooks, HookCalls, inputs_needed, register_input_hooks, skipped_hooks
 
 _keep_graph = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", lambda: True)
 _top_hooks = torch._C._autograd._top_saved_tensors_default_hooks
@@ -79,12 +81,15 @@ class EntryLayout:
 class CompiledEntry:
     """A compiled forward (+ backward) and its precomputed call path."""
 
-    def __init__(self, forward: Callable, backward: Callable | None, layout: EntryLayout, plan=None):
+    def __init__(self, forward: Callable, backward: Callable | None, layout: EntryLayout, plan=None,
+                 hooks: EntryHooks | None = None):
         self.forward = forward
         self.backward = backward
         self.layout = layout
         self.plan = plan
-        self.function = _make_function(forward, backward, layout) if backward is not None else None
+        self.hooks = hooks   # Note [Hooks inside the function] in ir/hook_ops.py
+        self._input_hooks = hooks.prologue if hooks is not None else ()
+        self.function = _make_function(forward, backward, layout, hooks) if backward is not None else None
         self._mutation_check = bool(layout.mutated_inputs)
         # Note [Input mutations]: (input index, output index, record the copy in autograd)
         self._copies = tuple((i, layout.num_user_tensors + k, i in layout.mutated_with_grad, i in layout.keep_version)
@@ -116,6 +121,8 @@ class CompiledEntry:
             check_view_of_leaf(inputs, layout.written_with_grad)
         for i in layout.requires_grad_set:   # Note [Input mutations]: a prologue, as the user's call did
             inputs[i].requires_grad_()
+        if self._input_hooks:
+            register_input_hooks(inputs, self._input_hooks)
         # The trace applied the caller's autocast (its casts are nodes of the graph, and regions
         # the function disabled have none): the graph must run as traced, not be cast again.
         if _any_autocast():
@@ -278,7 +285,16 @@ class RaisesInBackward(torch.autograd.Function):
         raise type(error)(*error.args)
 
 
-def _make_function(forward: Callable, backward: Callable, layout: EntryLayout) -> type:
+def _zeros_for_absent(grads: tuple, positions: tuple, like: list) -> list:
+    """``grads`` with zeros where autograd passed None (what it does itself by default)."""
+    grads = list(grads)
+    for i, (shape, dtype, device) in zip(positions, like, strict=True):
+        if grads[i] is None:
+            grads[i] = torch.zeros(shape, dtype=dtype, device=device)
+    return grads
+
+
+def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, hooks: EntryHooks | None) -> type:
     n_user = layout.num_user_tensors
     n_fw_outs = n_user + len(layout.mutated_inputs)
     n_saved = layout.num_saved_tensors
@@ -294,6 +310,7 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout) -
     hooks_inlined = layout.hooks_inlined
     meta_mutated = frozenset(m[0] for m in layout.metadata_mutations)
     differentiable = tuple(k for k in range(n_fw_outs) if k not in non_diff)
+    reach = hooks.reach if hooks is not None else ()   # Note [Hooks eager does not reach]
 
     class CompiledStep(torch.autograd.Function):
         @staticmethod
@@ -323,6 +340,10 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout) -
             if non_diff:
                 outs = _detach_shared(outs, non_diff, differentiable)
                 ctx.mark_non_differentiable(*[outs[i] for i in non_diff])
+            if reach:   # absent gradients stay None: the hooks eager would not reach are skipped
+                ctx.set_materialize_grads(False)
+                ctx.tangent_like = [(outs[i].shape, outs[i].dtype, outs[i].device) for i in tangent_positions]
+                ctx.tensor_inputs = tuple(i for i, t in enumerate(inputs) if isinstance(t, torch.Tensor))
             return tuple(outs[:n_fw_outs])
 
         @staticmethod
@@ -361,11 +382,19 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout) -
                 ctx.stash = None
             args = [*ctx.sizes, *stash]
             del stash
+            if reach:
+                present = [grads[i] is not None for i in tangent_positions]
+                grads = _zeros_for_absent(grads, tangent_positions, ctx.tangent_like)
             for i in tangent_positions:
                 g = grads[i]
                 args.append(g if g.is_contiguous() else g.contiguous())
             del grads
-            result = backward(args)
+            if reach:
+                calls = HookCalls(hooks.fns, skipped_hooks(reach, present, inputs_needed(ctx, n_grads)))
+                with running_hooks(calls):
+                    result = backward(args)
+            else:
+                result = backward(args)
             if bw_mutated:
                 with torch.no_grad():
                     for target, value in zip(ctx.bw_targets, result[n_grads:], strict=True):
