@@ -1045,7 +1045,11 @@ def run(n: int, seed: int = 0, contenders: Sequence[Contender | str] = ("default
             summary.eager_raised += eager.error is not None
             for contender in chosen:
                 if program_seed % contender.every == 0:
-                    summary.record(program, contender.name, check(program, contender, eager))
+                    outcome = check(program, contender, eager)
+                    summary.record(program, contender.name, outcome)
+                    if progress and outcome.status in ("wrong", "crash"):   # as found: long runs show them early
+                        print(f"fuzz seed {program_seed} {contender.name}: {outcome.status}: {outcome.message[:200]}",
+                              file=sys.stderr, flush=True)
             advance(summary)
     summary.seconds = time.perf_counter() - start
     return summary
