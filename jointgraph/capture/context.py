@@ -119,29 +119,14 @@ class RefuseTraceTimeHooks(torch.overrides.TorchFunctionMode):
 
     A hook on an intermediate would run once, on fake tensors, while the backward is
     traced, and never again at run time (PyTorch's own aot_function does exactly
-    that). Until hooks are carried into the graph, they are refused. So is
-    ``requires_grad_()`` on an intermediate that does not require grad: it would make
-    it a new leaf at run time, which the graph cannot (an input's is a prologue).
+    that). Until hooks are carried into the graph, they are refused. (Leaves made inside
+    the function: Note [New leaves] in capture/leaves.py.)
     """
-
-    def __init__(self, inputs: list = ()):
-        super().__init__()
-        self.inputs = {id(t) for t in inputs}
 
     _REFUSED = {torch.Tensor.register_hook: "Tensor.register_hook", torch.Tensor.retain_grad: "Tensor.retain_grad",
                 torch.Tensor.register_post_accumulate_grad_hook: "Tensor.register_post_accumulate_grad_hook"}
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        if func is torch.Tensor.requires_grad_:
-            self._check_requires_grad(*args, **(kwargs or {}))
-        elif getattr(func, "__self__", None) is _REQUIRES_GRAD and getattr(func, "__name__", "") == "__set__":
-            self._check_requires_grad(*args)   # t.requires_grad = True
-        if (kwargs or {}).get("requires_grad") or func is torch.Tensor._make_subclass and len(args) > 2 and args[2]:
-            raise UnsupportedError("a tensor created inside the compiled function with requires_grad=True (or an "
-                                   "nn.Parameter made there) is not supported: it would be a new leaf at every call",
-                                   source=user_source_line(),
-                                   hint="create it outside and pass it in (or close over it), or pass "
-                                        'on_unsupported="eager"')
         name = self._REFUSED.get(func)
         if name is not None:
             raise UnsupportedError(f"{name} on a tensor inside the compiled function is not supported: the hook "
@@ -149,15 +134,6 @@ class RefuseTraceTimeHooks(torch.overrides.TorchFunctionMode):
                                    hint="register the hook outside the compiled function (on its inputs or "
                                         'outputs), or pass on_unsupported="eager"')
         return func(*args, **(kwargs or {}))
-
-    def _check_requires_grad(self, tensor, requires_grad: bool = True) -> None:
-        if not requires_grad or tensor.requires_grad or id(tensor) in self.inputs \
-                or id(tensor) in getattr(_AS_INPUTS, "ids", ()):
-            return
-        raise UnsupportedError("requires_grad_() on a tensor computed inside the compiled function (not an input) "
-                               "is not supported: it would become a new leaf at run time", source=user_source_line(),
-                               hint="call requires_grad_() on an input, or return the tensor and call it outside, "
-                                    'or pass on_unsupported="eager"')
 
 
 def geometry(t: torch.Tensor) -> tuple:

@@ -77,6 +77,8 @@ class JointGraph:
     backward_error: BaseException | None = None
     error_outputs: tuple[int, ...] = ()
     error_inputs: tuple[int, ...] = ()   # inputs whose recorded mutation leads to the error
+    # Note [New leaves] in capture/leaves.py: one NewLeaf per slot, the last inputs (role NEW_LEAF)
+    new_leaves: tuple = ()
 
     @property
     def graph(self) -> torch.fx.Graph:

@@ -30,6 +30,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from ..capture.inputs import unflattener
+from ..capture.leaves import make_slot
 from ..capture.metadata import replay_views
 from .aliasing import check_no_aliasing
 from .epilogue import apply_metadata_mutations, apply_mutations, check_leaf_mutation
@@ -71,6 +72,7 @@ class EntryLayout:
     # (error, user output positions, mutated inputs): Note [Errors in the backward]
     backward_error: tuple | None = None
     outputs_read_by_backward: tuple[int, ...] = ()   # user outputs to version-check in the backward
+    new_leaves: tuple = ()                      # Note [New leaves]: a slot made per call, after the inputs
 
 
 class CompiledEntry:
@@ -109,6 +111,8 @@ class CompiledEntry:
         if self._mutation_check:
             check_no_aliasing(inputs, layout.mutated_inputs)
             check_leaf_mutation(inputs, layout.mutated_with_grad)
+        if layout.new_leaves:   # after the aliasing check: a slot may share an input's storage
+            inputs = [*inputs, *[make_slot(leaf, inputs) for leaf in layout.new_leaves]]
         for i in layout.requires_grad_set:   # Note [Input mutations]: a prologue, as the user's call did
             inputs[i].requires_grad_()
         # The trace applied the caller's autocast (its casts are nodes of the graph, and regions
