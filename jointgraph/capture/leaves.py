@@ -186,7 +186,8 @@ def _describe(leaf: torch.Tensor, where: str | None, outs: list, inputs: list) -
             continue
         if out is leaf or out._base is leaf:
             returned = True
-        elif source is None or out.requires_grad:
+        elif source is None or leaf._base is not None and out.requires_grad:
+            # A fresh slot shares no storage; views of a leaf that is itself a view hang off its base.
             raise UnsupportedError("a leaf created inside the compiled function (requires_grad_(), "
                                    "requires_grad=True) shares its storage with another output: that aliasing "
                                    "is not supported", source=where,
