@@ -23,8 +23,13 @@ A leaf that shares an input's storage (``x.detach().requires_grad_()``, ``x.view
 on an input that does not require grad) gets a slot that is a detached alias of the caller's tensor
 with the leaf's geometry, so it shares storage as eager's does; its value needs no copy (writes to it
 are writes to the input). A returned view of a leaf is a view of the slot, so its gradient goes to the
-slot, never to the input. What cannot be expressed this way is refused by name: ``nn.Parameter(...)``
-made inside, a leaf with symbolic sizes, a leaf whose storage another output shares.
+slot, never to the input; ``nn.Parameter(t)`` made inside gets an ``nn.Parameter`` slot. Refused by name:
+a leaf with symbolic sizes (unless it is an input's ``detach()``, whose slot needs none), a fresh leaf whose
+storage another output shares (a slot shares none), and a leaf that is itself a view (``x.view(-1)``)
+whose storage a differentiable output shares (which of them derives from the leaf is not known).
+
+Under ``torch.compile``, Dynamo creates factory leaves itself and passes them in as graph inputs, and
+graph-breaks on ``requires_grad_()``, ``requires_grad = True`` and ``nn.Parameter``: it runs them eagerly.
 """
 
 from __future__ import annotations
