@@ -3,6 +3,8 @@ requires_grad=True, nn.Parameter(...), requires_grad_() and ``requires_grad = Tr
 Eager is the oracle: values, is_leaf, requires_grad, grad_fn, .grad of returned leaves, input grads;
 through aot_function and torch.compile, with every partitioner."""
 
+import shutil
+
 import pytest
 import torch
 
@@ -202,10 +204,18 @@ def _leaf_sharing_storage_with_an_output(x):
     return a, a.view(-1).requires_grad_()
 
 
+def _leaf_no_longer_requiring_grad(x):
+    w = torch.ones(4, requires_grad=True)
+    y = x * w
+    w.requires_grad_(False)
+    return y, w
+
+
 @pytest.mark.parametrize(("fn", "options", "message"), [
     (_leaf_sized_by_input, {"dynamic": True}, "symbolic sizes"),
     (_leaf_sharing_storage_with_an_output, {}, "shares its storage with another output"),
-], ids=["symbolic-sizes", "storage-shared-with-an-output"])
+    (_leaf_no_longer_requiring_grad, {}, r"requires_grad_\(False\)"),
+], ids=["symbolic-sizes", "storage-shared-with-an-output", "requires-grad-unset"])
 def test_leaves_that_cannot_be_compiled_are_refused_by_name(fn, options, message):
     compiled = jointgraph.aot_function(fn, **options)
     with pytest.raises(jointgraph.UnsupportedError, match=message) as refused:
@@ -219,3 +229,12 @@ def test_leaves_made_inside_load_from_the_cache(fn, tmp_path):
     for _ in range(2):   # compiled and stored, then loaded by a new compiled function
         _assert_same(_observe(jointgraph.aot_function(fn, cache=str(tmp_path)), _input(fn.__name__, True)), expected)
     assert "hit" in (tmp_path / "events.log").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
+                    reason="Inductor's CPU backend needs a C++ compiler")
+def test_leaves_made_inside_under_inductor():
+    """The slots are example inputs of Inductor's compile too."""
+    compiled = jointgraph.aot_function(two_leaves, fw_compiler="inductor", bw_compiler="inductor")
+    _assert_same(_observe(compiled, _input("two_leaves", True)), _observe(two_leaves, _input("two_leaves", True)))

@@ -182,6 +182,10 @@ class LeafSlots:
 
 def _describe(leaf: torch.Tensor, where: str | None, outs: list, inputs: list) -> NewLeaf:
     """The NewLeaf for ``leaf``; refuses what Note [New leaves] cannot express."""
+    if not leaf.requires_grad:   # the slot would still require grad, and return it
+        raise UnsupportedError("requires_grad_(False) on a leaf created inside the compiled function is not "
+                               "supported", source=where,
+                               hint='create it without requires_grad, or pass on_unsupported="eager"')
     storage = StorageWeakRef(leaf.untyped_storage())
     source = next((i for i, t in enumerate(inputs) if isinstance(t, torch.Tensor)
                    and StorageWeakRef(t.untyped_storage()) == storage), None)
