@@ -149,6 +149,18 @@ _EAGER_BACKWARD_ERRORS = ("modified by an inplace operation", "unsupported opera
                           "has been modified inplace")
 
 
+def _refuse_stale_view_geometry(exc: RuntimeError, infos: list[InputInfo]) -> None:
+    """A view taken from an input that requires grad before the function changed the input's metadata
+    (``t1 = b.t(); b.t_()``) gets, under functionalization, a backward that returns the gradient in the
+    wrong shape; eager's does not. Refused rather than raise an error eager does not raise."""
+    if "returned an invalid gradient" in str(exc) and any(info.new_metadata is not None for info in infos):
+        raise UnsupportedError("a view of an input taken before the function changed that input's metadata "
+                               "(t_(), as_strided_(), unsqueeze_(), ...) cannot be differentiated: traced, "
+                               f"its backward gives a gradient of the wrong shape ({str(exc).splitlines()[0]})",
+                               hint="take the view after the metadata change, change a view instead "
+                                    '(x = x.t()), or pass on_unsupported="eager"') from exc
+
+
 class BackwardRaises(Exception):
     """The traced backward raised ``error`` (eager raises it when its backward runs), for the
     differentiable user outputs ``outputs`` and the inputs ``inputs`` whose mutation autograd records."""
@@ -200,6 +212,7 @@ def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], f
                 try:
                     got = torch.autograd.grad(diff_outs, wrt, grad_outputs=f_tangents, allow_unused=True)
                 except RuntimeError as exc:   # a saved value modified in place, ...: eager raises at backward
+                    _refuse_stale_view_geometry(exc, meta.inputs)
                     if type(exc) is not RuntimeError or not any(m in str(exc) for m in _EAGER_BACKWARD_ERRORS):
                         raise   # a tracer's own limit (data-dependent op, ...), not an error eager's backward raises
                     raise BackwardRaises(exc, tuple(diff_out_idx), tuple(recorded_idx)) from exc
