@@ -85,7 +85,7 @@ def slot_examples(leaves: tuple, fakes: list) -> list:
         return [make_slot(leaf, fakes) for leaf in leaves]
 
 
-_PARAMETER_REFUSED = ("an nn.Parameter made inside the compiled function from a tensor that is not traced is "
+_PARAMETER_REFUSED = ("an nn.Parameter made inside the compiled function from a tensor it did not compute is "
                       "not supported")
 
 

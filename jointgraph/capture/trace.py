@@ -114,7 +114,8 @@ def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fak
 
     Expects: ``fake_args`` are fake tensors of ``fake_mode`` (leaves with the
     caller's ``requires_grad``) or symbolic ints; ``flat_fn`` returns a flat list.
-    Guarantees: a functional ATen graph whose placeholders are the inputs then one
+    Guarantees: a functional ATen graph whose placeholders are the inputs, one slot per
+    leaf the function creates (Note [New leaves]: ``JointGraph.new_leaves``), then one
     tangent per differentiable output, and whose outputs are the user tensors, the
     new values of mutated inputs, then one gradient (or None) per input; roles on
     every placeholder and on the output node. ``decompositions`` (an op -> function table,

@@ -61,7 +61,8 @@ class OutputInfo:
 class JointGraph:
     """A functional ATen graph of forward (+ backward) with typed roles.
 
-    Placeholders: inputs (roles PRIMAL / PARAMETER / BUFFER / SIZE), then TANGENTs.
+    Placeholders: inputs (roles PRIMAL / PARAMETER / BUFFER / SIZE / CAPTURED), NEW_LEAF
+    slots (Note [New leaves]), then TANGENTs.
     Outputs: USER_OUTPUT tensors, MUTATED_INPUT values, then GRADIENTs (None where
     an input needs none).
     """
