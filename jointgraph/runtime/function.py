@@ -17,6 +17,8 @@ user can reach (inputs) record their version and are checked in the backward,
 as eager's saved-variable check does; so do user outputs the backward reads (held
 weakly: modifying one, or a view of it, in place before the backward raises, as in eager).
 Double backward raises (the backward is ``once_differentiable``): a wrong second-order gradient is never returned.
+Leaves the function creates are slots the call makes after the aliasing check, extra inputs of the
+autograd.Function that receive its gradients (Note [New leaves] in capture/leaves.py).
 """
 
 from __future__ import annotations
