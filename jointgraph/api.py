@@ -21,6 +21,7 @@ from . import cache
 from .capture.captured import CapturedSources, lift_captured
 from .capture.guards import ambient_state
 from .capture.inputs import FlatSignature, fakeify
+from .capture.leaves import slot_examples
 from .capture.symbolic import output_entry
 from .capture.trace import trace_joint
 from .hooks import apply_policy, check_policy, user_hook_codecs
@@ -210,7 +211,8 @@ def compile_entry(plan: Plan, joint, graphs: SplitGraphs | None, options: Compil
     # Read off the backward graph before a graph compiler rewrites it (Note [Hooks eager does not reach]).
     hooks = entry_hooks(joint.hooks, plan.backward) if joint is not None else None
     start = time.perf_counter()
-    forward = compile_graph(plan.forward, fakes, options.fw_compiler, boxed=False)
+    examples = [*fakes, *slot_examples(layout.new_leaves, fakes)]   # Note [New leaves]
+    forward = compile_graph(plan.forward, examples, options.fw_compiler, boxed=False)
     backward = None
     if plan.backward is not None:
         bw_examples = [n.meta.get("val") for n in plan.backward.graph.nodes if n.op == "placeholder"]
@@ -297,6 +299,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         backward_error=(joint.backward_error, joint.error_outputs, joint.error_inputs)
         if joint.backward_error is not None else None,
         output_plan=tuple(plan_entries),
+        new_leaves=joint.new_leaves,
         out_spec=out_spec,
         signature=signature,
     )

@@ -324,7 +324,7 @@ def test_outputs_modified_in_place_must_raise_where_eager_does():
 
 # Known failures of jointgraph under the issue-12 writers ((seed, contender) -> oracle key), reported in
 # issue 12's closing note; a seed that starts passing fails the test, so the list only shrinks.
-KNOWN_SEMANTICS12: dict[tuple[int, str], str] = {}
+KNOWN_SEMANTICS12: dict[tuple[int, str], str] = {}   # 1212 (a view taken before as_strided_): now refused
 SEMANTICS12_SEEDS = range(1200, 1240)
 
 

@@ -217,6 +217,15 @@ SCENARIOS = {
     "requires_grad_of_view_input_then_write_older_view": (
         "def f(a):\n    t0 = a[0]\n    a.requires_grad_()\n    t0[::2].sin_()\n    return a[0] * 2",
         "base = torch.randn(2, 4)\nx = base.t()\nx,"),
+    # leaves made inside the function (Note [New leaves] in capture/leaves.py)
+    "requires_grad_of_intermediate": ("def f(a):\n    t = a * 2\n    t.requires_grad_()\n    return t.sum()",
+                                      "a = torch.randn(3)\na,"),
+    "leaf_made_inside": ("def f(x):\n    w = torch.ones(3, requires_grad=True)\n    return x * w",
+                         "x = torch.randn(3)\nx,"),
+    "requires_grad_attribute_of_intermediate": ("def f(x):\n    w = x * 2\n    w.requires_grad = True\n"
+                                                "    return x * w", "x = torch.randn(3)\nx,"),
+    "parameter_made_inside": ("def f(x):\n    w = torch.nn.Parameter(x * 2)\n    return x * w",
+                              "x = torch.randn(3)\nx,"),
 }
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.
@@ -235,8 +244,6 @@ REFUSED = {
                                  "a = torch.randn(3, requires_grad=True)\na,"),
     "as_strided_after_write": ("def f(a):\n    a.mul_(2.)\n    a.as_strided_((2,), (1,))\n    return a * 1",
                                "base = torch.randn(7, 2)\na = base[2:6]\na,"),
-    "requires_grad_of_intermediate": ("def f(a):\n    t = a * 2\n    t.requires_grad_()\n    return t.sum()",
-                                      "a = torch.randn(3)\na,"),
     "assign_data_of_intermediate": ("def f(a):\n    t = a.tanh()\n    t.data = t.data * 2\n    return a * t",
                                     "a = torch.randn(3)\na,"),
     "read_through_a_transposed_view_it_writes": ("def f(a):\n    a.data.t().mul_(a)\n    return a.sum()",
@@ -245,13 +252,10 @@ REFUSED = {
                               "a = torch.randn(3)\nb = torch.randn(2, 2)\na, b"),
     "return_after_set_": ("def f(a, b):\n    t = b.select(0, -1)\n    t.set_(a)\n    return t",
                           "a = torch.randn(3)\nb = torch.randn(2, 3)\na, b"),
-    "leaf_made_inside": ("def f(x):\n    w = torch.ones(3, requires_grad=True)\n    return x * w",
-                         "x = torch.randn(3)\nx,"),
-    "parameter_made_inside": ("def f(x):\n    w = torch.nn.Parameter(x * 2)\n    return x * w",
-                              "x = torch.randn(3)\nx,"),
-    "requires_grad_attribute_of_intermediate": ("def f(x):\n    w = x * 2\n    w.requires_grad = True\n"
-                                                "    return x * w", "x = torch.randn(3)\nx,"),
     "assign_data": ("def f(x):\n    x.data = x.data * 2\n    return x + 1", "x = torch.randn(3)\nx,"),
+    # functionalization gives the earlier view's backward the input's new geometry
+    "view_taken_before_t_": ("def f(b):\n    t1 = b.t()\n    b.t_()\n    return t1.sum()",
+                             "leaf = torch.randn(4, 2, requires_grad=True)\nb = leaf.clone()\nb,"),
 }
 
 

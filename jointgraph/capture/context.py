@@ -16,7 +16,7 @@ from torch._subclasses.fake_tensor import (
 )
 from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
 
-from ..errors import UnsupportedError, source_from_traceback, user_source_line
+from ..errors import UnsupportedError, source_from_traceback
 
 try:  # the name moved between releases
     from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode as _DataDependentGuard
@@ -150,40 +150,6 @@ def treated_as_inputs(tensors: list):
 
 
 _REQUIRES_GRAD = torch._C.TensorBase.__dict__["requires_grad"]   # the descriptor of `t.requires_grad = ...`
-
-
-class RefuseTraceTimeHooks(torch.overrides.TorchFunctionMode):
-    """Refuse what would happen at trace time only: ``requires_grad_()`` on an intermediate
-    that does not require grad would make it a new leaf at run time, which the graph cannot
-    (an input's is a prologue). Autograd hooks registered inside the function are carried
-    into the graph instead (``hooks_inside.py``, Note [Hooks inside the function]).
-    """
-
-    def __init__(self, inputs: list = ()):
-        super().__init__()
-        self.inputs = {id(t) for t in inputs}
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if func is torch.Tensor.requires_grad_:
-            self._check_requires_grad(*args, **(kwargs or {}))
-        elif getattr(func, "__self__", None) is _REQUIRES_GRAD and getattr(func, "__name__", "") == "__set__":
-            self._check_requires_grad(*args)   # t.requires_grad = True
-        if (kwargs or {}).get("requires_grad") or func is torch.Tensor._make_subclass and len(args) > 2 and args[2]:
-            raise UnsupportedError("a tensor created inside the compiled function with requires_grad=True (or an "
-                                   "nn.Parameter made there) is not supported: it would be a new leaf at every call",
-                                   source=user_source_line(),
-                                   hint="create it outside and pass it in (or close over it), or pass "
-                                        'on_unsupported="eager"')
-        return func(*args, **(kwargs or {}))
-
-    def _check_requires_grad(self, tensor, requires_grad: bool = True) -> None:
-        if not requires_grad or tensor.requires_grad or id(tensor) in self.inputs \
-                or id(tensor) in getattr(_AS_INPUTS, "ids", ()):
-            return
-        raise UnsupportedError("requires_grad_() on a tensor computed inside the compiled function (not an input) "
-                               "is not supported: it would become a new leaf at run time", source=user_source_line(),
-                               hint="call requires_grad_() on an input, or return the tensor and call it outside, "
-                                    'or pass on_unsupported="eager"')
 
 
 def geometry(t: torch.Tensor) -> tuple:

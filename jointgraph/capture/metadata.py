@@ -55,7 +55,6 @@ from ..errors import UnsupportedError
 from ..ir import InputInfo, OutputInfo, Role
 from .context import (
     JointFunctionalMode,
-    RefuseTraceTimeHooks,
     clone_as_is,
     extent,
     from_fun,
@@ -84,16 +83,18 @@ class TraceMetadata:
 
 def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode,
                      *, with_backward: bool, non_leaf: frozenset[int] = frozenset(),
-                     as_views: frozenset[int] = frozenset(), uncloned: frozenset[int] = frozenset()) -> TraceMetadata:
+                     as_views: frozenset[int] = frozenset(), uncloned: frozenset[int] = frozenset(),
+                     leaves=None) -> TraceMetadata:
     """Run ``flat_fn`` once on functional fakes; record mutations, aliasing and grad-requiring outputs.
 
     Inputs in ``non_leaf`` (the caller's tensor requires grad and is not a leaf) are
     cloned first, so an in-place op on them is legal, as it is in eager. Inputs in
-    ``as_views`` are passed as views (see ``_outputs_after_requires_grad``).
+    ``as_views`` are passed as views (see ``_outputs_after_requires_grad``). ``leaves``: the
+    LeafSlots that ``flat_fn`` is, once it has slots (Note [New leaves]).
     """
     try:
         return _collect(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, non_leaf=non_leaf,
-                        as_views=as_views, uncloned=uncloned)
+                        as_views=as_views, uncloned=uncloned, leaves=leaves)
     except RuntimeError as exc:
         views = frozenset(i for i, a in enumerate(fake_args) if isinstance(a, torch.Tensor) and a._base is not None
                           and not a.requires_grad) - as_views
@@ -102,11 +103,12 @@ def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...]
     # ``x.requires_grad_()`` on an input that is the caller's view, then an in-place op on a view of
     # ``x`` taken before: in eager that view hangs off the caller's base, which does not require grad.
     return collect_metadata(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, non_leaf=non_leaf,
-                            as_views=as_views | views, uncloned=uncloned)
+                            as_views=as_views | views, uncloned=uncloned, leaves=leaves)
 
 
 def _collect(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode, *, with_backward: bool,
-             non_leaf: frozenset[int], as_views: frozenset[int], uncloned: frozenset[int]) -> TraceMetadata:
+             non_leaf: frozenset[int], as_views: frozenset[int], uncloned: frozenset[int],
+             leaves) -> TraceMetadata:
     with translate_errors(), rng_state_as_effects(), fake_mode:
         with JointFunctionalMode():
             f_args = [to_fun_input(a, leaf=i not in non_leaf) for i, a in enumerate(fake_args)]
@@ -117,7 +119,7 @@ def _collect(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_m
                          for i, a in enumerate(f_args)]
             tensors = [a for a in call_args if isinstance(a, torch.Tensor)]
             checks.track(tensors)   # `x.data = y` on an input is refused like one on an intermediate
-            with grad_context(with_backward), RefuseTraceTimeHooks(call_args), MetaFallbacks(), checks, \
+            with grad_context(with_backward), MetaFallbacks(), checks, \
                     HooksInside(call_args, HookTable()), GeneratorArgs():
                 grad_fns = [a.grad_fn if isinstance(a, torch.Tensor) else None for a in call_args]
                 writes = [_write_count(a) for a in call_args]   # clone_as_is writes its copy once
@@ -152,7 +154,7 @@ def _collect(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_m
                                            "storage it aliases is not tracked",
                                            hint='return a new tensor instead, or pass on_unsupported="eager"')
                 info = _output_view_info(out, flat_outs, outputs, with_backward) or \
-                    _output_info(out, call_args, input_storages, with_backward)
+                    _output_info(out, call_args, input_storages, with_backward, leaves)
                 if info.kind == "input_view" and checks.written_since_made(out):
                     info = dataclasses.replace(info, made_before_write=True)
                 outputs.append(info)
@@ -169,22 +171,23 @@ def _collect(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_m
         # does not write needs no copy (the joint trace takes an alias where it changes the input's
         # metadata), and a second run classifies its outputs on the input itself.
         return collect_metadata(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, non_leaf=non_leaf,
-                                as_views=as_views, uncloned=uncloned | overlapping)
+                                as_views=as_views, uncloned=uncloned | overlapping, leaves=leaves)
     views = frozenset(i for i, info in enumerate(inputs) if info.requires_grad_set and fake_args[i]._base is not None)
     if views and not as_views and with_backward:
-        return _outputs_after_requires_grad(flat_fn, fake_args, roles, fake_mode, inputs, non_leaf, views, uncloned)
+        return _outputs_after_requires_grad(flat_fn, fake_args, roles, fake_mode, inputs, non_leaf, views, uncloned,
+                                            leaves)
     return TraceMetadata(inputs, outputs, tangents, as_views)
 
 
 def _outputs_after_requires_grad(flat_fn, fake_args, roles, fake_mode, inputs, non_leaf, views,
-                                 uncloned) -> TraceMetadata:
+                                 uncloned, leaves) -> TraceMetadata:
     """``x.requires_grad_()`` inside the function on an input that is a view of another tensor (the
     caller's ``base[1:3]``): in eager, views of ``x`` taken before the call hang off the caller's base,
     which does not require grad, so values computed from them do not either. The functional input
     is a base of its own, whose views would follow it; a second run passes such inputs as views,
     for the outputs' ``requires_grad`` (the first run's input analysis stands)."""
     again = collect_metadata(flat_fn, fake_args, roles, fake_mode, with_backward=True, non_leaf=non_leaf,
-                             as_views=views, uncloned=uncloned)
+                             as_views=views, uncloned=uncloned, leaves=leaves)
     return TraceMetadata(inputs, again.outputs, again.tangent_examples, views)
 
 
@@ -387,12 +390,17 @@ def _from_custom_function(out) -> bool:
     return isinstance(grad_fn, torch.autograd.function.BackwardCFunction) or type(grad_fn).__name__ == "CppFunction"
 
 
-def _output_info(out, f_args: list, input_storages: dict, with_backward: bool) -> OutputInfo:
+def _output_info(out, f_args: list, input_storages: dict, with_backward: bool, leaves=None) -> OutputInfo:
     if not isinstance(out, torch.Tensor):
         return OutputInfo(kind="constant", constant=out)
     for i, f in enumerate(f_args):
         if out is f:
             return OutputInfo(kind="input", requires_grad=f.requires_grad, input_index=i)
+    slot = leaves.slot_of_view(out) if leaves is not None else None
+    if slot is not None:   # Note [New leaves]: a view of a leaf made inside is a view of its slot
+        requires_grad = bool(out.requires_grad)
+        return OutputInfo(kind="input_view", requires_grad=requires_grad, input_index=slot,
+                          view_meta=_view_meta(out, requires_grad))
     base = input_storages.get(StorageWeakRef(out.untyped_storage()))
     if base is not None and not (with_backward and _from_custom_function(out)):
         # A view of an input is regenerated from the caller's tensor; a custom Function's output

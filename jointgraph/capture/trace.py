@@ -50,6 +50,7 @@ from .fallbacks import MetaFallbacks
 from .generators import GeneratorArgs, rng_state_as_effects
 from .hooks_inside import HooksInside, HookTable
 from .inplace import EagerInPlaceChecks
+from .leaves import LeafSlots, slot_examples
 from .metadata import collect_metadata, restore_storage_bytes, returned, storage_sizes
 from .scopes import module_scopes
 
@@ -115,21 +116,34 @@ def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fak
 
     Expects: ``fake_args`` are fake tensors of ``fake_mode`` (leaves with the
     caller's ``requires_grad``) or symbolic ints; ``flat_fn`` returns a flat list.
-    Guarantees: a functional ATen graph whose placeholders are the inputs then one
+    Guarantees: a functional ATen graph whose placeholders are the inputs, one slot per
+    leaf the function creates (Note [New leaves]: ``JointGraph.new_leaves``), then one
     tangent per differentiable output, and whose outputs are the user tensors, the
     new values of mutated inputs, then one gradient (or None) per input; roles on
     every placeholder and on the output node. ``decompositions`` (an op -> function table,
     e.g. the one Inductor expects) decomposes the ops it names while tracing.
     """
     with compiling():
+        leaves = LeafSlots(flat_fn, len(fake_args))   # Note [New leaves] in capture/leaves.py
+        meta = collect_metadata(leaves, fake_args, roles, fake_mode, with_backward=with_backward, non_leaf=non_leaf)
+        if leaves.found:
+            fake_args, roles, names = _with_slots(leaves, fake_args, roles, names)
+            meta = None
         try:
-            return _trace_joint(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, names=names,
-                                non_leaf=non_leaf, decompositions=decompositions)
+            return _trace_joint(leaves, fake_args, roles, fake_mode, with_backward=with_backward, names=names,
+                                non_leaf=non_leaf, decompositions=decompositions, meta=meta)
         except BackwardRaises as raised:   # Note [Errors in the backward] in runtime/function.py
             error, outputs, inputs = raised.error, raised.outputs, raised.inputs
-        joint = _trace_joint(flat_fn, fake_args, roles, fake_mode, with_backward=False, names=names,
+        joint = _trace_joint(leaves, fake_args, roles, fake_mode, with_backward=False, names=names,
                              non_leaf=non_leaf, decompositions=decompositions)
     return dataclasses.replace(joint, backward_error=error, error_outputs=outputs, error_inputs=inputs)
+
+
+def _with_slots(leaves: LeafSlots, fake_args: list, roles: tuple[Role, ...], names: list[str] | None):
+    """The inputs, roles and names with one slot per new leaf appended (Note [New leaves])."""
+    slots = slot_examples(leaves.found, fake_args)
+    names = [*names, *(f"new_leaf_{k}" for k in range(len(slots)))] if names else None
+    return [*fake_args, *slots], (*roles, *[Role.NEW_LEAF] * len(slots)), names
 
 
 # Errors eager's autograd raises when its backward runs: a saved value modified in place since, and
@@ -159,10 +173,12 @@ def _differentiable_outputs(outputs: list) -> tuple[int, ...]:
         o.kind == "tensor" or o.kind == "output_view" and outputs[o.input_index].kind == "tensor"))
 
 
-def _trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode,
+def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_mode,
                  *, with_backward: bool, names: list[str] | None, non_leaf: frozenset[int],
-                 decompositions: dict | None = None) -> JointGraph:
-    meta = collect_metadata(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, non_leaf=non_leaf)
+                 decompositions: dict | None = None, meta=None) -> JointGraph:
+    if meta is None:
+        meta = collect_metadata(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward,
+                                non_leaf=non_leaf, leaves=flat_fn if flat_fn.found else None)
     tensor_out_idx = [i for i, o in enumerate(meta.outputs) if o.kind == "tensor"]
     diff_out_idx = [i for i in tensor_out_idx if meta.outputs[i].requires_grad]
     mutated_idx = [i for i, info in enumerate(meta.inputs) if info.mutates_data]
@@ -193,7 +209,8 @@ def _trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fa
         if has_backward:
             f_tangents = [to_fun(t) for t in args[num_inputs:]]
             diff_outs = [outs[i] for i in diff_out_idx] + [call_inputs[i] for i in recorded_idx]
-            wrt = [call_inputs[i] if i in meta.as_views else f_inputs[i] for i in grad_idx]
+            wrt = [call_inputs[i] if i in meta.as_views else flat_fn.wrt(f_inputs[i])   # a slot's is its leaf
+                   for i in grad_idx]   # (Note [New leaves])
         mutated = [from_fun(call_inputs[i]) for i in mutated_idx]
         if has_backward:
             before = _mutation_counters(f_inputs)
@@ -252,7 +269,8 @@ def _trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fa
     gm = lazy_graph_module(gm, gm.graph)   # passes rewrite it; its code is generated only if printed
     inputs = [dataclasses.replace(info, mutated_in_backward=i in bw_mutated) for i, info in enumerate(meta.inputs)]
     return JointGraph(gm=gm, inputs=inputs, outputs=meta.outputs, out_spec=None,
-                      has_backward=has_backward, fake_mode=fake_mode, hooks=hooks)
+                      has_backward=has_backward, fake_mode=fake_mode, hooks=hooks,
+                      new_leaves=flat_fn.found)
 
 
 def _remove_effect_tokens(gm: torch.fx.GraphModule, *, num_placeholders: int) -> None:

@@ -63,7 +63,8 @@ class OutputInfo:
 class JointGraph:
     """A functional ATen graph of forward (+ backward) with typed roles.
 
-    Placeholders: inputs (roles PRIMAL / PARAMETER / BUFFER / SIZE), then TANGENTs.
+    Placeholders: inputs (roles PRIMAL / PARAMETER / BUFFER / SIZE / CAPTURED), NEW_LEAF
+    slots (Note [New leaves]), then TANGENTs.
     Outputs: USER_OUTPUT tensors, MUTATED_INPUT values, then GRADIENTs (None where
     an input needs none).
     """
@@ -80,6 +81,8 @@ class JointGraph:
     error_outputs: tuple[int, ...] = ()
     error_inputs: tuple[int, ...] = ()   # inputs whose recorded mutation leads to the error
     hooks: Any = None   # the HookTable of hooks registered inside (Note [Hooks inside the function])
+    # Note [New leaves] in capture/leaves.py: one NewLeaf per slot, the last inputs (role NEW_LEAF)
+    new_leaves: tuple = ()
 
     @property
     def graph(self) -> torch.fx.Graph:

@@ -19,6 +19,7 @@ class Role(enum.Enum):
     BUFFER = "buffer"              # a registered buffer of the compiled module
     CAPTURED = "captured"          # a tensor read from a closure, global or module (Note [Captured tensors])
     SIZE = "size"                  # a symbolic size passed as an int (Dynamo graphs)
+    NEW_LEAF = "new_leaf"          # a leaf the function creates, made by the runtime per call (Note [New leaves])
     TANGENT = "tangent"            # incoming gradient of a differentiable output
     # outputs
     USER_OUTPUT = "user_output"    # a tensor the user's function returned
@@ -31,7 +32,7 @@ class Role(enum.Enum):
 
     @property
     def is_input_value(self) -> bool:
-        return self in (Role.PRIMAL, Role.PARAMETER, Role.BUFFER, Role.CAPTURED, Role.SIZE)
+        return self in (Role.PRIMAL, Role.PARAMETER, Role.BUFFER, Role.CAPTURED, Role.SIZE, Role.NEW_LEAF)
 
 
 class Decision(enum.Enum):

@@ -17,6 +17,8 @@ user can reach (inputs) record their version and are checked in the backward,
 as eager's saved-variable check does; so do user outputs the backward reads (held
 weakly: modifying one, or a view of it, in place before the backward raises, as in eager).
 Double backward raises (the backward is ``once_differentiable``): a wrong second-order gradient is never returned.
+Leaves the function creates are slots the call makes after the aliasing check, extra inputs of the
+autograd.Function that receive its gradients (Note [New leaves] in capture/leaves.py).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from ..capture.inputs import unflattener
+from ..capture.leaves import make_slot
 from ..capture.metadata import replay_views
 from ..ir.hook_ops import running_hooks
 from .aliasing import check_no_aliasing
@@ -76,6 +79,7 @@ class EntryLayout:
     # (error, user output positions, mutated inputs): Note [Errors in the backward]
     backward_error: tuple | None = None
     outputs_read_by_backward: tuple[int, ...] = ()   # user outputs to version-check in the backward
+    new_leaves: tuple = ()                      # Note [New leaves]: a slot made per call, after the inputs
 
 
 class CompiledEntry:
@@ -119,6 +123,8 @@ class CompiledEntry:
             check_leaf_mutation(inputs, layout.mutated_with_grad)
         if layout.written_with_grad and torch.is_grad_enabled():
             check_view_of_leaf(inputs, layout.written_with_grad)
+        if layout.new_leaves:   # after the aliasing check: a slot may share an input's storage
+            inputs = [*inputs, *[make_slot(leaf, inputs) for leaf in layout.new_leaves]]
         for i in layout.requires_grad_set:   # Note [Input mutations]: a prologue, as the user's call did
             inputs[i].requires_grad_()
         if self._input_hooks:

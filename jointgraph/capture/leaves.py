@@ -1,0 +1,220 @@
+"""Leaves the compiled function creates: factories with ``requires_grad=True``, ``requires_grad_()``
+or ``t.requires_grad = True`` on a tensor computed inside.
+
+Note [New leaves]
+-----------------
+In eager, ``w = torch.ones(3, requires_grad=True)`` or ``v = x.detach().requires_grad_()`` makes a
+new leaf at every call: outputs computed from it require grad (even when no input does), their
+backward accumulates into ``w.grad``, and a returned leaf is that very object (``is_leaf``,
+``grad_fn is None``, its ``.grad`` filled by a backward through the other outputs).
+
+A graph cannot create autograd leaves, so each new leaf becomes a *slot*: an extra graph input
+(role ``NEW_LEAF``) that the runtime creates at every call, as a leaf that requires grad. The
+tracer runs the user's function through ``LeafSlots``, which finds the leaves as they are made
+(``LeafBinder``, a TorchFunctionMode), then:
+
+* writes the leaf's final value into its slot under ``no_grad`` (a mutation hidden from autograd,
+  copied into the slot by the epilogue) when the leaf or a view of it is returned;
+* returns the slot where the function returns the leaf, so the caller gets the slot object;
+* has the joint take the gradient with respect to the leaf as the slot's gradient, so autograd
+  accumulates it into ``slot.grad`` through the compiled Function's backward.
+
+A leaf that shares an input's storage (``x.detach().requires_grad_()``, ``x.view(-1).requires_grad_()``
+on an input that does not require grad) gets a slot that is a detached alias of the caller's tensor
+with the leaf's geometry, so it shares storage as eager's does; its value needs no copy (writes to it
+are writes to the input). A returned view of a leaf is a view of the slot, so its gradient goes to the
+slot, never to the input; ``nn.Parameter(t)`` made inside gets an ``nn.Parameter`` slot. Refused by name:
+a leaf with symbolic sizes (unless it is an input's ``detach()``, whose slot needs none), a fresh leaf whose
+storage another output shares (a slot shares none), and a leaf that is itself a view (``x.view(-1)``)
+whose storage a differentiable output shares (which of them derives from the leaf is not known).
+
+Under ``torch.compile``, Dynamo creates factory leaves itself and passes them in as graph inputs, and
+graph-breaks on ``requires_grad_()``, ``requires_grad = True`` and ``nn.Parameter``: it runs them eagerly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import torch
+from torch.multiprocessing.reductions import StorageWeakRef
+
+from ..errors import UnsupportedError, user_source_line
+from .context import _AS_INPUTS, _REQUIRES_GRAD, extent, geometry, static
+
+
+@dataclasses.dataclass(frozen=True)
+class NewLeaf:
+    """How the runtime makes one slot (Note [New leaves]): a fresh tensor, or a detached alias of
+    graph input ``source`` (the whole tensor when ``geometry`` is None)."""
+
+    geometry: tuple | None      # (size, stride, storage offset); None: the source's own
+    dtype: torch.dtype
+    device: torch.device
+    source: int | None = None   # graph input whose storage the leaf shares
+    written: bool = False       # the graph writes the leaf's value into the slot (returned, fresh)
+    parameter: bool = False     # made by nn.Parameter(...): the slot is an nn.Parameter too
+
+
+def make_slot(leaf: NewLeaf, inputs: list) -> torch.Tensor:
+    """A new leaf that requires grad, as Note [New leaves] describes."""
+    with torch.no_grad():
+        if leaf.source is not None:
+            base = inputs[leaf.source]
+            slot = base if leaf.geometry is None else base.as_strided(*leaf.geometry)
+        else:
+            size, stride, offset = leaf.geometry
+            if offset == 0:
+                slot = torch.empty_strided(size, stride, dtype=leaf.dtype, device=leaf.device)
+            else:
+                storage = torch.empty(extent(size, stride, offset) if all(size) else 0, dtype=leaf.dtype,
+                                      device=leaf.device)
+                slot = storage.as_strided(size, stride, offset)
+    slot = slot.detach()
+    return torch.nn.Parameter(slot) if leaf.parameter else slot.requires_grad_()
+
+
+def slot_examples(leaves: tuple, fakes: list) -> list:
+    """Fake example inputs for the slots, for the graph compilers."""
+    if not leaves or not fakes:
+        return []
+    from torch._guards import detect_fake_mode
+
+    with detect_fake_mode(fakes) or torch._subclasses.fake_tensor.FakeTensorMode():
+        return [make_slot(leaf, fakes) for leaf in leaves]
+
+
+_PARAMETER_REFUSED = ("an nn.Parameter made inside the compiled function from a tensor it did not compute is "
+                      "not supported")
+
+
+class LeafBinder(torch.overrides.TorchFunctionMode):
+    """Records the leaves the function creates, in order (``leaves``); leaves other calls alone."""
+
+    def __init__(self, inputs: list):
+        super().__init__()
+        self.inputs = {id(t) for t in inputs if isinstance(t, torch.Tensor)}
+        self.leaves: list[torch.Tensor] = []
+        self.sources: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.Tensor._make_subclass and len(args) > 2 and args[2]:
+            raise UnsupportedError(_PARAMETER_REFUSED, source=user_source_line(),
+                                   hint='create it outside and pass it in (or close over it), or pass '
+                                        'on_unsupported="eager"')
+        if func is torch.Tensor.requires_grad_:
+            tensor, wanted = _requires_grad_args(*args, **kwargs)
+            if self._new_leaf(tensor, wanted):
+                return self._bind(tensor)
+        elif getattr(func, "__self__", None) is _REQUIRES_GRAD and getattr(func, "__name__", "") == "__set__":
+            tensor, wanted = args[0], args[1]   # t.requires_grad = True
+            if self._new_leaf(tensor, wanted):
+                self._bind(tensor)
+                return None
+        elif kwargs.get("requires_grad"):   # a factory: torch.ones(3, requires_grad=True), x.new_zeros(...)
+            made = func(*args, **{k: v for k, v in kwargs.items() if k != "requires_grad"})
+            return self._bind(made) if self._new_leaf(made, True) else made
+        return func(*args, **kwargs)
+
+    def _new_leaf(self, tensor, wanted) -> bool:
+        return bool(wanted) and isinstance(tensor, torch.Tensor) and not tensor.requires_grad \
+            and id(tensor) not in self.inputs and id(tensor) not in getattr(_AS_INPUTS, "ids", ())
+
+    def _bind(self, tensor: torch.Tensor) -> torch.Tensor:
+        with torch._C.DisableTorchFunction():
+            tensor.requires_grad_()
+        self.leaves.append(tensor)
+        self.sources.append(user_source_line())
+        return tensor
+
+
+def _requires_grad_args(tensor, requires_grad: bool = True):
+    return tensor, requires_grad
+
+
+class LeafSlots:
+    """The user's flat function with one slot input per new leaf after its own inputs (Note [New
+    leaves]). Called with no slots, it finds the leaves (``found``); with them, it binds them."""
+
+    def __init__(self, fn: Callable, num_inputs: int):
+        self.fn = fn
+        self.num_inputs = num_inputs
+        self.found: tuple[NewLeaf, ...] = ()
+        self.made: list[torch.Tensor] = []       # the leaves of the latest call
+        self.slots: list[torch.Tensor] = []      # the slots of the latest call
+
+    def __call__(self, *args):
+        inputs, slots = list(args[:self.num_inputs]), list(args[self.num_inputs:])
+        binder = LeafBinder(inputs)
+        with binder:
+            outs = self.fn(*inputs)
+        self.made, self.slots = binder.leaves, slots
+        if not slots:
+            self.found = tuple(_describe(leaf, where, outs, inputs)
+                               for leaf, where in zip(binder.leaves, binder.sources, strict=True))
+            return outs
+        if len(binder.leaves) != len(slots):
+            raise UnsupportedError("the function created a different number of leaves when traced again")
+        with torch.no_grad():
+            for slot, leaf, info in zip(slots, binder.leaves, self.found, strict=True):
+                if info.written:
+                    slot.copy_(leaf)
+        by_leaf = {id(leaf): slot for leaf, slot in zip(binder.leaves, slots, strict=True)}
+        return [by_leaf.get(id(out), out) for out in outs]
+
+    def wrt(self, tensor):
+        """What the joint differentiates for graph input ``tensor``: a slot's leaf, else itself."""
+        for slot, leaf in zip(self.slots, self.made, strict=True):
+            if slot is tensor:
+                return leaf
+        return tensor
+
+    def slot_of_view(self, out) -> int | None:
+        """The slot input (graph input index) whose leaf ``out`` is an autograd view of."""
+        base = out._base
+        for k, leaf in enumerate(self.made):
+            if base is leaf and k < len(self.slots):
+                return self.num_inputs + k
+        return None
+
+
+def _describe(leaf: torch.Tensor, where: str | None, outs: list, inputs: list) -> NewLeaf:
+    """The NewLeaf for ``leaf``; refuses what Note [New leaves] cannot express."""
+    if not leaf.requires_grad:   # the slot would still require grad, and return it
+        raise UnsupportedError("requires_grad_(False) on a leaf created inside the compiled function is not "
+                               "supported", source=where,
+                               hint='create it without requires_grad, or pass on_unsupported="eager"')
+    storage = StorageWeakRef(leaf.untyped_storage())
+    source = next((i for i, t in enumerate(inputs) if isinstance(t, torch.Tensor)
+                   and StorageWeakRef(t.untyped_storage()) == storage), None)
+    returned = False
+    for out in outs:
+        if not isinstance(out, torch.Tensor) or StorageWeakRef(out.untyped_storage()) != storage:
+            continue
+        if out is leaf or out._base is leaf:
+            returned = True
+        elif source is None or leaf._base is not None and out.requires_grad:
+            # A fresh slot shares no storage; views of a leaf that is itself a view hang off its base.
+            raise UnsupportedError("a leaf created inside the compiled function (requires_grad_(), "
+                                   "requires_grad=True) shares its storage with another output: that aliasing "
+                                   "is not supported", source=where,
+                                   hint='return a clone of one of them, or pass on_unsupported="eager"')
+    size, stride, offset = geometry(leaf)
+    parameter = bool(getattr(leaf, "_is_param", False))   # nn.Parameter(t) of a tensor subclass marks it so
+    if source is not None:
+        same = geometry(inputs[source]) == (size, stride, offset)
+        if not same and not static(size, stride, offset):
+            raise _symbolic(where)
+        return NewLeaf(None if same else (size, stride, offset), leaf.dtype, leaf.device, source=source,
+                       parameter=parameter)
+    if not static(size, stride, offset):
+        raise _symbolic(where)
+    return NewLeaf((size, stride, offset), leaf.dtype, leaf.device, written=returned, parameter=parameter)
+
+
+def _symbolic(where: str | None) -> UnsupportedError:
+    return UnsupportedError("a leaf created inside the compiled function with symbolic sizes is not supported: "
+                            "the runtime makes it before the graph runs", source=where,
+                            hint='pass dynamic=False, or create the leaf outside, or pass on_unsupported="eager"')
