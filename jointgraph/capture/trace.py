@@ -50,6 +50,7 @@ from .fallbacks import MetaFallbacks
 from .inplace import EagerInPlaceChecks
 from .metadata import collect_metadata, restore_storage_bytes, returned, storage_sizes
 from .scopes import module_scopes
+from .unbacked import fresh_symbols_ignored, new_epoch, tie_tangents
 
 
 class _BackwardPhase:
@@ -150,7 +151,9 @@ class BackwardRaises(Exception):
 def _trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode,
                  *, with_backward: bool, names: list[str] | None, non_leaf: frozenset[int],
                  decompositions: dict | None = None) -> JointGraph:
-    meta = collect_metadata(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, non_leaf=non_leaf)
+    with fresh_symbols_ignored(fake_mode):   # Note [Unbacked sizes] in capture/unbacked.py
+        meta = collect_metadata(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward,
+                                non_leaf=non_leaf)
     tensor_out_idx = [i for i, o in enumerate(meta.outputs) if o.kind == "tensor"]
     diff_out_idx = [i for i in tensor_out_idx if meta.outputs[i].requires_grad]
     mutated_idx = [i for i, info in enumerate(meta.inputs) if info.mutates_data]
@@ -177,6 +180,7 @@ def _trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fa
         if has_backward:
             f_tangents = [to_fun(t) for t in args[num_inputs:]]
             diff_outs = [outs[i] for i in diff_out_idx] + [call_inputs[i] for i in recorded_idx]
+            tie_tangents(diff_outs, f_tangents)
             wrt = [f_inputs[i] for i in grad_idx]
         mutated = [from_fun(call_inputs[i]) for i in mutated_idx]
         if has_backward:
@@ -205,6 +209,7 @@ def _trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fa
     with translate_errors(), rng_state_as_effects(), module_scopes(), fake_mode, enable_python_dispatcher(), \
             JointFunctionalMode():
         storage_bytes = storage_sizes(fake_args)
+        new_epoch(fake_mode)
         # no per-node stack traces: ~15% of trace time, unused
         gm = make_fx(joint, decomposition_table=decompositions)(*example)
         restore_storage_bytes(fake_args, storage_bytes)

@@ -140,13 +140,20 @@ class CompiledEntry:
                 flat.append(value(inputs))
             else:  # a view of the caller's tensor ("input_view"), of an earlier output, or of the base the
                 # graph returned for a view of an intermediate ("tensor_view"), as eager returns
-                index, (size, stride, offset, dtype, requires_grad, multi_output), replay = value
+                read = None
+                if kind == "symbolic_view":   # its geometry read for this call (capture/symbolic.py)
+                    kind, index, read, dtype, requires_grad, multi_output = value
+                    replay = None
+                else:
+                    index, (size, stride, offset, dtype, requires_grad, multi_output), replay = value
                 if kind == "output_view":
                     base = flat[index]
                 elif kind == "tensor_view":
                     base = outs[index]
                 else:
                     base = pre[index] if pre and index in pre else inputs[index]
+                if read is not None:
+                    size, stride, offset = read(inputs, base)
                 if base.requires_grad and not requires_grad:   # x.detach(), views under no_grad
                     base = base.detach()
                 view = _regenerate_view(base, size, stride, offset, dtype) if replay is None \
