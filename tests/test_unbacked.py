@@ -260,3 +260,102 @@ def test_dynamic_output_aliasing_an_input(entry):
         sum((a * g).sum() for a, g in zip(actual, weights, strict=True)).backward()
         torch.testing.assert_close(twin.grad, x.grad)
     torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("name", ["masked_index", "masked_select", "nonzero", "item_factory", "unique"])
+def test_empty_and_single_element_selections(name):
+    """Sizes 0 and 1 are where a trace that assumed a size-like symbol is >= 2 would go wrong."""
+    fn = OPS[name]
+    compiled = jointgraph.aot_function(fn)
+    for values in ([-1.0] * 12, [-1.0] * 11 + [2.5], [3.0] * 12):
+        x = torch.tensor(values, requires_grad=True)
+        w = torch.linspace(-1, 1, 12, requires_grad=True)
+        twin_x, twin_w = (t.detach().clone().requires_grad_() for t in (x, w))
+        expected, actual = fn(x, w), compiled(twin_x, twin_w)
+        expected = expected if isinstance(expected, tuple) else (expected,)
+        actual = actual if isinstance(actual, tuple) else (actual,)
+        for e, a in zip(expected, actual, strict=True):
+            torch.testing.assert_close(a, e)
+        sum(e.float().sum() for e in expected if e.requires_grad).backward()
+        sum(a.float().sum() for a in actual if a.requires_grad).backward()
+        torch.testing.assert_close(twin_x.grad, x.grad)
+        torch.testing.assert_close(twin_w.grad, w.grad)
+
+
+def test_a_call_that_breaks_a_traced_size_assumption_raises():
+    """Two masks' selections added: the trace assumed equal sizes (eager raises when they differ, or
+    broadcasts when one is 1); a call with other sizes raises, never computes with a wrong shape."""
+    def add_selections(x, y):
+        return x[x > 0] + y[y > 0]
+
+    compiled = jointgraph.aot_function(add_selections)
+    x = torch.tensor([1.0, -1.0, 2.0, 3.0])
+    torch.testing.assert_close(compiled(x, torch.tensor([1.0, 1.0, -2.0, 3.0])),
+                               add_selections(x, torch.tensor([1.0, 1.0, -2.0, 3.0])))
+    with pytest.raises(RuntimeError):
+        compiled(x, torch.tensor([1.0, -1.0, -2.0, 3.0]))
+
+
+@pytest.mark.slow
+def test_wav2vec2_with_spec_augment_through_torch_compile(dynamo_captures_data_dependent_ops):
+    """SpecAugment writes a learned vector into the masked time steps (``h[mask] = v``); the mask is
+    drawn per call (NumPy), so its size changes. The reference is ``aot_eager`` under the same
+    Dynamo graphs (compiled and eager calls consume the generators differently)."""
+    import copy
+
+    transformers = pytest.importorskip("transformers")
+    config = transformers.Wav2Vec2Config(
+        hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, conv_dim=(16, 16),
+        conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2,
+        mask_time_prob=0.3, mask_time_length=2, vocab_size=12, layerdrop=0.0, hidden_dropout=0.0,
+        attention_dropout=0.0, activation_dropout=0.0, feat_proj_dropout=0.0, final_dropout=0.0)
+    model = transformers.Wav2Vec2ForCTC(config).train()
+    _drop_dropout(model)   # dropout(p=0) hits an unrelated gap (see the issue 13 note)
+    twin = copy.deepcopy(model)
+    reference, compiled = torch.compile(model, backend="aot_eager"), torch.compile(twin, backend="jointgraph")
+    for step in range(2):
+        x = torch.randn(2, 4000 + 160 * step)
+        _seed_both(step)
+        expected = reference(x).logits
+        _seed_both(step)
+        actual = compiled(x).logits
+        torch.testing.assert_close(actual, expected)
+        expected.square().sum().backward()
+        actual.square().sum().backward()
+        for (name, p), q in zip(model.named_parameters(), twin.parameters(), strict=True):
+            if p.grad is not None:
+                torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-5, msg=name)
+
+
+def _drop_dropout(module: torch.nn.Module) -> None:
+    for name, child in module.named_children():
+        if isinstance(child, torch.nn.Dropout):
+            setattr(module, name, torch.nn.Identity())
+        else:
+            _drop_dropout(child)
+
+
+def _seed_both(seed: int) -> None:
+    import numpy as np
+
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def test_masked_select_with_a_mask_that_broadcasts_the_input():
+    """PyTorch's fake kernel bounds the result by the input's numel; the mask broadcasts it larger."""
+    def select(x, mask):
+        return torch.masked_select(x * 2, mask)
+
+    compiled = jointgraph.aot_function(select)
+    for seed in range(3):
+        g = torch.Generator().manual_seed(seed)
+        x = torch.randn(1, 4, generator=g, requires_grad=True)
+        mask = torch.rand(5, 4, generator=g) > 0.3
+        twin = x.detach().clone().requires_grad_()
+        expected, actual = select(x, mask), compiled(twin, mask)
+        assert expected.numel() > x.numel()   # more than the bound the fake kernel assumed
+        torch.testing.assert_close(actual, expected)
+        expected.sum().backward()
+        actual.sum().backward()
+        torch.testing.assert_close(twin.grad, x.grad)

@@ -50,7 +50,7 @@ from .fallbacks import MetaFallbacks
 from .inplace import EagerInPlaceChecks
 from .metadata import collect_metadata, restore_storage_bytes, returned, storage_sizes
 from .scopes import module_scopes
-from .unbacked import fresh_symbols_ignored, new_epoch, tie_tangents
+from .unbacked import fresh_symbols_ignored, insert_runtime_asserts, new_epoch, tie_tangents
 
 
 class _BackwardPhase:
@@ -213,6 +213,7 @@ def _trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fa
         # no per-node stack traces: ~15% of trace time, unused
         gm = make_fx(joint, decomposition_table=decompositions)(*example)
         restore_storage_bytes(fake_args, storage_bytes)
+        insert_runtime_asserts(gm, fake_mode)   # Note [Unbacked sizes]
     _remove_effect_tokens(gm, num_placeholders=len(example))
     gm.graph.eliminate_dead_code(is_impure_node=must_run)   # Note [Ops that check values], Note [Collectives]
 

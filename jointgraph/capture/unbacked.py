@@ -17,12 +17,17 @@ the value the op returned, at run time, on every call.
 - A tangent is made before the joint trace, with the metadata pass's symbols in its shape;
   ``tie_tangents`` states that each of its sizes equals its output's (a ``torch._check``),
   so the backward's ops see one size.
+- What the trace assumed about a symbol (``u0 >= 0``, two selections of equal length, a tangent's
+  size equal to its output's) becomes an ``_assert_scalar`` node (``insert_runtime_asserts``): a
+  call whose data breaks it raises; none computes with a shape the graph was not traced for.
 - A symbol the backward reads crosses as a saved size (Role.SAVED_SIZE, split.py), never by
   re-running the op; the planners never recompute a node that binds symbols (planner/rules.py).
+- An output that is a view with a data-dependent geometry (``x[mask][1:]``) is regenerated per
+  call from its base's real sizes (``view_entry`` in capture/symbolic.py).
 - Python control flow on a value (``if x.sum() > 0:``, ``int(n.item())``) needs the value at
   trace time and is refused with the user's line (context.translate_errors).
 - Hint policy (``size_hint`` in ir/sizes.py): the simulator and the planners need a number for
-  ``u0``. They use the symbol's upper bound when the ShapeEnv knows a finite one (``nonzero(x)``
+  ``u0``. They use the symbol's upper bound when the ShapeEnv knows one below 2**40 (``nonzero(x)``
   has at most ``x.numel()`` rows), else ``UNBACKED_FALLBACK`` (8192, as Inductor's
   ``unbacked_symint_fallback``). Such figures are estimates (an upper bound when known), and the
   Plan says so (``Plan.estimated_sizes``, a line in ``explain()``).
@@ -36,7 +41,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv, free_unbacked_symbols
 
-from ..ir.sizes import is_estimate
+from ..ir.sizes import binds_symbols, is_estimate
 
 
 def make_fake_mode(*, dynamic: bool) -> FakeTensorMode:
@@ -77,20 +82,42 @@ def _unbacked(*sizes) -> bool:
     return any(isinstance(s, torch.SymInt) and free_unbacked_symbols(s) for s in sizes)
 
 
-def has_unbacked(value) -> bool:
-    """``value`` (a fake tensor or a symbolic scalar) has a size or value that depends on data."""
-    if isinstance(value, torch.Tensor):
-        return bool(free_unbacked_symbols(value))
-    return isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)) and bool(free_unbacked_symbols(value))
-
-
-def binds_symbols(node: torch.fx.Node) -> bool:
-    """The node creates unbacked symbols (Note [Unbacked sizes]): never re-run it to recompute."""
-    return bool(node.meta.get("unbacked_bindings"))
-
-
 def estimated_sizes(*graphs) -> tuple[str, ...]:
     """Names of the tensor values of ``graphs`` whose sizes have no hint (Plan.estimated_sizes)."""
-    return tuple(node.name for gm in graphs if gm is not None for node in gm.graph.nodes
-                 if node.op != "output" and isinstance(node.meta.get("val"), torch.Tensor)
-                 and is_estimate(node.meta.get("val")))
+    names = (node.name for gm in graphs if gm is not None for node in gm.graph.nodes
+             if node.op != "output" and isinstance(node.meta.get("val"), torch.Tensor)
+             and is_estimate(node.meta["val"]))
+    return tuple(dict.fromkeys(names))   # a saved value is a forward output and a backward input
+
+
+def insert_runtime_asserts(gm: torch.fx.GraphModule, fake_mode) -> None:
+    """Turn what the trace assumed about data-dependent symbols (``u0 >= 0``, a tangent's size equal
+    to its output's, ``torch._check`` calls) into ``_assert_scalar`` nodes that run at every call,
+    so a call whose data breaks an assumption raises instead of computing with it. Only for
+    graphs that bind unbacked symbols: other graphs are left as they are."""
+    shape_env = getattr(fake_mode, "shape_env", None)
+    if shape_env is None or not any(binds_symbols(n) for n in gm.graph.nodes):
+        return
+    from torch.fx.passes.runtime_assert import insert_deferred_runtime_asserts
+
+    with _upper_bounds_unchecked(shape_env):
+        insert_deferred_runtime_asserts(gm, shape_env, "jointgraph")
+
+
+@contextlib.contextmanager
+def _upper_bounds_unchecked(shape_env):
+    """The upper bounds fake kernels give their symbols are not checked at run time: they hold
+    whenever the kernel's bound is right (``nonzero(x)`` has at most ``x.numel()`` rows), and one is
+    wrong: PyTorch 2.13's ``masked_select`` bounds its output by ``self.numel()``, ignoring a mask
+    that broadcasts ``self`` larger, so the check would reject a call eager runs."""
+    from torch.utils._sympy.numbers import int_oo
+    from torch.utils._sympy.value_ranges import ValueRanges
+
+    ranges = shape_env.var_to_range
+    saved = {s: r for s, r in ranges.items() if free_unbacked_symbols(s) and r.is_int and r.upper != int_oo}
+    for symbol, bounds in saved.items():
+        ranges[symbol] = ValueRanges(bounds.lower, int_oo)
+    try:
+        yield
+    finally:
+        ranges.update(saved)

@@ -7,12 +7,15 @@ import sympy
 import torch
 from torch.utils._sympy.numbers import int_oo
 
-UNBACKED_FALLBACK = 8192   # the size assumed for an unbacked symbol with no finite upper bound
+UNBACKED_FALLBACK = 8192   # the size assumed for an unbacked symbol with no useful upper bound
+# An upper bound at or past this is no bound (``sys.maxsize - 1`` is the tracer's default for a size):
+# no tensor dimension reaches it, and products of such bounds would overflow the planners' int64.
+_NO_BOUND = 2 ** 40
 
 
 def size_hint(size) -> int:
     """An int for a size that may be symbolic: its hint when it has one; otherwise each unbacked
-    symbol at its upper bound when the ShapeEnv knows a finite one, else UNBACKED_FALLBACK."""
+    symbol at its upper bound when the ShapeEnv knows one (below 2**40), else UNBACKED_FALLBACK."""
     if not isinstance(size, torch.SymInt):
         return int(size)
     node = size.node
@@ -29,7 +32,8 @@ def size_hint(size) -> int:
 def _unbacked_estimate(shape_env, symbol) -> int:
     """The symbol's finite upper bound, else UNBACKED_FALLBACK."""
     upper = getattr(shape_env.var_to_range.get(symbol), "upper", None)
-    if upper is None or upper in (sympy.oo, int_oo) or not getattr(upper, "is_number", False):
+    if upper is None or upper in (sympy.oo, int_oo) or not getattr(upper, "is_number", False) \
+            or int(upper) >= _NO_BOUND:
         return UNBACKED_FALLBACK
     return max(int(upper), 0)
 
