@@ -359,3 +359,24 @@ def test_masked_select_with_a_mask_that_broadcasts_the_input():
         expected.sum().backward()
         actual.sum().backward()
         torch.testing.assert_close(twin.grad, x.grad)
+
+
+@pytest.mark.parametrize("name", ["masked_index", "nonzero", "item_factory"])
+def test_data_dependent_sizes_with_symbolic_input_sizes(name):
+    """dynamic=True: input lengths (backed symbols) and selections (unbacked) change together."""
+    fn = OPS[name]
+    compiled = jointgraph.aot_function(fn, dynamic=True)
+    for n in (6, 9, 13):
+        g = torch.Generator().manual_seed(n)
+        x, w = (torch.randn(n, generator=g).requires_grad_() for _ in range(2))
+        twins = [t.detach().clone().requires_grad_() for t in (x, w)]
+        expected, actual = fn(x, w), compiled(*twins)
+        expected = expected if isinstance(expected, tuple) else (expected,)
+        actual = actual if isinstance(actual, tuple) else (actual,)
+        for e, a in zip(expected, actual, strict=True):
+            torch.testing.assert_close(a, e)
+        sum(e.float().sum() for e in expected if e.requires_grad).backward()
+        sum(a.float().sum() for a in actual if a.requires_grad).backward()
+        for t, twin in zip((x, w), twins, strict=True):
+            torch.testing.assert_close(twin.grad, t.grad)
+    assert len(compiled.entries) == 1
