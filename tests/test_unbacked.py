@@ -380,3 +380,13 @@ def test_data_dependent_sizes_with_symbolic_input_sizes(name):
         for t, twin in zip((x, w), twins, strict=True):
             torch.testing.assert_close(twin.grad, t.grad)
     assert len(compiled.entries) == 1
+
+
+def test_data_dependent_op_recomputed_by_checkpoint_is_refused_by_name():
+    from torch.utils.checkpoint import checkpoint
+
+    def fn(x, w):
+        return checkpoint(lambda a, b: (a[a > 0] * b[a > 0]).sin(), x, w, use_reentrant=False).sum()
+
+    with pytest.raises(jointgraph.UnsupportedError, match="checkpoint"):
+        jointgraph.aot_function(fn)(*_inputs(0))

@@ -30,6 +30,7 @@ import torch
 import torch.fx
 from torch._subclasses.functional_tensor import FunctionalTensor
 from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from ..errors import UnsupportedError
 from ..ir import InputInfo, JointGraph, Role
@@ -50,7 +51,13 @@ from .fallbacks import MetaFallbacks
 from .inplace import EagerInPlaceChecks
 from .metadata import collect_metadata, restore_storage_bytes, returned, storage_sizes
 from .scopes import module_scopes
-from .unbacked import fresh_symbols_ignored, insert_runtime_asserts, new_epoch, tie_tangents
+from .unbacked import (
+    backward_depends_on_values,
+    fresh_symbols_ignored,
+    insert_runtime_asserts,
+    new_epoch,
+    tie_tangents,
+)
 
 
 class _BackwardPhase:
@@ -188,6 +195,8 @@ def _trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fa
             with _BackwardPhase():
                 try:
                     got = torch.autograd.grad(diff_outs, wrt, grad_outputs=f_tangents, allow_unused=True)
+                except GuardOnDataDependentSymNode as exc:   # Note [Unbacked sizes]
+                    raise backward_depends_on_values(exc) from exc
                 except RuntimeError as exc:   # a saved value modified in place, ...: eager raises at backward
                     if type(exc) is not RuntimeError or not any(m in str(exc) for m in _EAGER_BACKWARD_ERRORS):
                         raise   # a tracer's own limit (data-dependent op, ...), not an error eager's backward raises

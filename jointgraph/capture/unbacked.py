@@ -41,6 +41,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv, free_unbacked_symbols
 
+from ..errors import UnsupportedError, source_from_traceback
 from ..ir.sizes import binds_symbols, is_estimate
 
 
@@ -121,3 +122,14 @@ def _upper_bounds_unchecked(shape_env):
         yield
     finally:
         ranges.update(saved)
+
+
+def backward_depends_on_values(exc: BaseException) -> UnsupportedError:
+    """The error for a backward that needs a tensor value while traced: typically a data-dependent
+    op inside a ``torch.utils.checkpoint`` region, whose recomputation in the backward gives a new
+    symbol that the trace cannot equate with the forward's."""
+    return UnsupportedError(
+        "the backward depends on tensor values: a data-dependent size (nonzero, x[mask], unique, .item()) "
+        "recomputed in the backward, as inside a torch.utils.checkpoint region, or a custom backward that "
+        f"branches on values ({type(exc).__name__})", source=source_from_traceback(exc),
+        hint="move the data-dependent op out of the checkpointed function, or pass on_unsupported=\"eager\"")
