@@ -15,15 +15,15 @@ import torch
 import torch.utils._pytree as pytree
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx import traceback as fx_traceback
-from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from . import cache
 from .capture.captured import CapturedSources, lift_captured
 from .capture.guards import ambient_state
 from .capture.inputs import FlatSignature, fakeify
 from .capture.leaves import slot_examples
-from .capture.symbolic import output_entry
+from .capture.symbolic import output_entry, view_entry
 from .capture.trace import trace_joint
+from .capture.unbacked import estimated_sizes, make_fake_mode
 from .hooks import apply_policy, check_policy, user_hook_codecs
 from .ir import Decision, Plan, Role, verify
 from .ir.graph_utils import backward_nodes, storage_root
@@ -97,7 +97,7 @@ def build_plan(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake
     saved = [dataclasses.replace(v, reason=recompute_reasons[v.name]) if v.decision is Decision.RECOMPUTE
              and v.name in recompute_reasons else v for v in graphs.saved]
     plan = Plan(forward=graphs.forward, backward=graphs.backward, saved=saved, timings=timings,
-                options=options)
+                options=options, estimated_sizes=estimated_sizes(graphs.forward, graphs.backward))
     _simulate_into(plan)
     _log_plan(plan)
     return plan, joint, graphs
@@ -139,7 +139,7 @@ def plan_call(flat_fn: Callable, signature: FlatSignature, tensors: list, option
     Returns (Plan, JointGraph, SplitGraphs, fake_mode, fakes). The backward is traced when
     grad mode is on and an input requires grad.
     """
-    fake_mode = FakeTensorMode(shape_env=ShapeEnv() if dynamic else None)
+    fake_mode = make_fake_mode(dynamic=dynamic)
     captured = frozenset(k for k, role in enumerate(signature.roles) if role is Role.CAPTURED)
     fakes = fakeify(tensors, fake_mode, dynamic=dynamic, static=captured)
     # Traced with grad mode on whenever it is on: the function may make tensors require grad
@@ -238,7 +238,8 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
     position = {i: k for k, i in enumerate(tensor_outs)}
     for i, info in enumerate(outputs):
         if info.kind == "tensor" and info.view_meta is not None:   # the graph returns the view's base
-            plan_entries.append(("tensor_view", (position[i], info.view_meta, info.view_replay)))
+            plan_entries.append(view_entry("tensor_view", (position[i], info.view_meta, info.view_replay), fakes,
+                                           info.view_base))
         elif info.kind == "tensor":
             plan_entries.append(("tensor", position[i]))
         elif info.kind == "constant":
@@ -246,9 +247,10 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         elif info.kind == "input":
             plan_entries.append(("input", info.input_index))
         elif info.kind == "output_view":
-            plan_entries.append(("output_view", (info.input_index, info.view_meta, None)))
+            plan_entries.append(view_entry("output_view", (info.input_index, info.view_meta, None), fakes,
+                                           info.view_base))
         else:
-            plan_entries.append(("input_view", (info.input_index, info.view_meta, info.view_replay)))
+            plan_entries.append(view_entry("input_view", (info.input_index, info.view_meta, info.view_replay), fakes))
     saved_inputs, saved_copies, saved_aliases, read_outputs, saved_mutated = [], [], [], [], ()
     reshaped = {i for i, info in enumerate(joint.inputs) if info.new_metadata is not None}
     if graphs.backward is not None:

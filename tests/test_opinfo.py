@@ -41,16 +41,16 @@ CI_OPS = [
     "nn.functional.scaled_dot_product_attention",
     # indexing, concatenation, random
     "cat", "index_select", "gather", "scatter", "masked_fill", "normal",
-    # data-dependent (see KNOWN_DATA_DEPENDENT)
-    "masked_select", "index_put", "tensor_split", "narrow",
+    # data-dependent sizes, traced with unbacked symbols (Note [Unbacked sizes])
+    "masked_select", "index_put", "repeat_interleave", "masked_scatter",
+    # data-dependent, some samples refused (see KNOWN_DATA_DEPENDENT)
+    "tensor_split", "narrow",
 ]
 
-# Ops whose samples depend on tensor values at trace time: UnsupportedError is the right answer.
+# Ops some of whose samples need tensor values at trace time: UnsupportedError is the right answer.
 KNOWN_DATA_DEPENDENT = {
-    "masked_select": "output size is the number of True values in the mask",
-    "index_put": "a boolean index becomes nonzero(): output size depends on values",
     "tensor_split": "split indices passed as a tensor are read while tracing",
-    "narrow": "start passed as a 0-d tensor is read with .item()",
+    "narrow": "start passed as a 0-d tensor: the returned view of the input has a data-dependent offset",
 }
 
 WIDE_STRIDE = 10   # every 10th autograd OpInfo, one sample each, for the no-wrong-value test

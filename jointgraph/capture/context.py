@@ -208,7 +208,8 @@ def translate_errors():
         raise UnsupportedError(
             f"{what} cannot be compiled ahead of time: its result depends on tensor values ({type(exc).__name__})",
             source=source_from_traceback(exc),
-            hint='compute it outside the compiled function, or pass on_unsupported="eager"') from exc
+            hint="compute it outside the compiled function; a size may stay symbolic (torch.zeros(n.item()) "
+                 'compiles, int(n.item()) asks for the value); or pass on_unsupported="eager"') from exc
     except AssertionError as exc:
         if _REAL_TENSOR_REACHED not in str(exc):
             raise

@@ -359,7 +359,7 @@ def _output_view_info(out, flat_outs: list, infos: list[OutputInfo], with_backwa
         if info.kind == "tensor" and flat_outs[i] is base:
             requires_grad = bool(with_backward and out.requires_grad)
             return OutputInfo(kind="output_view", requires_grad=requires_grad, input_index=i,
-                              view_meta=_view_meta(out, requires_grad))
+                              view_meta=_view_meta(out, requires_grad), view_base=from_fun(base))
     return None
 
 
@@ -407,7 +407,7 @@ def _output_info(out, f_args: list, input_storages: dict, with_backward: bool, l
         # that aliases an input is a plain output, so the Function's backward stays in the graph.
         return OutputInfo(kind="input_view", requires_grad=out.requires_grad, input_index=base,
                           view_meta=_view_meta(out, bool(out.requires_grad)), view_replay=_view_replay(out))
-    view_meta = replay = None
+    view_meta = replay = view_base = None
     if with_backward and out._base is not None and not _from_custom_function(out):
         # A view of an intermediate: returned from the autograd.Function it could not be modified
         # in place; the graph returns its base instead, and the runtime takes the view of it
@@ -415,5 +415,7 @@ def _output_info(out, f_args: list, input_storages: dict, with_backward: bool, l
         view_meta = _view_meta(out, bool(out.requires_grad))
         replay = _view_replay(out)
         out = out._base
+        view_base = from_fun(out)
     requires_grad = with_backward and out.requires_grad and (out.is_floating_point() or out.is_complex())
-    return OutputInfo(kind="tensor", requires_grad=requires_grad, view_meta=view_meta, view_replay=replay)
+    return OutputInfo(kind="tensor", requires_grad=requires_grad, view_meta=view_meta, view_replay=replay,
+                      view_base=view_base)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from ..errors import UnsupportedError
 
@@ -34,11 +35,44 @@ def output_entry(value: Any, fake_inputs: list) -> tuple[str, Any]:
     return "constant", value
 
 
+def view_entry(kind: str, value: tuple, fake_inputs: list, base: Any = None) -> tuple[str, Any]:
+    """The output-plan entry of a view output (``input_view`` / ``output_view`` / ``tensor_view``).
+
+    A view whose geometry holds symbols (``x.expand(x.shape)`` under ``dynamic=True``, a slice of
+    ``x[mask]``) is regenerated with ``as_strided`` on the geometry of each call, read from the
+    inputs' sizes and from the sizes of its ``base`` (the base's fake at trace time, for a view of an
+    intermediate or of an output): ``("symbolic_view", (kind, index, read, dtype, requires_grad,
+    multi_output))`` where ``read(inputs, base)`` gives (size, stride, offset).
+    """
+    index, (size, stride, offset, dtype, requires_grad, multi_output), _replay = value
+    geometry = [*size, *stride, offset]
+    if not any(is_symbolic(v) for v in geometry):
+        return kind, value
+    sources = [*fake_inputs, base]
+    try:
+        readers = [symbolic_reader(v, sources) if is_symbolic(v) else None for v in geometry]
+    except UnsupportedError:
+        raise UnsupportedError("an output is a view whose size depends on tensor data and cannot be "
+                               "regenerated from the sizes of the inputs and of its base (Note [Unbacked sizes])",
+                               hint='return a copy (.clone()) of the view, or pass on_unsupported="eager"') from None
+    rank = len(size)
+
+    def read(inputs: list, base_now) -> tuple:
+        values = [r([*inputs, base_now]) if r is not None else c for r, c in zip(readers, geometry, strict=True)]
+        return tuple(values[:rank]), tuple(values[rank:2 * rank]), values[-1]
+
+    return "symbolic_view", (kind, index, read, dtype, requires_grad, multi_output)
+
+
 def symbolic_reader(value: Any, fake_inputs: list) -> Callable[[list], Any]:
     """``read(inputs)``: the value of the symbolic ``value`` for the graph inputs of one call."""
     expr = value.node.expr
     where = _symbol_sources(fake_inputs)
     missing = [s for s in expr.free_symbols if s not in where]
+    if missing and free_unbacked_symbols(value):   # data-dependent: Note [Unbacked sizes]
+        raise UnsupportedError(f"an output is the data-dependent value {value} (from .item(), or a size that depends "
+                               "on tensor values), which the inputs' sizes do not determine",
+                               hint='return it as a tensor (not .item()), or pass on_unsupported="eager"')
     if missing:
         raise UnsupportedError(f"an output is the symbolic value {value}, which the inputs' sizes do not determine",
                                hint='return it as a tensor, pass dynamic=False, or on_unsupported="eager"')

@@ -30,6 +30,7 @@ import torch
 import torch.fx
 from torch._subclasses.functional_tensor import FunctionalTensor
 from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from ..errors import UnsupportedError
 from ..ir import InputInfo, JointGraph, Role
@@ -53,6 +54,13 @@ from .inplace import EagerInPlaceChecks
 from .leaves import LeafSlots, slot_examples
 from .metadata import collect_metadata, restore_storage_bytes, returned, storage_sizes
 from .scopes import module_scopes
+from .unbacked import (
+    backward_depends_on_values,
+    fresh_symbols_ignored,
+    insert_runtime_asserts,
+    new_epoch,
+    tie_tangents,
+)
 
 
 class _BackwardPhase:
@@ -125,7 +133,9 @@ def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fak
     """
     with compiling():
         leaves = LeafSlots(flat_fn, len(fake_args))   # Note [New leaves] in capture/leaves.py
-        meta = collect_metadata(leaves, fake_args, roles, fake_mode, with_backward=with_backward, non_leaf=non_leaf)
+        with fresh_symbols_ignored(fake_mode):   # Note [Unbacked sizes] in capture/unbacked.py
+            meta = collect_metadata(leaves, fake_args, roles, fake_mode, with_backward=with_backward,
+                                    non_leaf=non_leaf)
         if leaves.found:
             fake_args, roles, names = _with_slots(leaves, fake_args, roles, names)
             meta = None
@@ -177,8 +187,9 @@ def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], f
                  *, with_backward: bool, names: list[str] | None, non_leaf: frozenset[int],
                  decompositions: dict | None = None, meta=None) -> JointGraph:
     if meta is None:
-        meta = collect_metadata(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward,
-                                non_leaf=non_leaf, leaves=flat_fn if flat_fn.found else None)
+        with fresh_symbols_ignored(fake_mode):   # Note [Unbacked sizes] in capture/unbacked.py
+            meta = collect_metadata(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward,
+                                    non_leaf=non_leaf, leaves=flat_fn if flat_fn.found else None)
     tensor_out_idx = [i for i, o in enumerate(meta.outputs) if o.kind == "tensor"]
     diff_out_idx = [i for i in tensor_out_idx if meta.outputs[i].requires_grad]
     mutated_idx = [i for i, info in enumerate(meta.inputs) if info.mutates_data]
@@ -209,6 +220,7 @@ def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], f
         if has_backward:
             f_tangents = [to_fun(t) for t in args[num_inputs:]]
             diff_outs = [outs[i] for i in diff_out_idx] + [call_inputs[i] for i in recorded_idx]
+            tie_tangents(diff_outs, f_tangents)
             wrt = [call_inputs[i] if i in meta.as_views else flat_fn.wrt(f_inputs[i])   # a slot's is its leaf
                    for i in grad_idx]   # (Note [New leaves])
         mutated = [from_fun(call_inputs[i]) for i in mutated_idx]
@@ -217,6 +229,8 @@ def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], f
             with _BackwardPhase():
                 try:
                     got = torch.autograd.grad(diff_outs, wrt, grad_outputs=f_tangents, allow_unused=True)
+                except GuardOnDataDependentSymNode as exc:   # Note [Unbacked sizes]
+                    raise backward_depends_on_values(exc) from exc
                 except RuntimeError as exc:   # a saved value modified in place, ...: eager raises at backward
                     if _STALE_VIEW in str(exc):
                         raise UnsupportedError(
@@ -246,9 +260,11 @@ def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], f
     with translate_errors(), rng_state_as_effects(), module_scopes(), fake_mode, enable_python_dispatcher(), \
             JointFunctionalMode():
         storage_bytes = storage_sizes(fake_args)
+        new_epoch(fake_mode)
         # no per-node stack traces: ~15% of trace time, unused
         gm = make_fx(joint, decomposition_table=decompositions)(*example)
         restore_storage_bytes(fake_args, storage_bytes)
+        insert_runtime_asserts(gm, fake_mode)   # Note [Unbacked sizes]
     _remove_effect_tokens(gm, num_placeholders=len(example))
     gm.graph.eliminate_dead_code(is_impure_node=must_run)   # Note [Ops that check values], Note [Collectives]
 

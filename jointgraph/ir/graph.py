@@ -10,6 +10,7 @@ import torch.fx
 
 from ..units import fmt_bytes
 from .roles import Decision, Role
+from .sizes import UNBACKED_FALLBACK
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +58,9 @@ class OutputInfo:
     view_meta: tuple | None = None
     view_replay: tuple | None = None  # view ops from the input to this output (Note [Input mutations])
     made_before_write: bool = False   # an input view made before a write to the input: made before the epilogue
+    # For a view of an intermediate or of an earlier output: its base's fake at trace time, whose sizes
+    # say what a data-dependent size of the view is (Note [Unbacked sizes] in capture/unbacked.py).
+    view_base: Any = None
 
 
 @dataclasses.dataclass
@@ -114,6 +118,19 @@ class Plan:
     timeline_by_kind: list[dict[str, int]] = dataclasses.field(default_factory=list)
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
     options: Any = None
+    # Values whose size depends on data (unbacked symbols): their bytes, and so peak_bytes, timeline
+    # and the planners' figures, are estimates by the hint policy of Note [Unbacked sizes].
+    estimated_sizes: tuple[str, ...] = ()
+
+    @property
+    def size_policy(self) -> str | None:
+        """A line saying which figures are estimates, or None when every size is known."""
+        if not self.estimated_sizes:
+            return None
+        return (f"{len(self.estimated_sizes)} values have data-dependent sizes "
+                f"({', '.join(self.estimated_sizes[:4])}{', ...' if len(self.estimated_sizes) > 4 else ''}): "
+                "bytes and peak are estimates, each such size at its upper bound when known, else "
+                f"{UNBACKED_FALLBACK} (Note [Unbacked sizes])")
 
     @property
     def saved_bytes(self) -> int:
@@ -128,7 +145,8 @@ class Plan:
         partitioner = getattr(self.options, "partitioner", None)
         return (f"<Plan{f' {partitioner}' if partitioner else ''}: {len(self.saved)} saved values ({decisions}), "
                 f"saved {fmt_bytes(self.saved_bytes)}, simulated peak {fmt_bytes(self.peak_bytes)}, "
-                f"backward: {'yes' if self.backward is not None else 'none'}>")
+                f"backward: {'yes' if self.backward is not None else 'none'}"
+                + (f", {len(self.estimated_sizes)} sizes estimated" if self.estimated_sizes else "") + ">")
 
     def explain(self, *, show_all: bool = False) -> str:
         """What the backward keeps, as text (JAX's ``print_saved_residuals``): each saved value with

@@ -10,6 +10,7 @@ import torch
 import torch.fx
 
 from .roles import Decision, Role
+from .sizes import size_hint
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,14 +117,6 @@ def aliases_input(node: torch.fx.Node) -> bool:
 def is_multi_output(node: torch.fx.Node) -> bool:
     """The node returns a tuple of values (its ``getitem`` users pick them)."""
     return isinstance(node.meta.get("val"), (tuple, list))
-
-
-def size_hint(size) -> int:
-    """An int for a size that may be symbolic (its hint)."""
-    if isinstance(size, torch.SymInt):
-        node = size.node
-        return int(node.hint) if node.has_hint() else int(node.shape_env.size_hint(node.expr))
-    return int(size)
 
 
 def tensor_bytes(val) -> int:

@@ -31,6 +31,7 @@ from ..ir.graph_utils import (
     storage_root,
     tensor_bytes,
 )
+from ..ir.sizes import binds_symbols
 from .costs import CODEC_RATIO, codec_seconds, device_for, node_seconds
 from .rules import COMPUTE_HEAVY_OPS, recompute_rule
 
@@ -345,7 +346,7 @@ def _may_recompute(v: torch.fx.Node) -> bool:
     """Recomputable under a budget: rules.recompute_rule, plus compute-heavy ops and shrinking
     reductions, whose cost the estimate weighs. Random ops never (Note [Random ops are not
     recomputed]); a getitem only if its tuple is."""
-    if v.op != "call_function" or is_symbolic_scalar(v) or is_random(v):
+    if v.op != "call_function" or is_symbolic_scalar(v) or is_random(v) or binds_symbols(v):
         return False
     if v.target is operator.getitem:
         return _may_recompute(v.args[0])

@@ -16,6 +16,7 @@ import torch.fx
 
 from ..ir.graph import is_collective
 from ..ir.graph_utils import is_random, is_symbolic_scalar, is_view, size_hint
+from ..ir.sizes import binds_symbols
 
 aten = torch.ops.aten
 
@@ -87,6 +88,11 @@ REDUCTION_RATIO = 4
 # checkpointing] in passes/checkpoint.py); the partitioners themselves never choose
 # to recompute a random op: its value (often a small mask) is saved.
 
+# Note [Data-dependent ops are not recomputed]
+# --------------------------------------------
+# A node that binds an unbacked symbol (``nonzero``, ``masked_select``, ``.item()``) is saved:
+# its sizes reach the backward as saved values, never by running the op again.
+
 # Note [Unknown ops are saved]
 # ----------------------------
 # An op no rule above covers is not recomputed: saving is always correct, while
@@ -102,6 +108,9 @@ def recompute_rule(node: torch.fx.Node) -> RecomputeRule:
         return RecomputeRule(True, "tuple element (free)")
     if is_symbolic_scalar(node):
         return RecomputeRule(False, "sizes are computed in the forward")
+    if binds_symbols(node):
+        return RecomputeRule(False, "data-dependent size: recomputing would run the op again "
+                                    "(Note [Unbacked sizes] in capture/unbacked.py)")
     if is_random(node):
         return RecomputeRule(False, "random op: recomputing would draw fresh randomness")
     if is_collective(node):

@@ -83,6 +83,7 @@ class Explanation:
     groups: list[ExplainGroup]
     held_anyway: list[ExplainRow]
     peak_bytes: int | None
+    size_policy: str | None = None   # Plan.size_policy: which figures are estimates
 
     @property
     def rows(self) -> list[ExplainRow]:
@@ -116,6 +117,8 @@ class Explanation:
                 lines.append("  " + folded_line(folded))
         lines += held_anyway_lines(self.held_anyway, show_all=show_all)
         lines.append(self.footer())
+        if self.size_policy:
+            lines.append(f"estimate: {self.size_policy}")
         return "\n".join(lines)
 
 
@@ -147,7 +150,7 @@ def explain(plan: Any) -> Explanation:
             groups.setdefault(layer_of(row.module), []).append(row)
     ordered = [ExplainGroup(m, sorted(rs, key=lambda r: (-r.nbytes, r.decision, r.name))) for m, rs in groups.items()]
     ordered.sort(key=lambda g: (-g.nbytes, g.module))
-    return Explanation(ordered, held_anyway, plan.peak_bytes)
+    return Explanation(ordered, held_anyway, plan.peak_bytes, getattr(plan, "size_policy", None))
 
 
 def explain_rows(plan: Any) -> list[ExplainRow]:

@@ -85,6 +85,8 @@ def _header(plan: Any, title: str, budget_bytes: int | None) -> str:
             + (f"<tr><th>memory budget</th><td>{_bytes(budget_bytes)}</td></tr>" if budget_bytes else "") +
             f"<tr><th>saved for the backward</th><td>{_bytes(plan.saved_bytes)} in "
             f"{len(plan.saved)} values</td></tr>"
+            + (f"<tr><th>estimated sizes</th><td>{html.escape(plan.size_policy)}</td></tr>"
+               if getattr(plan, "size_policy", None) else "") +
             f"<tr><th>options</th><td>{html.escape(shown)}</td></tr>"
             f"<tr><th>compile phases</th><td>{html.escape(timings)}</td></tr></table>")
 
