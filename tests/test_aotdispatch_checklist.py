@@ -311,6 +311,26 @@ scenario("invalid_dupe_left_bias", "test_invalid_dupe_left_bias (one call, dupli
          "def f(x, y):\n    x.t_()\n    return (x + y,)",
          "leaf = torch.randn(3, 3, requires_grad=True)\nx = leaf.clone()\nx, x", mutate_outputs=False)
 
+# --- set_ and mutations in the backward ---------------------------------------------------------
+scenario("set__steals_view_chain", "test_set__steals_view_chain",
+         "def f(a, b):\n    a_ = a.mul(2)\n    b_ = b.mul(2)\n    b_slice = b_[1].view(3, 3)\n    a_.set_(b_slice)\n"
+         "    a_.view(-1).mul_(2)\n    return a_ * b_slice",
+         "a = torch.ones(3, 3)\nb = torch.zeros(3, 9)\na, b", mutate_outputs=False)
+scenario("set__and_data_mutation_bad", "test_set__and_data_mutation_bad (PyTorch refuses; eager runs it)",
+         "def f(a):\n    a_view = a.view(-1)\n    tmp = torch.ones(3, 3, requires_grad=True)\n"
+         "    with torch.no_grad():\n        a.set_(tmp)\n    a_view.mul_(2)\n    return a + tmp",
+         "leaf = torch.ones(3, 3, requires_grad=True)\na = leaf + 1\na,")
+scenario("set__and_data_mutation_bad[tmp_no_grad]", "test_set__and_data_mutation_bad (PyTorch refuses; eager runs it)",
+         "def f(a):\n    a_view = a.view(-1)\n    tmp = torch.ones(3, 3)\n    with torch.no_grad():\n"
+         "        a.set_(tmp)\n    a_view.mul_(2)\n    return a + tmp",
+         "leaf = torch.ones(3, 3, requires_grad=True)\na = leaf + 1\na,")
+scenario("backward_mutation_data", "test_backward_mutation_data",
+         "def f(a, b):\n    class BwMutation(torch.autograd.Function):\n        @staticmethod\n"
+         "        def forward(ctx, x):\n            ctx.save_for_backward(x)\n            return x.clone()\n\n"
+         "        @staticmethod\n        def backward(ctx, g):\n            x, = ctx.saved_tensors\n"
+         "            x.mul_(2)\n            return g.clone()\n\n    return a * BwMutation.apply(b)",
+         "la = torch.ones(3, 3, requires_grad=True)\na = la + 1\nb = torch.ones(3, 3) + 1\na, b")
+
 # Where jointgraph differs from eager. REFUSED: UnsupportedError with a true message (allowed, listed in
 # /work/notes/checklist.md). XFAIL: jointgraph is wrong; strict, so a fix turns them into failures to update.
 SET_ = "set_() of an input (sharing another tensor's storage) is not supported"
@@ -321,6 +341,9 @@ REFUSED: dict[tuple[str, str], str] = {
     ("set__and_data_mutation_good[rg=True]", "dynamo"): "share storage and one of them is mutated in place",
     **{("some_output_requires_grad_input_doesnt", c): "requires_grad_() on a tensor computed inside"
        for c in PARTITIONERS},
+    **{("set__and_data_mutation_bad", c): "a tensor created inside the compiled function with requires_grad=True"
+       for c in PARTITIONERS},
+    **{("set__and_data_mutation_bad[tmp_no_grad]", c): SET_ for c in PARTITIONERS},
 }
 BATCH_NORM = "the running statistics' _version is bumped; eager's CPU batch-norm kernel writes them without a bump"
 DETACHED = "a .detach() of a view of an intermediate, returned beside that view, comes back requiring grad"
@@ -331,6 +354,9 @@ XFAIL: dict[tuple[str, str], str] = {
     **{(name, c): DETACHED for name in ("alias_of_intermediate_detach",
                                         "output_aliases_intermediate_and_returned_different_grad[rg=True]")
        for c in CONTENDERS},
+    **{(name, "dynamo"): "a write through a view made before set_() of the input: eager's autograd still routes it "
+                         "to the input's history (its grad doubles); compiled it does not"
+       for name in ("set__and_data_mutation_bad", "set__and_data_mutation_bad[tmp_no_grad]")},
     ("input_data_and_metadata_mutation_aliases_other_input[rg=True]", "mincut"):
         "backward raises 'modified by an inplace operation' (an input the entry wrote is saved at its old version)",
 }
