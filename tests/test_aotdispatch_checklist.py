@@ -19,6 +19,8 @@ Not ported (no user-level equivalent, or CUDA only):
     compiled for duplicated (or no-grad) arguments, called with distinct (or grad) ones, must give
     eager's answer (it recompiles);
   * test_input_mutation_storage_resize_down_and_set_ (skipped upstream) and the commented-out ones.
+  * test_backward_mutation_metadata and test_backward_mutation_on_grad_out (they assert PyTorch's own
+    AssertionError texts for programs eager runs).
 """
 
 from __future__ import annotations
