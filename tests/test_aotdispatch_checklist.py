@@ -341,10 +341,7 @@ REFUSED: dict[tuple[str, str], str] = {
                                                  "set__and_data_mutation_good")
        for rg in ("True", "False") for c in PARTITIONERS},
     ("set__and_data_mutation_good[rg=True]", "dynamo"): "share storage and one of them is mutated in place",
-    **{("some_output_requires_grad_input_doesnt", c): "requires_grad_() on a tensor computed inside"
-       for c in PARTITIONERS},
-    **{("set__and_data_mutation_bad", c): "a tensor created inside the compiled function with requires_grad=True"
-       for c in PARTITIONERS},
+    **{("set__and_data_mutation_bad", c): SET_ for c in PARTITIONERS},
     **{("set__and_data_mutation_bad[tmp_no_grad]", c): SET_ for c in PARTITIONERS},
 }
 BATCH_NORM = "the running statistics' _version is bumped; eager's CPU batch-norm kernel writes them without a bump"
