@@ -345,14 +345,10 @@ REFUSED: dict[tuple[str, str], str] = {
     **{("set__and_data_mutation_bad[tmp_no_grad]", c): SET_ for c in PARTITIONERS},
 }
 BATCH_NORM = "the running statistics' _version is bumped; eager's CPU batch-norm kernel writes them without a bump"
-DETACHED = "a .detach() of a view of an intermediate, returned beside that view, comes back requiring grad"
 XFAIL: dict[tuple[str, str], str] = {
     **{(f"{name}[rg={rg}]", c): BATCH_NORM
        for name in ("input_mutation_batchnorm", "input_mutation_batchnorm_functional")
        for rg in ("True", "False") for c in CONTENDERS},
-    **{(name, c): DETACHED for name in ("alias_of_intermediate_detach",
-                                        "output_aliases_intermediate_and_returned_different_grad[rg=True]")
-       for c in CONTENDERS},
     **{(name, "dynamo"): "a write through a view made before set_() of the input: eager's autograd still routes it "
                          "to the input's history (its grad doubles); compiled it does not"
        for name in ("set__and_data_mutation_bad", "set__and_data_mutation_bad[tmp_no_grad]")},

@@ -208,6 +208,8 @@ SCENARIOS = {
     "unsqueeze_then_reshape_of_expanded_non_leaf": ("def f(a):\n    a.unsqueeze_(0)\n    return a.reshape(-1)",
                                                     "leaf = torch.randn(1, 4, requires_grad=True)\n"
                                                     "x = leaf.clone().expand(3, 4)\nx,"),
+    "write_into_an_empty_expand": ("def f(a):\n    t0 = a[1:1]\n    t0.expand(2, 0, 4).sin_()\n    return t0.detach()",
+                                   "leaf = torch.randn(4, 2, requires_grad=True)\nx = leaf.clone().t()\nx,"),
     "write_through_detach_of_expand": (
         "def f(a):\n    t0 = a.expand(2, 4)\n    t0.detach()[0][t0.detach()[0] > 0] = 2.0\n    return t0.sum()",
         "base = torch.randn(7, requires_grad=True)\nx = base[2:6]\nx,"),

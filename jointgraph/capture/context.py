@@ -168,8 +168,9 @@ def extent(size, stride, offset) -> int:
 
 
 def has_internal_overlap(t: torch.Tensor) -> bool:
-    """Eager's definite overlap (MemOverlap::Yes): a dimension of stride 0 and size > 1."""
-    return any(st == 0 and sz > 1 for sz, st in zip(t.shape, t.stride(), strict=True))
+    """Eager's definite overlap (MemOverlap::Yes): a dimension of stride 0 and size > 1, in a tensor
+    with elements (an empty one overlaps nothing)."""
+    return t.numel() > 0 and any(st == 0 and sz > 1 for sz, st in zip(t.shape, t.stride(), strict=True))
 
 
 def _dense(t: torch.Tensor) -> bool:

@@ -260,16 +260,24 @@ def _regenerate_view(base: torch.Tensor, size, stride, offset, dtype) -> torch.T
     return base.view(dtype).as_strided(size, stride, offset)   # view(dtype): not differentiable
 
 
+def _root(t: torch.Tensor) -> torch.Tensor:
+    return t if t._base is None else t._base
+
+
 def _detach_shared(outs, non_diff: tuple, differentiable: tuple):
     """One graph value returned where it is differentiable and where it is not (``t`` and
     ``t.detach()`` of one value): the non-differentiable places get a detached alias, so marking
     them does not take the gradient from the others."""
-    differentiable = {id(outs[k]) for k in differentiable}
-    if not any(id(outs[i]) in differentiable for i in non_diff):
+    differentiable = {id(_root(outs[k])) for k in differentiable}
+
+    def shared(t) -> bool:   # one value, or views of one (``a.detach(), a`` with ``a`` a view of ``x``)
+        return id(_root(t)) in differentiable
+
+    if not any(shared(outs[i]) for i in non_diff):
         return outs
     outs = list(outs)
     for i in non_diff:
-        if id(outs[i]) in differentiable:
+        if shared(outs[i]):
             outs[i] = outs[i].detach()
     return outs
 
