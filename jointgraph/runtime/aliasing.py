@@ -107,6 +107,16 @@ def _views_of_bases(fn: Callable, spec, views: tuple, duplicates: tuple, returne
     return call
 
 
+def _raised_while_tracing(exc: BaseException) -> bool:
+    """The exception came from a fake kernel while the entry was traced, not from running it."""
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.endswith(("proxy_tensor.py", "fake_tensor.py")):
+            return True
+        tb = tb.tb_next
+    return False
+
+
 class SyntheticBases:
     """Runs calls whose inputs alias through an inner compiled function over synthetic bases,
     one per alias geometry (Note [Aliased inputs])."""
@@ -149,8 +159,19 @@ class SyntheticBases:
             masked[position] = None
         for position, _ in duplicates:
             masked[position] = None
-        result = inner(bases, masked)
         metadata = tuple(m for m in layout.metadata_mutations if m[0] in members_of)
+        try:
+            result = inner(bases, masked)
+        except RuntimeError as exc:
+            if not metadata or type(exc) is not RuntimeError or not _raised_while_tracing(exc):
+                raise
+            # Functionalization replays a rebuilt view's t_() / transpose_() wrongly for a write
+            # through a view of it (a fake kernel sees the old geometry): not the user's error.
+            raise UnsupportedError("an input that shares storage with another mutated input has its metadata "
+                                   "changed (t_(), transpose_(), unsqueeze_(), ...) and is then written through a "
+                                   f"view; this cannot be traced on their common storage ({str(exc).splitlines()[0]})",
+                                   hint="pass distinct tensors (e.g. .clone()), use the out-of-place op "
+                                        '(x = x.t()), or pass on_unsupported="eager"') from exc
         if metadata:   # the rebuilt views' t_() / as_strided_(), on the caller's tensors
             apply_metadata_mutations([leaves[p] for p in positions], metadata)
         for i in requires_grad_set:
