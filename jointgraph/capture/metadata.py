@@ -123,7 +123,7 @@ def _collect(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_m
                     HooksInside(call_args, HookTable()), GeneratorArgs():
                 grad_fns = [a.grad_fn if isinstance(a, torch.Tensor) else None for a in call_args]
                 writes = [_write_count(a) for a in call_args]   # clone_as_is writes its copy once
-                versions = [a._version if isinstance(a, torch.Tensor) else None for a in call_args]
+                versions = [_version(a) for a in call_args]
                 try:
                     flat_outs = flat_fn(*call_args)
                 except Exception as exc:   # a storage swapped under an input explains what failed after it
@@ -140,7 +140,7 @@ def _collect(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_m
                       and checks.only_via_data(a) else info for info, a in zip(inputs, call_args, strict=True)]
             inputs = [dataclasses.replace(info, version_bumped=True) if isinstance(a, torch.Tensor)
                       and not info.mutates_data and info.new_metadata is None
-                      and (checks.written(a) or a._version != version) else info   # set_() on a detach()
+                      and (checks.written(a) or _version(a) != version) else info   # set_() on a detach()
                       for info, a, version in zip(inputs, call_args, versions, strict=True)]
             inputs = [dataclasses.replace(info, written_with_grad=True) if isinstance(a, torch.Tensor)
                       and _storage_id(a) in checks.written_with_grad else info
@@ -245,6 +245,11 @@ def _full_storage_bytes(t: torch.Tensor) -> int:
     if t.numel() == 0:
         return 0
     return int(extent(*geometry(t))) * t.element_size()
+
+
+def _version(t) -> int | None:
+    """``t._version``; None for a non-tensor or an inference tensor (which counts no versions)."""
+    return t._version if isinstance(t, torch.Tensor) and not t.is_inference() else None
 
 
 def _write_count(t) -> int | None:

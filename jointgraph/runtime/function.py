@@ -35,7 +35,7 @@ from ..capture.inputs import unflattener
 from ..capture.leaves import make_slot
 from ..capture.metadata import replay_views
 from ..ir.hook_ops import running_hooks
-from .aliasing import check_no_aliasing
+from .aliasing import check_no_aliasing, check_views_apart
 from .epilogue import apply_metadata_mutations, apply_mutations, check_leaf_mutation, check_view_of_leaf
 from .hook_calls import EntryHooks, HookCalls, inputs_needed, register_input_hooks, skipped_hooks
 
@@ -121,6 +121,8 @@ class CompiledEntry:
         if self._mutation_check:
             check_no_aliasing(inputs, layout.mutated_inputs)
             check_leaf_mutation(inputs, layout.mutated_with_grad)
+            if layout.mutated_with_grad:
+                check_views_apart(inputs, layout.mutated_with_grad)
         if layout.written_with_grad and torch.is_grad_enabled():
             check_view_of_leaf(inputs, layout.written_with_grad)
         if layout.new_leaves:   # after the aliasing check: a slot may share an input's storage
