@@ -270,16 +270,7 @@ def test_empty_and_single_element_selections(name):
     for values in ([-1.0] * 12, [-1.0] * 11 + [2.5], [3.0] * 12):
         x = torch.tensor(values, requires_grad=True)
         w = torch.linspace(-1, 1, 12, requires_grad=True)
-        twin_x, twin_w = (t.detach().clone().requires_grad_() for t in (x, w))
-        expected, actual = fn(x, w), compiled(twin_x, twin_w)
-        expected = expected if isinstance(expected, tuple) else (expected,)
-        actual = actual if isinstance(actual, tuple) else (actual,)
-        for e, a in zip(expected, actual, strict=True):
-            torch.testing.assert_close(a, e)
-        sum(e.float().sum() for e in expected if e.requires_grad).backward()
-        sum(a.float().sum() for a in actual if a.requires_grad).backward()
-        torch.testing.assert_close(twin_x.grad, x.grad)
-        torch.testing.assert_close(twin_w.grad, w.grad)
+        _same_as_eager(fn, compiled, (x, w))
 
 
 def test_a_call_that_breaks_a_traced_size_assumption_raises():
@@ -369,16 +360,7 @@ def test_data_dependent_sizes_with_symbolic_input_sizes(name):
     for n in (6, 9, 13):
         g = torch.Generator().manual_seed(n)
         x, w = (torch.randn(n, generator=g).requires_grad_() for _ in range(2))
-        twins = [t.detach().clone().requires_grad_() for t in (x, w)]
-        expected, actual = fn(x, w), compiled(*twins)
-        expected = expected if isinstance(expected, tuple) else (expected,)
-        actual = actual if isinstance(actual, tuple) else (actual,)
-        for e, a in zip(expected, actual, strict=True):
-            torch.testing.assert_close(a, e)
-        sum(e.float().sum() for e in expected if e.requires_grad).backward()
-        sum(a.float().sum() for a in actual if a.requires_grad).backward()
-        for t, twin in zip((x, w), twins, strict=True):
-            torch.testing.assert_close(twin.grad, t.grad)
+        _same_as_eager(fn, compiled, (x, w))
     assert len(compiled.entries) == 1
 
 
@@ -390,3 +372,17 @@ def test_data_dependent_op_recomputed_by_checkpoint_is_refused_by_name():
 
     with pytest.raises(jointgraph.UnsupportedError, match="checkpoint"):
         jointgraph.aot_function(fn)(*_inputs(0))
+
+
+def _same_as_eager(fn, compiled, inputs: tuple) -> None:
+    """Outputs and the gradients of ``inputs`` (leaves) of ``compiled`` equal eager's ``fn``."""
+    twins = [t.detach().clone().requires_grad_() for t in inputs]
+    expected, actual = fn(*inputs), compiled(*twins)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    actual = actual if isinstance(actual, tuple) else (actual,)
+    for e, a in zip(expected, actual, strict=True):
+        torch.testing.assert_close(a, e)
+    sum(e.float().sum() for e in expected if e.requires_grad).backward()
+    sum(a.float().sum() for a in actual if a.requires_grad).backward()
+    for t, twin in zip(inputs, twins, strict=True):
+        torch.testing.assert_close(twin.grad, t.grad)
