@@ -217,6 +217,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self.written_with_grad: set = set()   # storages an in-place op autograd records ran on
         self._writes: dict[int, int] = {}      # storage -> in-place ops on it that bump its version
         self._made_at = _ByTensor()            # result -> its storage's write count when made
+        self._views: dict[int, int] = {}       # storage -> views made of it inside the function
+        self.reshaped_under_views = False      # an in-place view op ran on a storage with views made before
 
     def track(self, tensors: list) -> None:
         """Watch ``tensors`` (the inputs) as results are watched: a storage swapped under them is refused."""
@@ -264,6 +266,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         if self.analyze:
             if in_place or target is not None and (name in _DUNDER_WRITES or name in _VERSIONED_METADATA):
                 self._record_write(target)
+            if target is not None and name in _VERSIONED_METADATA and self._views.get(_storage_id(target), 0):
+                self.reshaped_under_views = True   # Note [Views made before an in-place view op]
             for arg in args:
                 if isinstance(arg, torch.Tensor):
                     self.check_storage_kept(arg)
@@ -276,7 +280,10 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self._expanded.track(func, target, result)
         if not self.analyze:
             return
-        self._made_at[result] = self._writes.get(_storage_id(result), 0)
+        storage = _storage_id(result)
+        self._made_at[result] = self._writes.get(storage, 0)
+        if target is not None and result is not target and storage == _storage_id(target):
+            self._views[storage] = self._views.get(storage, 0) + 1
         self._storages[result] = _storage_id(result)
         if target is not None and (name == "__get__" and getattr(func, "__self__", None) is _DATA
                                    or func is _GET_DATA   # x.data in a Dynamo graph
@@ -292,6 +299,19 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             written.add(storage)
             if not via_data:
                 self._writes[storage] = self._writes.get(storage, 0) + 1
+
+    def refuse_stale_views(self, exc: BaseException) -> None:
+        """Note [Views made before an in-place view op]: functionalization regenerates a view by
+        replaying its view ops on its base's *new* geometry (``t0 = a.t(); a.unsqueeze_(0); t0[::2]``
+        replays ``t()`` on a 3-D tensor), where eager's view keeps its own. A failure of the trace
+        after such an op is that limit, not the user's error."""
+        if self.reshaped_under_views and type(exc) is RuntimeError:
+            raise UnsupportedError(
+                "a view taken before an in-place view op (t_(), unsqueeze_(), transpose_(), as_strided_(), ...) "
+                "on the tensor it views is used afterwards: functionalization regenerates it from the new "
+                f"geometry, where eager keeps its own ({str(exc).splitlines()[0][:120]})",
+                hint='take the view after the in-place view op, use the out-of-place op (x = x.t()), or pass '
+                     'on_unsupported="eager"') from exc
 
     def written_since_made(self, t: torch.Tensor) -> bool:
         """``t`` (a view) was made before an in-place op on its storage that bumped the version

@@ -128,6 +128,7 @@ def _collect(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_m
                     flat_outs = flat_fn(*call_args)
                 except Exception as exc:   # a storage swapped under an input explains what failed after it
                     _check_storages_kept(call_args, exc)
+                    checks.refuse_stale_views(exc)
                     raise
             for t in (*tensors, *flat_outs):
                 if isinstance(t, torch.Tensor):
