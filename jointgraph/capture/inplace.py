@@ -305,7 +305,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         replaying its view ops on its base's *new* geometry (``t0 = a.t(); a.unsqueeze_(0); t0[::2]``
         replays ``t()`` on a 3-D tensor), where eager's view keeps its own. A failure of the trace
         after such an op is that limit, not the user's error."""
-        if self.reshaped_under_views and type(exc) is RuntimeError:
+        if self.reshaped_under_views and (type(exc) is RuntimeError or type(exc) is ValueError
+                                          and str(exc).startswith("Cannot view a tensor")):
             raise UnsupportedError(
                 "a view taken before an in-place view op (t_(), unsqueeze_(), transpose_(), as_strided_(), ...) "
                 "on the tensor it views is used afterwards: functionalization regenerates it from the new "
