@@ -234,7 +234,8 @@ SCENARIOS = {
 REFUSED = {
     # fuzz seed 3136: functionalization replays t() on the input's new, 3-D geometry
     "view_used_after_unsqueeze_of_its_base": ("def f(a):\n    t0 = a.t()\n    a.unsqueeze_(0)\n    return t0[::2]",
-                                              "leaf = torch.randn(8, 2, requires_grad=True)\nx = leaf.clone()[::2]\nx,"),
+                                              "leaf = torch.randn(8, 2, requires_grad=True)\n"
+                                              "x = leaf.clone()[::2]\nx,"),
     # fuzz seed 2620: functionalization replays the rebuilt view's transpose_() wrongly for the later write
     "aliased_transpose_then_write_through_view": ("def f(a, b):\n    a.transpose_(0, 1)\n"
                                                   "    a[1:].masked_fill_(a[1:] > 0, -1.0)\n    return b",

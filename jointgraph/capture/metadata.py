@@ -137,12 +137,8 @@ def _collect(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_m
                       for f, a, role, g, w in zip(call_args, fake_args, roles, grad_fns, writes, strict=True)]
             inputs = _storage_resizes(inputs, call_args, fake_args, storage_bytes)
             _check_written_geometry(inputs, fake_args)
-            # Written only through .data, or by a kernel that bumps no version (the running statistics
-            # of CPU batch norm): the caller's version counter stays as is, as eager's does.
             inputs = [dataclasses.replace(info, mutated_via_data=True) if info.mutates_data
-                      and (checks.only_via_data(a) or not info.mutation_recorded and version is not None
-                           and _version(a) == version) else info
-                      for info, a, version in zip(inputs, call_args, versions, strict=True)]
+                      and checks.only_via_data(a) else info for info, a in zip(inputs, call_args, strict=True)]
             inputs = [dataclasses.replace(info, version_bumped=True) if isinstance(a, torch.Tensor)
                       and not info.mutates_data and info.new_metadata is None
                       and (checks.written(a) or _version(a) != version) else info   # set_() on a detach()
