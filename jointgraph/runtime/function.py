@@ -332,6 +332,7 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
     n_grads = len(grad_mask)
     hooks_inlined = layout.hooks_inlined
     meta_mutated = frozenset(m[0] for m in layout.metadata_mutations)
+    bumped = frozenset(layout.version_bumps)   # the epilogue's increment_version is not the user's write after
     differentiable = tuple(k for k in range(n_fw_outs) if k not in non_diff)
     reach = hooks.reach if hooks is not None else ()   # Note [Hooks eager does not reach]
 
@@ -355,7 +356,8 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                 ctx.stash = list(saved)
             ctx.sizes = list(outs[n_fw_outs + n_saved:])
             if saved_inputs:   # the epilogue's own as_strided_ (a metadata mutation) is not the user's write
-                ctx.versions = [(s, inputs[i], inputs[i]._version + (i in meta_mutated)) for s, i in saved_inputs]
+                ctx.versions = [(s, inputs[i], inputs[i]._version + (i in meta_mutated) + (i in bumped))
+                                for s, i in saved_inputs]
             if read_outputs:   # weakly: a cycle output -> grad_fn -> ctx -> output would outlive the call
                 ctx.output_versions = [(weakref.ref(outs[k]), outs[k]._version) for k in read_outputs]
             if bw_mutated:
