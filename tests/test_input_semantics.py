@@ -232,6 +232,14 @@ SCENARIOS = {
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.
 REFUSED = {
+    # fuzz seeds 3884 and 1238: the gradient through the older view would come from the new geometry (wrong)
+    "view_differentiated_after_transpose_of_its_base": ("def f(b):\n    t0 = b[1:]\n    b.transpose_(0, 1)\n"
+                                                        "    return t0.sum()",
+                                                        "leaf = torch.randn(3, 3, 2, requires_grad=True)\n"
+                                                        "b = leaf * 1\nb,"),
+    "as_strided_of_a_view_then_write": ("def f(a):\n    t0 = a.view(-1)\n    t0.as_strided_((2,), (1,))\n"
+                                        "    t0[:-1].sin_()\n    return t0",
+                                        "leaf = torch.randn(6, requires_grad=True)\nx = (leaf * 1)[2:]\nx,"),
     # fuzz seed 3136: functionalization replays t() on the input's new, 3-D geometry
     "view_used_after_unsqueeze_of_its_base": ("def f(a):\n    t0 = a.t()\n    a.unsqueeze_(0)\n    return t0[::2]",
                                               "leaf = torch.randn(8, 2, requires_grad=True)\n"

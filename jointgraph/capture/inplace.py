@@ -54,7 +54,7 @@ import numpy as np
 import torch
 
 from ..errors import UnsupportedError, user_source_line
-from .context import _dense, extent, from_fun, geometry, has_internal_overlap, static
+from .context import _AS_INPUTS, _dense, extent, from_fun, geometry, has_internal_overlap, static
 
 INTERNAL_OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a single "
                     "memory location. Please clone() the tensor before performing the operation.")
@@ -217,8 +217,9 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self.written_with_grad: set = set()   # storages an in-place op autograd records ran on
         self._writes: dict[int, int] = {}      # storage -> in-place ops on it that bump its version
         self._made_at = _ByTensor()            # result -> its storage's write count when made
-        self._views: dict[int, int] = {}       # storage -> views made of it inside the function
+        self._views: dict[int, list] = {}      # storage -> weak references to views made of it inside
         self.reshaped_under_views = False      # an in-place view op ran on a storage with views made before
+        self._counted = _ByTensor()            # views counted in _views
 
     def track(self, tensors: list) -> None:
         """Watch ``tensors`` (the inputs) as results are watched: a storage swapped under them is refused."""
@@ -268,6 +269,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                 self._record_write(target)
             if target is not None and name in _VERSIONED_METADATA and self._views.get(_storage_id(target), 0):
                 self.reshaped_under_views = True   # Note [Views made before an in-place view op]
+                self._refuse_regenerated_gradients(name, target)
             for arg in args:
                 if isinstance(arg, torch.Tensor):
                     self.check_storage_kept(arg)
@@ -283,7 +285,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         storage = _storage_id(result)
         self._made_at[result] = self._writes.get(storage, 0)
         if target is not None and result is not target and storage == _storage_id(target):
-            self._views[storage] = self._views.get(storage, 0) + 1
+            self._views.setdefault(storage, []).append(weakref.ref(result))
+            self._counted[result] = True
         self._storages[result] = _storage_id(result)
         if target is not None and (name == "__get__" and getattr(func, "__self__", None) is _DATA
                                    or func is _GET_DATA   # x.data in a Dynamo graph
@@ -299,6 +302,23 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             written.add(storage)
             if not via_data:
                 self._writes[storage] = self._writes.get(storage, 0) + 1
+
+    def _refuse_regenerated_gradients(self, name: str, target: torch.Tensor) -> None:
+        """Under grad mode, autograd regenerates the gradient of an older view of ``target`` (or of
+        ``target`` itself, a view, after ``as_strided_``) from the new geometry under
+        functionalization: the gradient comes out wrong where eager's is right. Refused."""
+        if not (torch.is_grad_enabled() and target.requires_grad):
+            return
+        inputs = getattr(_AS_INPUTS, "ids", ())   # views rebuilt from a synthetic base stand for inputs
+        others = sum(1 for ref in self._views.get(_storage_id(target), ())
+                     if (v := ref()) is not None and v is not target and id(v) not in inputs)
+        if others > 0 or name == "as_strided_" and self._counted.get(target) and id(target) not in inputs:
+            raise UnsupportedError(
+                f"{name} on a tensor that requires grad, with a view of it taken earlier inside the function "
+                "(or, for as_strided_, on such a view): traced under functionalization, the gradient through "
+                "the older view would come from the new geometry, not eager's", source=user_source_line(),
+                hint=f'take the views after {name}, use the out-of-place op (x = x.t()), or pass '
+                     'on_unsupported="eager"')
 
     def refuse_stale_views(self, exc: BaseException) -> None:
         """Note [Views made before an in-place view op]: functionalization regenerates a view by
