@@ -95,9 +95,7 @@ def plans(compiled: Any) -> list[Plan]:
     """
     from .dynamo import dynamo_plans
 
-    if isinstance(compiled, CompiledFunction):
-        return compiled.plans
-    if isinstance(compiled, CompiledModule):
+    if isinstance(compiled, (CompiledFunction, CompiledModule)):
         return compiled.plans
     found = dynamo_plans(compiled)
     if found is None:

@@ -164,13 +164,13 @@ def build_entry(flat_fn: Callable, out_box: list, signature: FlatSignature, tens
         fake_mode = FakeTensorMode()
         eager = options.fw_compiler == "eager" and options.bw_compiler == "eager"
         fakes = [] if eager else fakeify(tensors, fake_mode, dynamic=False)
-        entry = compile_entry(hit[0], None, None, options, signature, None, fakes, layout=hit[1])
+        entry = compile_entry(hit[0], None, options, fakes, hit[1])
     else:
         plan, joint, graphs, fake_mode, fakes = plan_call(flat_fn, signature, tensors, options, dynamic=dynamic,
                                                           saved_hooks=saved_hooks)
         layout = make_layout(joint, graphs, signature, out_box[0], fakes)
         store_entry(request, plan, layout, joint)   # before the graph compilers run: they may rewrite the graphs
-        entry = compile_entry(plan, joint, graphs, options, signature, out_box[0], fakes, layout=layout)
+        entry = compile_entry(plan, joint, options, fakes, layout)
     entry.saved_hooks = saved_hooks
     entry.fake_mode = fake_mode
     entry.fakes = fakes
@@ -197,17 +197,23 @@ def _no_unpack(x):
     return x
 
 
+def _shared_with_differentiable(values: list, non_diff: tuple) -> tuple[int, ...]:
+    """Non-differentiable outputs whose storage a differentiable output shares (``t, t.detach()`` of one
+    value, or ``a.detach(), a`` with ``a`` a view): the runtime gives them a detached alias, so marking
+    them does not take the gradient from the others."""
+    roots = {storage_root(v) for k, v in enumerate(values) if k not in non_diff and isinstance(v, torch.fx.Node)}
+    return tuple(i for i in non_diff if isinstance(values[i], torch.fx.Node) and storage_root(values[i]) in roots)
+
+
 def non_leaf_inputs(tensors: list) -> frozenset[int]:
     """Graph inputs that require grad and are not leaves (they may be mutated in place)."""
     return frozenset(i for i, t in enumerate(tensors)
                      if isinstance(t, torch.Tensor) and t.requires_grad and not t.is_leaf)
 
 
-def compile_entry(plan: Plan, joint, graphs: SplitGraphs | None, options: CompileOptions, signature,
-                  out_spec, fakes: list, layout: EntryLayout | None = None) -> CompiledEntry:
-    """Compile the plan's graphs; ``layout`` given (a cache hit) or made from ``joint`` and ``graphs``."""
-    if layout is None:   # before the graph compilers run: they may rewrite the graphs
-        layout = make_layout(joint, graphs, signature, out_spec, fakes)
+def compile_entry(plan: Plan, joint, options: CompileOptions, fakes: list, layout: EntryLayout) -> CompiledEntry:
+    """Compile the plan's graphs (``joint``: None on a cache hit); ``layout`` is made before, as the
+    graph compilers may rewrite the graphs."""
     # Read off the backward graph before a graph compiler rewrites it (Note [Hooks eager does not reach]).
     hooks = entry_hooks(joint.hooks, plan.backward) if joint is not None else None
     start = time.perf_counter()
@@ -251,13 +257,14 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
                                            info.view_base))
         else:
             plan_entries.append(view_entry("input_view", (info.input_index, info.view_meta, info.view_replay), fakes))
-    saved_inputs, saved_copies, saved_aliases, read_outputs, saved_mutated = [], [], [], [], ()
+    saved_inputs, saved_copies, saved_aliases, read_outputs, saved_mutated, detach_shared = [], [], [], [], (), ()
     reshaped = {i for i, info in enumerate(joint.inputs) if info.new_metadata is not None}
     if graphs.backward is not None:
         fw_out = [n for n in graphs.forward.graph.nodes if n.op == "output"][0]
         roles = fw_out.meta["roles"]
         saved_nodes = [v for v, r in zip(fw_out.args[0], roles, strict=True) if r is Role.SAVED_TENSOR]
         new_values = [v for v, r in zip(fw_out.args[0], roles, strict=True) if r is Role.MUTATED_INPUT]
+        detach_shared = _shared_with_differentiable(fw_out.args[0][:n_user + len(mutated)], non_diff)
         # An input's new value saved for the backward: eager saved the input itself, whose later
         # in-place use makes the backward raise (Note [Saved mutated inputs] in runtime/function.py).
         saved_mutated = tuple(sorted({i for node, i in zip(new_values, mutated, strict=True) if node in saved_nodes}))
@@ -295,6 +302,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         tangent_positions=tangent_positions,
         hooks_inlined=graphs.hooks_inlined,
         non_differentiable=non_diff,
+        detach_shared=detach_shared,
         grad_inputs=tuple(info.requires_grad or info.requires_grad_set for info in joint.inputs),
         saved_input_positions=tuple(saved_inputs),
         outputs_read_by_backward=tuple(read_outputs),

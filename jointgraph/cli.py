@@ -287,7 +287,7 @@ def cmd_bench(args: argparse.Namespace, console) -> int:
         def tell(message: str, done: float) -> None:
             progress.update(task, description=f"{work.name}: {message}", completed=done)
 
-        notes: list[str] = []
+        notes: list[Warning] = []
         with _warnings_once(notes):
             result = run_bench(work, options, tell)
     eager = next((r for r in result.results if r.kind == "eager"), None)
@@ -343,13 +343,13 @@ def _plan(args: argparse.Namespace, console):
 
     with _stderr_console().status(f"{args.model}: building the model"):
         work = _workload(args)
-    notes: list[str] = []
+    notes: list[Warning] = []
     with _warnings_once(notes), _stderr_console().status(f"{work.name}: tracing and planning"):
         plan = jointgraph.plan(work.step, *work.inputs, **_options(args))
     _check_trains(plan, work.name)
     floor = next((n for n in notes if _below_floor(n)), None)
     if floor is not None:
-        raise CommandFailure(f"--budget {args.budget}: {floor.split('; using')[0]}; give at least that")
+        raise CommandFailure(f"--budget {args.budget}: {floor.requirement}; give at least that")
     _print_notes(console, notes)
     return plan, work
 
@@ -361,8 +361,10 @@ def _check_trains(plan, name: str) -> None:
                              "no backward to plan")
 
 
-def _below_floor(note: str) -> bool:
-    return "below the minimum achievable peak" in note
+def _below_floor(note: Warning) -> bool:
+    from .planner.budget import BudgetBelowFloor
+
+    return isinstance(note, BudgetBelowFloor)
 
 
 def _pareto(work, args: argparse.Namespace, console) -> list:
@@ -375,7 +377,7 @@ def _pareto(work, args: argparse.Namespace, console) -> list:
 
 
 @contextlib.contextmanager
-def _warnings_once(notes: list[str]) -> Iterator[None]:
+def _warnings_once(notes: list[Warning]) -> Iterator[None]:
     """Collect jointgraph's warning messages in the block into ``notes``, each once (the plan and every
     compile may repeat one), to print with ``_print_notes``; other warnings are shown as usual."""
     with warnings.catch_warnings(record=True) as caught:   # the filters stay; only the display is caught
@@ -384,13 +386,17 @@ def _warnings_once(notes: list[str]) -> Iterator[None]:
             yield
         finally:
             ours = [w for w in caught if os.sep + "jointgraph" + os.sep in w.filename]
-            notes.extend(m for m in dict.fromkeys(str(w.message) for w in ours) if m not in notes)
+            seen = {str(n) for n in notes}
+            for w in ours:
+                if str(w.message) not in seen:
+                    seen.add(str(w.message))
+                    notes.append(w.message)
     for w in caught:
         if w not in ours:
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
 
-def _print_notes(console, notes: list[str]) -> None:
+def _print_notes(console, notes: list[Warning]) -> None:
     for message in notes:
         console.print(f"[yellow]note:[/yellow] {message}", highlight=False)
 
@@ -442,7 +448,7 @@ def saved_table(plan, title: str = "saved for the backward", *, show_all: bool =
         shown, folded = group.split(show_all=show_all)
         for r in shown:
             table.add_row(fmt_bytes(r.nbytes), r.name, str(r.shape), r.dtype, r.reason,
-                          r.module + (f" ({r.source})" if r.source else ""))
+                          r.where)
         if folded:
             table.add_row("", "", "", "", folded_line(folded), "")
         table.add_section()

@@ -99,7 +99,7 @@ def _compile_flat(gm: Callable, example_inputs: list, options: CompileOptions) -
     request, hit = cache.lookup(options.cache, source, signature, example_inputs, options, dynamic=False,
                                 saved_hooks=None, ambient=ambient_state())
     if hit is not None:
-        entry = compile_entry(hit[0], None, None, options, signature, None, fakes, layout=hit[1])
+        entry = compile_entry(hit[0], None, options, fakes, hit[1])
         plan = entry.plan
     else:
         try:
@@ -112,7 +112,7 @@ def _compile_flat(gm: Callable, example_inputs: list, options: CompileOptions) -
                                    "only (Note [Captured tensors])") from None
         layout = make_layout(joint, graphs, signature, out_box[0], fakes)
         store_entry(request, plan, layout, joint)   # before the graph compilers run: they may rewrite the graphs
-        entry = compile_entry(plan, joint, graphs, options, signature, out_box[0], fakes, layout=layout)
+        entry = compile_entry(plan, joint, options, fakes, layout)
     run = entry.run_inputs
     synthetic = SyntheticBases(call_graph, lambda inner: CompiledFunction(inner, options))   # Note [Aliased inputs]
 

@@ -25,8 +25,6 @@ Not ported (no user-level equivalent, or CUDA only):
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
 import torch
 
@@ -36,17 +34,6 @@ from jointgraph.bench.fuzz import Program, check, contenders
 ALL = contenders()
 CONTENDERS = {name: ALL[name] for name in ("default", "mincut", "dynamo")}
 PARTITIONERS = ("default", "mincut")
-
-
-def _program(body: str, inputs: str, mutate_outputs: bool) -> Program:
-    """``body``: the source of ``f``; ``inputs``: lines naming tensors, the last one the argument tuple."""
-    lines = textwrap.dedent(inputs).strip().splitlines()
-    args = lines.pop()
-    named = [line.split("=", 1)[0].strip() for line in lines if "=" in line.split("(", 1)[0]]
-    body_lines = "".join(f"    {line}\n" for line in lines)
-    mapping = ", ".join(f"{n!r}: {n}" for n in named)
-    source = f"def make_inputs():\n    torch.manual_seed(0)\n{body_lines}    return ({args}), {{{mapping}}}"
-    return Program(seed=0, source=textwrap.dedent(body).strip() + "\n", inputs=source, mutate_outputs=mutate_outputs)
 
 
 SCENARIOS: dict[str, tuple[str, str, str, bool]] = {}
@@ -370,7 +357,7 @@ def _cases() -> list:
 @pytest.mark.parametrize(("name", "contender"), _cases())
 def test_scenario_matches_eager(name, contender):
     pytorch, body, inputs, mutate = SCENARIOS[name]
-    outcome = check(_program(body, inputs, mutate), CONTENDERS[contender])
+    outcome = check(Program.scenario(body, inputs, mutate), CONTENDERS[contender])
     refusal = REFUSED.get((name, contender))
     if refusal is not None:
         assert (outcome.status, refusal in outcome.message) == ("refused", True), f"{pytorch}: {outcome.message}"
@@ -636,11 +623,7 @@ def test_input_mutation_storage_resize(program, partitioner):
 @pytest.mark.parametrize("partitioner", PARTITIONERS)
 def test_input_mutation_storage_resize_before_set_(partitioner):
     # test_input_mutation_storage_resize_before_set_: set_() of an input is refused by name (Note [set_])
-    def f(a):
-        with torch.no_grad():
-            _resize(a, 0)
-            a.set_(torch.ones(2))
-
+    f = _storage_resize_before_set_
     f(torch.zeros(8, requires_grad=True))   # eager runs it
     with pytest.raises(jointgraph.UnsupportedError, match=r"set_\(\) of an input"):
         jointgraph.aot_function(f, partitioner=partitioner)(torch.zeros(8, requires_grad=True))

@@ -322,23 +322,15 @@ def test_outputs_modified_in_place_must_raise_where_eager_does():
     assert outcome.status == "wrong"
 
 
-# Known failures of jointgraph under the issue-12 writers ((seed, contender) -> oracle key), reported in
-# issue 12's closing note; a seed that starts passing fails the test, so the list only shrinks.
-KNOWN_SEMANTICS12: dict[tuple[int, str], str] = {}   # 1212 (a view taken before as_strided_): now refused
 SEMANTICS12_SEEDS = range(1200, 1240)
 
 
-def test_semantics12_random_programs_match_eager_except_known():
+def test_semantics12_random_programs_match_eager():
     from jointgraph.bench import fuzz_semantics
 
     chosen = fuzz.contenders(dynamo_every=4)
     summary = fuzz.run(len(SEMANTICS12_SEEDS), seed=SEMANTICS12_SEEDS.start,
                        contenders=[chosen["default"], chosen["dynamo"]], progress=False,
                        writers=fuzz_semantics.SEMANTICS12_WRITERS)
-    found = {(f.program.seed, f.contender): f.outcome.key for f in summary.failures}
-    new = {s: k for s, k in found.items() if KNOWN_SEMANTICS12.get(s) != k}
-    fixed = {s: k for s, k in KNOWN_SEMANTICS12.items() if found.get(s) != k}
-    report = "\n\n".join(f"{f.contender}: {f.outcome.message}\n{f.program.render()}" for f in summary.failures
-                         if (f.program.seed, f.contender) in new)
-    assert not new, f"new failures {new}\n{report}"
-    assert not fixed, f"known failures that now pass or fail differently (update KNOWN_SEMANTICS12): {fixed}"
+    report = "\n\n".join(f"{f.contender}: {f.outcome.message}\n{f.program.render()}" for f in summary.failures)
+    assert not summary.failures, report

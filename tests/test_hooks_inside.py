@@ -55,18 +55,16 @@ def _assert_like_eager(make, compile_fn, calls: int = 3, *, hooks_as=None):
             torch.testing.assert_close(a, b, msg=f"call {call}: gradient seen by hook {tag_a}")
 
 
-def _scaling_hook(make_log):
-    def make(log):
-        def hook(g):
-            log.append(("y", g.clone()))
-            return g * 3   # a returned tensor replaces the gradient
+def _scaling_hook(log):
+    def hook(g):
+        log.append(("y", g.clone()))
+        return g * 3   # a returned tensor replaces the gradient
 
-        def fn(x, w):
-            y = torch.tanh(x @ w)
-            y.register_hook(hook)
-            return (y * y).sum() + y.mean()
-        return fn
-    return make
+    def fn(x, w):
+        y = torch.tanh(x @ w)
+        y.register_hook(hook)
+        return (y * y).sum() + y.mean()
+    return fn
 
 
 def _two_hooks_one_tensor(log):
@@ -107,7 +105,7 @@ def _removed_hook(log):
     return fn
 
 
-CASES = [_scaling_hook(None), _two_hooks_one_tensor, _hooks_on_a_chain, _hook_on_inputs, _removed_hook]
+CASES = [_scaling_hook, _two_hooks_one_tensor, _hooks_on_a_chain, _hook_on_inputs, _removed_hook]
 
 
 @pytest.mark.parametrize("options", PARTITIONERS, ids=lambda o: o["partitioner"])
@@ -305,7 +303,7 @@ def test_hook_on_a_tensor_without_grad_raises_like_eager():
 def test_entry_with_hooks_bypasses_the_disk_cache(tmp_path, caplog, monkeypatch):
     monkeypatch.setattr(jg_cache, "_REPORTED", set())
     caplog.set_level(logging.INFO, logger="jointgraph.cache")
-    make = _scaling_hook(None)
+    make = _scaling_hook
     for _ in range(2):   # a fresh compiled function each time: only the disk could help
         log = []
         out = jointgraph.aot_function(make(log), cache=str(tmp_path))(*_args(0))
@@ -347,7 +345,7 @@ def test_hook_whose_result_nothing_reads_still_runs():
 @pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
                     reason="Inductor's CPU backend needs a C++ compiler")
 def test_inductor_backward_runs_the_hook_op():
-    _assert_like_eager(_scaling_hook(None), lambda fn: jointgraph.aot_function(fn, bw_compiler="inductor"), calls=2)
+    _assert_like_eager(_scaling_hook, lambda fn: jointgraph.aot_function(fn, bw_compiler="inductor"), calls=2)
 
 
 def test_multi_grad_hook_any_mode_runs_once_per_backward():

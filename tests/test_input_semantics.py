@@ -6,8 +6,6 @@ torch.compile(backend="jointgraph")."""
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
 import torch
 
@@ -15,17 +13,6 @@ import jointgraph
 from jointgraph.bench.fuzz import Program, check, contenders
 
 CONTENDERS = contenders()
-
-
-def _program(body: str, inputs: str) -> Program:
-    """``body``: the source of ``f``; ``inputs``: lines building the arguments (names listed in ARGS)."""
-    lines = textwrap.dedent(inputs).strip().splitlines()
-    args = lines.pop()   # the last line: the argument tuple
-    named = [line.split("=", 1)[0].strip() for line in lines if "=" in line.split("(", 1)[0]]
-    body_lines = "".join(f"    {line}\n" for line in lines)
-    mapping = ", ".join(f"{n!r}: {n}" for n in named)
-    source = f"def make_inputs():\n    torch.manual_seed(0)\n{body_lines}    return ({args}), {{{mapping}}}"
-    return Program(seed=0, source=textwrap.dedent(body).strip() + "\n", inputs=source)
 
 
 SCENARIOS = {
@@ -281,7 +268,7 @@ REFUSED = {
 @pytest.mark.parametrize("contender", list(CONTENDERS))
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_input_scenario_matches_eager(name, contender):
-    outcome = check(_program(*SCENARIOS[name]), CONTENDERS[contender])
+    outcome = check(Program.scenario(*SCENARIOS[name]), CONTENDERS[contender])
     expected = "refused" if contender == "dynamo" and name in DYNAMO_REFUSES else "pass"
     assert outcome.status == expected, outcome.message
 
@@ -295,7 +282,7 @@ DYNAMO_REFUSES = {"requires_grad_of_view_input_then_write_older_view",
 
 @pytest.mark.parametrize("name", list(REFUSED))
 def test_uncompilable_input_scenario_is_refused(name):
-    outcome = check(_program(*REFUSED[name]), CONTENDERS["mincut"])
+    outcome = check(Program.scenario(*REFUSED[name]), CONTENDERS["mincut"])
     assert outcome.status == "refused", outcome.message
 
 

@@ -121,11 +121,10 @@ def test_recorded_as_graph_effects():
 
 def test_recomputed_dropout_replays_the_forward_mask_after_a_seed():
     """A checkpointed dropout recomputed in the backward reproduces the mask drawn after the seed."""
-    compiled = jointgraph.aot_function(_checkpointed_dropout, partitioner="mincut")
     plan = jointgraph.plan(_checkpointed_dropout, *_args(0), partitioner="mincut")
     backward_targets = {str(n.target) for n in plan.backward.graph.nodes if n.op == "call_function"}
     assert any("run_with_rng_state" in t for t in backward_targets), backward_targets
-    _assert_like_eager(_checkpointed_dropout, compiled)
+    # its values equal eager's: test_aot_function_matches_eager_over_three_calls[_checkpointed_dropout-mincut]
 
 
 def test_non_deterministic_seed_is_refused():

@@ -98,7 +98,6 @@ def test_data_dependent_op_forward_and_backward_match_eager(name):
     sizes = _check_against_eager(fn, compiled)
     # the data-dependent sizes change between calls (masked_assign's output keeps x's shape)
     assert len(sizes) > 1 or name == "masked_assign"
-    assert len({int((_inputs(seed)[0] > 0).sum()) for seed in range(4)}) > 1
     assert len(compiled.entries) == 1   # one graph serves every size
 
 
@@ -283,7 +282,7 @@ def test_a_call_that_breaks_a_traced_size_assumption_raises():
     x = torch.tensor([1.0, -1.0, 2.0, 3.0])
     torch.testing.assert_close(compiled(x, torch.tensor([1.0, 1.0, -2.0, 3.0])),
                                add_selections(x, torch.tensor([1.0, 1.0, -2.0, 3.0])))
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="Runtime assertion failed"):
         compiled(x, torch.tensor([1.0, -1.0, -2.0, 3.0]))
 
 

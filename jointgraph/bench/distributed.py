@@ -124,10 +124,6 @@ class Scenario:
     backend: str = "jointgraph"       # or "aot_eager" (a contender for the memory table)
 
 
-def scenario_names() -> list[str]:
-    return list(SCENARIOS)
-
-
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     Scenario("ddp_outer", wrapper="ddp", compile="outer"),
     Scenario("ddp_inner", wrapper="ddp", compile="inner"),

@@ -53,6 +53,7 @@ import os
 import random
 import re
 import sys
+import textwrap
 import time
 import traceback
 import warnings
@@ -83,6 +84,18 @@ class Program:
     inputs: str
     guard: str | None = None          # a third call under this change (Note [Fuzz guards]), one of GUARDS
     mutate_outputs: bool = False      # float outputs get ``.mul_(2)`` right after the call, before backward
+
+    @classmethod
+    def scenario(cls, body: str, inputs: str, mutate_outputs: bool = False) -> Program:
+        """A hand-written program (the scenario tests): ``body`` the source of ``f``; ``inputs`` lines
+        naming tensors, the last one the argument tuple (made under ``torch.manual_seed(0)``)."""
+        lines = textwrap.dedent(inputs).strip().splitlines()
+        args = lines.pop()
+        named = [line.split("=", 1)[0].strip() for line in lines if "=" in line.split("(", 1)[0]]
+        body_lines = "".join(f"    {line}\n" for line in lines)
+        mapping = ", ".join(f"{n!r}: {n}" for n in named)
+        source = f"def make_inputs():\n    torch.manual_seed(0)\n{body_lines}    return ({args}), {{{mapping}}}"
+        return cls(seed=0, source=textwrap.dedent(body).strip() + "\n", inputs=source, mutate_outputs=mutate_outputs)
 
     @property
     def params(self) -> list[str]:

@@ -157,4 +157,3 @@ SEMANTICS12_WRITERS: fuzz.Writers = fuzz.Writers({
     "in_place_operand": (_in_place_operand, 1.0),
 }, steps=("guard", "mutate_outputs"))
 
-WRITER_NAMES: tuple[str, ...] = tuple(k for k in SEMANTICS12_WRITERS if k not in fuzz.WRITERS)

@@ -45,6 +45,8 @@ from typing import Any
 
 import torch
 
+from ..capture.guards import global_names
+
 MAX_ITEMS = 200_000
 _ATOMS = (type(None), bool, int, float, complex, str, bytes, type(Ellipsis), type(NotImplemented))
 _TORCH_SCALARS = (torch.dtype, torch.device, torch.layout, torch.memory_format, torch.Size)
@@ -189,7 +191,7 @@ class _Walker:
         self.visit(fn.__defaults__, f"{path}.__defaults__")
         self.visit(fn.__kwdefaults__, f"{path}.__kwdefaults__")
         self._cells(fn, path)
-        names = _code_names(fn.__code__)
+        names = global_names(fn.__code__)
         module_globals = fn.__globals__
         for name in sorted(names):
             if name not in module_globals:
@@ -302,14 +304,6 @@ class _Walker:
 
 class _EmptyCell:
     """Stands for a closure cell not bound yet."""
-
-
-def _code_names(code: types.CodeType) -> set[str]:
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= _code_names(const)
-    return names
 
 
 def _imports(code: types.CodeType) -> list[str]:

@@ -30,15 +30,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import operator
 import platform
 import sys
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from .fingerprint import Unhashable, fingerprint
-from .serialize import FORMAT
+from .store import FORMAT
 
 
 @functools.lru_cache(maxsize=1)
@@ -144,9 +144,7 @@ def graph_source(gm: torch.fx.GraphModule) -> str:
         if node.op == "call_function":
             digest.update(fingerprint(node.target).encode())
         elif node.op == "get_attr":
-            value: Any = gm
-            for part in node.target.split("."):
-                value = getattr(value, part)
+            value = operator.attrgetter(node.target)(gm)
             if not isinstance(value, torch.Tensor) or value.is_sparse:
                 raise Unhashable(f"the Dynamo graph holds {type(value).__name__} {node.target!r}")
             flat = value.detach().cpu().contiguous()

@@ -23,6 +23,7 @@ import dataclasses
 import enum
 import importlib
 import io
+import operator
 import pickle
 import warnings
 from typing import Any
@@ -35,7 +36,6 @@ from ..ir import Plan
 from ..ir.graph import lazy_graph_module
 from .fingerprint import Unhashable
 
-FORMAT = 1
 _SIMPLE = (type(None), bool, int, float, str, enum.Enum, torch.dtype, torch.device)
 _DROPPED_META = frozenset({"val", "tensor_meta", "nn_module_stack", "source_fn_stack", "fwd_nn_module_stack",
                            "fwd_source_fn_stack", "from_node"})
@@ -136,7 +136,7 @@ def graph_state(gm: torch.fx.GraphModule | None) -> dict | None:
         if node.op in ("call_module",):
             raise Unhashable(f"the graph calls a submodule ({node.target})")
         if node.op == "get_attr":
-            value = _attr(gm, node.target)
+            value = operator.attrgetter(node.target)(gm)
             if not isinstance(value, torch.Tensor):
                 raise Unhashable(f"the graph holds {type(value).__name__} {node.target!r}, not a tensor")
             constants[node.target] = value.detach().clone() if not value.is_leaf else value.detach()
@@ -147,13 +147,6 @@ def graph_state(gm: torch.fx.GraphModule | None) -> dict | None:
         kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: _Ref(n.name))
         nodes.append((node.op, node.name, node.target, args, kwargs, meta))
     return {"nodes": nodes, "constants": constants}
-
-
-def _attr(gm: torch.nn.Module, target: str) -> Any:
-    value: Any = gm
-    for part in target.split("."):
-        value = getattr(value, part)
-    return value
 
 
 def graph_module(state: dict | None, fake_mode: FakeTensorMode) -> torch.fx.GraphModule | None:

@@ -238,7 +238,7 @@ def _attribute_getter(get_root: Callable, path: str) -> Callable[[], Any]:
 def _roots(fn: Callable) -> list[tuple[str, Callable, Any]]:
     """(name, getter, current value) of the closure cells and globals ``fn`` may read, following the
     Python functions it reaches (a bound method's ``self`` included)."""
-    from .guards import _global_names
+    from .guards import global_names
 
     roots: list[tuple[str, Callable, Any]] = []
     seen: set[int] = set()
@@ -257,7 +257,7 @@ def _roots(fn: Callable) -> list[tuple[str, Callable, Any]]:
         for name, cell in zip(f.__code__.co_freevars, f.__closure__ or (), strict=True):
             add(name, _cell_getter(cell), depth)
         module_globals = f.__globals__
-        for name in sorted(_global_names(f.__code__)):
+        for name in sorted(global_names(f.__code__)):
             if name in module_globals:
                 add(name, functools.partial(_read_global, module_globals, name), depth)
 

@@ -45,7 +45,7 @@ class JointFunctionalMode(FunctionalTensorMode):
         self._fsdp_copy = _fsdp_copy()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func is self._fsdp_copy and func is not None:
+        if func is self._fsdp_copy:
             super().__torch_dispatch__(torch.ops.aten.copy_.default, types, tuple(args), kwargs)
             return None
         out = super().__torch_dispatch__(func, types, args, kwargs)

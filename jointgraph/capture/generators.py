@@ -151,7 +151,6 @@ class _GeneratorClass(type):
 def rng_state_as_effects():
     """Record the default generator's state changes as graph effects while tracing, under each
     name it has; refuse ``torch.Generator()`` in this thread."""
-    from ..ir import rng  # noqa: F401  (registers the ops)
 
     stand_in = DefaultGeneratorStandIn(torch.random.default_generator)
     generator_class = _GeneratorClass("Generator", (), {"tracing_thread": threading.get_ident()})

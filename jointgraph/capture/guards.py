@@ -98,7 +98,7 @@ def closure_guard(fn: Callable) -> ClosureGuard:
         for name, cell in zip(code.co_freevars, f.__closure__ or (), strict=True):
             consider(f"{name!r} (closure of {f.__qualname__})", _cell_getter(cell), depth, ours)
         module_globals = f.__globals__
-        for name in sorted(_global_names(code)):
+        for name in sorted(global_names(code)):
             if name in module_globals:
                 consider(f"global {name!r} (read by {f.__qualname__})", _global_getter(module_globals, name),
                          depth, ours)
@@ -165,12 +165,12 @@ def _nothing() -> tuple:
     return ()
 
 
-def _global_names(code: types.CodeType) -> set[str]:
+def global_names(code: types.CodeType) -> set[str]:
     """Names ``code`` may load as globals, including in the functions and lambdas it defines."""
     found = set(code.co_names)
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            found |= _global_names(const)
+            found |= global_names(const)
     return found
 
 

@@ -136,7 +136,7 @@ def _same_data(target: torch.Tensor, source) -> bool:
     if not isinstance(source, torch.Tensor) or _storage_id(source) != _storage_id(target):
         return False
     # In the user's geometry and in the values functionalization holds (wrapper offsets go stale).
-    return all((s.shape, s.stride(), s.storage_offset(), s.dtype) == (t.shape, t.stride(), t.storage_offset(), t.dtype)
+    return all((*geometry(s), s.dtype) == (*geometry(t), t.dtype)
                for s, t in ((source, target), (from_fun(source), from_fun(target))))
 
 
@@ -179,6 +179,14 @@ def _element_offsets(t: torch.Tensor) -> np.ndarray:
 VIEW_OF_LEAF = "a view of a leaf Variable that requires grad is being used in an in-place operation"
 
 
+def stale_view_error(detail: str, source: str | None = None) -> UnsupportedError:
+    """Note [Views made before an in-place view op]: the refusal, wherever the trace meets the limit."""
+    return UnsupportedError(f"traced under functionalization, {detail}", source=source,
+                            hint="take the view after the in-place view op (t_(), unsqueeze_(), transpose_(), "
+                                 'as_strided_(), ...), use the out-of-place op (x = x.t()), or pass '
+                                 'on_unsupported="eager"')
+
+
 class _ByTensor:
     """Values keyed by live tensors (by identity: tensors compare elementwise, and ids are reused)."""
 
@@ -210,26 +218,24 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self.analyze = analyze
         self._expanded = ExpandedViews()   # Note [Writes into expanded tensors]
         self._data_aliases = _ByTensor()   # x.data and views of it (``.data`` counts its own versions) -> True
-        self._storages = _ByTensor()       # any result -> its storage when made
+        self._made = _ByTensor()           # any result -> (its storage, that storage's writes) when made
         # Storages written through a .data alias / through any other tensor (eager bumps those versions).
         self.written_via_data: set = set()
         self.written_directly: set = set()
-        self.written_with_grad: set = set()   # storages an in-place op autograd records ran on
+        self._written_with_grad: set = set()   # storages an in-place op autograd records ran on
         self._writes: dict[int, int] = {}      # storage -> in-place ops on it that bump its version
-        self._made_at = _ByTensor()            # result -> its storage's write count when made
         self._views: dict[int, list] = {}      # storage -> weak references to views made of it inside
         self.reshaped_under_views = False      # an in-place view op ran on a storage with views made before
-        self._counted = _ByTensor()            # views counted in _views
 
     def track(self, tensors: list) -> None:
         """Watch ``tensors`` (the inputs) as results are watched: a storage swapped under them is refused."""
         for t in tensors:
-            self._storages[t] = _storage_id(t)
+            self._made[t] = (_storage_id(t), None)
 
     def check_storage_kept(self, t: torch.Tensor) -> None:
         """Refuse a tensor whose storage was swapped behind functionalization's back (``t.data = y``
         on an intermediate): the wrapper would keep reading the old value."""
-        storage = self._storages.get(t)
+        storage, _ = self._made.get(t, (None, None))
         if storage is not None and _storage_id(t) != storage:
             raise UnsupportedError("assigning to .data of a tensor inside the compiled function is not supported: "
                                    "the traced program would keep reading its old value", source=user_source_line(),
@@ -252,7 +258,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             return target
         if self.analyze and target is not None and (in_place or name in _VERSIONED_METADATA) \
                 and target.requires_grad and torch.is_grad_enabled():
-            self.written_with_grad.add(_storage_id(target))   # eager refuses it on a view of a leaf
+            self._written_with_grad.add(_storage_id(target))   # eager refuses it on a view of a leaf
         if in_place or target is not None and name in _DUNDER_WRITES:   # also x[i] = v, x += v
             if in_place and self.analyze and name not in _OVERLAP_UNCHECKED:
                 self._check(target, args[1:], kwargs)   # eager's errors come first
@@ -283,15 +289,13 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         if not self.analyze:
             return
         storage = _storage_id(result)
-        self._made_at[result] = self._writes.get(storage, 0)
-        if target is not None and result is not target and storage == _storage_id(target):
+        self._made[result] = (storage, self._writes.get(storage, 0))
+        a_view = target is not None and result is not target and storage == _storage_id(target)
+        if a_view:
             self._views.setdefault(storage, []).append(weakref.ref(result))
-            self._counted[result] = True
-        self._storages[result] = _storage_id(result)
         if target is not None and (name == "__get__" and getattr(func, "__self__", None) is _DATA
                                    or func is _GET_DATA   # x.data in a Dynamo graph
-                                   or self._data_aliases.get(target) and result is not target
-                                   and _storage_id(result) == _storage_id(target)):
+                                   or self._data_aliases.get(target) and a_view):
             self._data_aliases[result] = True   # x.data, or a view of it
 
     def _record_write(self, target: torch.Tensor) -> None:
@@ -310,15 +314,12 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         if not (torch.is_grad_enabled() and target.requires_grad):
             return
         inputs = getattr(_AS_INPUTS, "ids", ())   # views rebuilt from a synthetic base stand for inputs
-        others = sum(1 for ref in self._views.get(_storage_id(target), ())
-                     if (v := ref()) is not None and v is not target and id(v) not in inputs)
-        if others > 0 or name == "as_strided_" and self._counted.get(target) and id(target) not in inputs:
-            raise UnsupportedError(
-                f"{name} on a tensor that requires grad, with a view of it taken earlier inside the function "
-                "(or, for as_strided_, on such a view): traced under functionalization, the gradient through "
-                "the older view would come from the new geometry, not eager's", source=user_source_line(),
-                hint=f'take the views after {name}, use the out-of-place op (x = x.t()), or pass '
-                     'on_unsupported="eager"')
+        views = [v for ref in self._views.get(_storage_id(target), ()) if (v := ref()) is not None]
+        others = any(v is not target and id(v) not in inputs for v in views)
+        if others or name == "as_strided_" and any(v is target for v in views) and id(target) not in inputs:
+            raise stale_view_error(f"{name} on a tensor that requires grad, with a view of it taken earlier inside "
+                                   "the function (or, for as_strided_, on such a view): the gradient through the "
+                                   "older view would come from the new geometry, not eager's", user_source_line())
 
     def refuse_stale_views(self, exc: BaseException) -> None:
         """Note [Views made before an in-place view op]: functionalization regenerates a view by
@@ -327,23 +328,24 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         after such an op is that limit, not the user's error."""
         if self.reshaped_under_views and (type(exc) is RuntimeError or type(exc) is ValueError
                                           and str(exc).startswith("Cannot view a tensor")):
-            raise UnsupportedError(
-                "a view taken before an in-place view op (t_(), unsqueeze_(), transpose_(), as_strided_(), ...) "
-                "on the tensor it views is used afterwards: functionalization regenerates it from the new "
-                f"geometry, where eager keeps its own ({str(exc).splitlines()[0][:120]})",
-                hint='take the view after the in-place view op, use the out-of-place op (x = x.t()), or pass '
-                     'on_unsupported="eager"') from exc
+            raise stale_view_error("a view taken before an in-place view op on the tensor it views is used "
+                                   f"afterwards; it is regenerated from the new geometry, where eager keeps its "
+                                   f"own ({str(exc).splitlines()[0][:120]})") from exc
 
     def written_since_made(self, t: torch.Tensor) -> bool:
         """``t`` (a view) was made before an in-place op on its storage that bumped the version
         counter it shares: eager's view is then stale, and regenerates (or refuses) its grad_fn."""
-        made = self._made_at.get(t)
-        return made is not None and self._writes.get(_storage_id(t), 0) > made
+        storage, made = self._made.get(t, (None, None))
+        return made is not None and self._writes.get(storage, 0) > made
 
     def written(self, t: torch.Tensor) -> bool:
         """An in-place op (data or metadata) ran on a tensor sharing ``t``'s storage, not through
         ``.data``: eager bumped the version counter ``t`` shares with it."""
         return _storage_id(t) in self.written_directly
+
+    def written_with_grad(self, t: torch.Tensor) -> bool:
+        """An in-place op autograd records ran on ``t``'s storage (eager refuses it on a view of a leaf)."""
+        return _storage_id(t) in self._written_with_grad
 
     def only_via_data(self, t: torch.Tensor) -> bool:
         """``t``'s storage was written in place only through ``.data`` aliases: eager leaves its version

@@ -68,7 +68,8 @@ from .context import (
 from .fallbacks import MetaFallbacks
 from .generators import GeneratorArgs, rng_state_as_effects
 from .hooks_inside import HooksInside, HookTable
-from .inplace import VIEW_OF_LEAF, EagerInPlaceChecks, _storage_id
+from .inplace import VIEW_OF_LEAF, EagerInPlaceChecks
+from .unbacked import fresh_symbols_ignored
 
 
 @dataclasses.dataclass
@@ -79,6 +80,7 @@ class TraceMetadata:
     outputs: list[OutputInfo]
     tangent_examples: list[torch.Tensor]   # fake tensors, one per differentiable output
     as_views: frozenset[int] = frozenset()  # inputs the function is given as views (_outputs_after_requires_grad)
+    uncloned: frozenset[int] = frozenset()  # non-leaf expanded inputs given as they are, not copied
 
 
 def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode,
@@ -109,7 +111,8 @@ def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...]
 def _collect(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode, *, with_backward: bool,
              non_leaf: frozenset[int], as_views: frozenset[int], uncloned: frozenset[int],
              leaves) -> TraceMetadata:
-    with translate_errors(), rng_state_as_effects(), fake_mode:
+    # Note [Unbacked sizes]: the graph is not kept, so neither are the symbols the pass allocates.
+    with translate_errors(), rng_state_as_effects(), fake_mode, fresh_symbols_ignored(fake_mode):
         with JointFunctionalMode():
             f_args = [to_fun_input(a, leaf=i not in non_leaf) for i, a in enumerate(fake_args)]
             storage_bytes = storage_sizes(fake_args)
@@ -137,15 +140,8 @@ def _collect(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_m
                       for f, a, role, g, w in zip(call_args, fake_args, roles, grad_fns, writes, strict=True)]
             inputs = _storage_resizes(inputs, call_args, fake_args, storage_bytes)
             _check_written_geometry(inputs, fake_args)
-            inputs = [dataclasses.replace(info, mutated_via_data=True) if info.mutates_data
-                      and checks.only_via_data(a) else info for info, a in zip(inputs, call_args, strict=True)]
-            inputs = [dataclasses.replace(info, version_bumped=True) if isinstance(a, torch.Tensor)
-                      and not info.mutates_data and info.new_metadata is None
-                      and (checks.written(a) or _version(a) != version) else info   # set_() on a detach()
+            inputs = [_eager_counters(info, a, version, checks)
                       for info, a, version in zip(inputs, call_args, versions, strict=True)]
-            inputs = [dataclasses.replace(info, written_with_grad=True) if isinstance(a, torch.Tensor)
-                      and _storage_id(a) in checks.written_with_grad else info
-                      for info, a in zip(inputs, call_args, strict=True)]
             input_storages = {StorageWeakRef(f.untyped_storage()): i for i, f in enumerate(call_args)
                               if isinstance(f, torch.Tensor)}
             outputs, tangents = [], []
@@ -177,7 +173,7 @@ def _collect(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_m
     if views and not as_views and with_backward:
         return _outputs_after_requires_grad(flat_fn, fake_args, roles, fake_mode, inputs, non_leaf, views, uncloned,
                                             leaves)
-    return TraceMetadata(inputs, outputs, tangents, as_views)
+    return TraceMetadata(inputs, outputs, tangents, as_views, uncloned)
 
 
 def _outputs_after_requires_grad(flat_fn, fake_args, roles, fake_mode, inputs, non_leaf, views,
@@ -189,7 +185,7 @@ def _outputs_after_requires_grad(flat_fn, fake_args, roles, fake_mode, inputs, n
     for the outputs' ``requires_grad`` (the first run's input analysis stands)."""
     again = collect_metadata(flat_fn, fake_args, roles, fake_mode, with_backward=True, non_leaf=non_leaf,
                              as_views=views, uncloned=uncloned, leaves=leaves)
-    return TraceMetadata(inputs, again.outputs, again.tangent_examples, views)
+    return dataclasses.replace(again, inputs=inputs)
 
 
 def storage_sizes(fake_args: list) -> list:
@@ -246,6 +242,19 @@ def _full_storage_bytes(t: torch.Tensor) -> int:
     if t.numel() == 0:
         return 0
     return int(extent(*geometry(t))) * t.element_size()
+
+
+def _eager_counters(info: InputInfo, f_arg, version: int | None, checks: EagerInPlaceChecks) -> InputInfo:
+    """What eager's version counter and in-place checks record for the caller's tensor."""
+    if not isinstance(f_arg, torch.Tensor):
+        return info
+    return dataclasses.replace(
+        info,
+        mutated_via_data=info.mutates_data and checks.only_via_data(f_arg),   # .data counts its own versions
+        # an in-place op with no new value (t_() of a view), or set_() on a detach(), which only _version sees
+        version_bumped=not info.mutates_data and info.new_metadata is None
+        and (checks.written(f_arg) or _version(f_arg) != version),
+        written_with_grad=checks.written_with_grad(f_arg))
 
 
 def _version(t) -> int | None:
@@ -335,7 +344,7 @@ def replay_views(base: torch.Tensor, sequence: tuple) -> torch.Tensor:
 def _replayable_metadata(f_arg) -> tuple:
     """(size, stride, storage_offset, view replay) an input ends with after ``t_()`` / ``unsqueeze_()`` / ..."""
     plain = from_fun(f_arg)
-    size, stride, offset = tuple(plain.shape), tuple(plain.stride()), plain.storage_offset()
+    size, stride, offset = geometry(plain)
     replay = _view_replay(f_arg)
     if replay is None and not static(size, stride, offset):
         raise UnsupportedError("metadata mutation of an input with symbolic sizes is not supported",
@@ -347,7 +356,7 @@ def _view_replay(f_tensor) -> tuple | None:
     """The view ops from ``f_tensor``'s base to it, to replay on the caller's tensor; None if not replayable
     (symbolic sizes: the ops hold symbols, not the caller's sizes)."""
     plain = from_fun(f_tensor)
-    if not static(plain.shape, plain.stride(), plain.storage_offset()):
+    if not static(*geometry(plain)):
         return None
     try:
         return tuple(functionalization.get_view_meta_sequence(f_tensor.elem))
@@ -373,8 +382,7 @@ def _view_meta(out, requires_grad: bool) -> tuple:
     """How the runtime regenerates the view ``out`` (OutputInfo.view_meta)."""
     plain = from_fun(out)
     multi_output = torch._functionalize_is_multi_output_view(out.elem)
-    return (tuple(plain.shape), tuple(plain.stride()), plain.storage_offset(), plain.dtype, requires_grad,
-            bool(multi_output))
+    return (*geometry(plain), plain.dtype, requires_grad, bool(multi_output))
 
 
 def returned(out, info: OutputInfo):

@@ -2,7 +2,7 @@
 
 Note [Module scopes]
 --------------------
-``make_fx`` can record a full Python stack per node, but that costs ~15% of trace time. What
+``make_fx`` can record a full Python stack per node, but it walks the stack for every node. What
 ``explain`` and the report need is coarser: the module a value was computed in
 (``model.blocks.0.attn``) and the line of the user's code that called it. While the joint
 graph is traced, global forward pre/post hooks keep a stack of the modules being run; each

@@ -50,7 +50,8 @@ def view_entry(kind: str, value: tuple, fake_inputs: list, base: Any = None) -> 
         return kind, value
     sources = [*fake_inputs, base]
     try:
-        readers = [symbolic_reader(v, sources) if is_symbolic(v) else None for v in geometry]
+        where = _symbol_sources(sources)
+        readers = [symbolic_reader(v, sources, where) if is_symbolic(v) else None for v in geometry]
     except UnsupportedError:
         raise UnsupportedError("an output is a view whose size depends on tensor data and cannot be "
                                "regenerated from the sizes of the inputs and of its base (Note [Unbacked sizes])",
@@ -58,16 +59,18 @@ def view_entry(kind: str, value: tuple, fake_inputs: list, base: Any = None) -> 
     rank = len(size)
 
     def read(inputs: list, base_now) -> tuple:
-        values = [r([*inputs, base_now]) if r is not None else c for r, c in zip(readers, geometry, strict=True)]
+        now = [*inputs, base_now]
+        values = [r(now) if r is not None else c for r, c in zip(readers, geometry, strict=True)]
         return tuple(values[:rank]), tuple(values[rank:2 * rank]), values[-1]
 
     return "symbolic_view", (kind, index, read, dtype, requires_grad, multi_output)
 
 
-def symbolic_reader(value: Any, fake_inputs: list) -> Callable[[list], Any]:
-    """``read(inputs)``: the value of the symbolic ``value`` for the graph inputs of one call."""
+def symbolic_reader(value: Any, fake_inputs: list, where: dict | None = None) -> Callable[[list], Any]:
+    """``read(inputs)``: the value of the symbolic ``value`` for the graph inputs of one call
+    (``where``: ``_symbol_sources(fake_inputs)``, when the caller reads several values)."""
     expr = value.node.expr
-    where = _symbol_sources(fake_inputs)
+    where = _symbol_sources(fake_inputs) if where is None else where
     missing = [s for s in expr.free_symbols if s not in where]
     if missing and free_unbacked_symbols(value):   # data-dependent: Note [Unbacked sizes]
         raise UnsupportedError(f"an output is the data-dependent value {value} (from .item(), or a size that depends "

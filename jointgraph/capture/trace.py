@@ -42,7 +42,6 @@ from .context import (
     compiling,
     from_fun,
     grad_context,
-    has_internal_overlap,
     to_fun,
     to_fun_input,
     translate_errors,
@@ -50,13 +49,12 @@ from .context import (
 from .fallbacks import MetaFallbacks
 from .generators import GeneratorArgs, rng_state_as_effects
 from .hooks_inside import HooksInside, HookTable
-from .inplace import EagerInPlaceChecks
+from .inplace import EagerInPlaceChecks, stale_view_error
 from .leaves import LeafSlots, slot_examples
 from .metadata import collect_metadata, restore_storage_bytes, returned, storage_sizes
 from .scopes import module_scopes
 from .unbacked import (
     backward_depends_on_values,
-    fresh_symbols_ignored,
     insert_runtime_asserts,
     new_epoch,
     tie_tangents,
@@ -133,9 +131,7 @@ def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fak
     """
     with compiling():
         leaves = LeafSlots(flat_fn, len(fake_args))   # Note [New leaves] in capture/leaves.py
-        with fresh_symbols_ignored(fake_mode):   # Note [Unbacked sizes] in capture/unbacked.py
-            meta = collect_metadata(leaves, fake_args, roles, fake_mode, with_backward=with_backward,
-                                    non_leaf=non_leaf)
+        meta = collect_metadata(leaves, fake_args, roles, fake_mode, with_backward=with_backward, non_leaf=non_leaf)
         if leaves.found:
             fake_args, roles, names = _with_slots(leaves, fake_args, roles, names)
             meta = None
@@ -187,9 +183,8 @@ def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], f
                  *, with_backward: bool, names: list[str] | None, non_leaf: frozenset[int],
                  decompositions: dict | None = None, meta=None) -> JointGraph:
     if meta is None:
-        with fresh_symbols_ignored(fake_mode):   # Note [Unbacked sizes] in capture/unbacked.py
-            meta = collect_metadata(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward,
-                                    non_leaf=non_leaf, leaves=flat_fn if flat_fn.found else None)
+        meta = collect_metadata(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward,
+                                non_leaf=non_leaf, leaves=flat_fn if flat_fn.found else None)
     tensor_out_idx = [i for i, o in enumerate(meta.outputs) if o.kind == "tensor"]
     diff_out_idx = [i for i in tensor_out_idx if meta.outputs[i].requires_grad]
     mutated_idx = [i for i, info in enumerate(meta.inputs) if info.mutates_data]
@@ -208,8 +203,7 @@ def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], f
         with grad_context(with_backward), MetaFallbacks(), EagerInPlaceChecks(analyze=False):
             call_inputs = list(f_inputs)
             for i in clone_idx:   # an expanded input only reshaped: an alias, whose strides stay eager's
-                aliased = i in non_leaf and not meta.inputs[i].mutates_data and has_internal_overlap(f_inputs[i])
-                call_inputs[i] = torch.ops.aten.alias(f_inputs[i]) if aliased else clone_as_is(f_inputs[i])
+                call_inputs[i] = torch.ops.aten.alias(f_inputs[i]) if i in meta.uncloned else clone_as_is(f_inputs[i])
             for i in meta.as_views - set(clone_idx):   # the caller's views, where the metadata pass needed them
                 call_inputs[i] = f_inputs[i].view_as(f_inputs[i])
             with HooksInside(call_inputs, hooks), GeneratorArgs():   # Note [Hooks inside the function]
@@ -233,12 +227,9 @@ def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], f
                     raise backward_depends_on_values(exc) from exc
                 except RuntimeError as exc:   # a saved value modified in place, ...: eager raises at backward
                     if _STALE_VIEW in str(exc):
-                        raise UnsupportedError(
-                            "a view taken before an in-place view op (t_(), squeeze_(), as_strided_(), ...) on "
-                            "the tensor it views, or on another view of its base, is differentiated: autograd "
-                            "regenerates such a view from the op's new geometry under functionalization, so its "
-                            "gradient cannot be traced", hint="take the view after the in-place view op, use the "
-                            'out-of-place op (x = x.t()), or pass on_unsupported="eager"') from exc
+                        raise stale_view_error("a view taken before an in-place view op on the tensor it views, "
+                                               "or on another view of its base, is differentiated: its gradient "
+                                               "comes from the new geometry") from exc
                     if type(exc) is not RuntimeError or not any(m in str(exc) for m in _EAGER_BACKWARD_ERRORS):
                         raise   # a tracer's own limit (data-dependent op, ...), not an error eager's backward raises
                     raise BackwardRaises(exc, _differentiable_outputs(meta.outputs), tuple(recorded_idx)) from exc
@@ -261,7 +252,7 @@ def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], f
             JointFunctionalMode():
         storage_bytes = storage_sizes(fake_args)
         new_epoch(fake_mode)
-        # no per-node stack traces: ~15% of trace time, unused
+        # no per-node stack traces: module_scopes records the user's call site, cheaper
         gm = make_fx(joint, decomposition_table=decompositions)(*example)
         restore_storage_bytes(fake_args, storage_bytes)
         insert_runtime_asserts(gm, fake_mode)   # Note [Unbacked sizes]

@@ -23,7 +23,7 @@ def remove_clones(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     """
     graph = gm.graph
     returned = [v for v in output_node(graph).args[0] if isinstance(v, torch.fx.Node)]
-    outputs = set(returned) | {storage_root(v) for v in returned}
+    outputs = {storage_root(v) for v in returned}   # a returned clone is its own storage root
     for node in list(graph.nodes):
         if node.op != "call_function" or node.target is not torch.ops.aten.clone.default or node in outputs:
             continue

@@ -68,11 +68,22 @@ import torch
 import torch.fx
 
 from ..ir.graph_utils import SavedChoice
+from ..units import fmt_bytes
 from .default import plan_default
 from .milp import milp_candidates
 from .mincut import plan_mincut
 from .regions import Regions
 from .staircase import staircase_search
+
+
+class BudgetBelowFloor(UserWarning):
+    """The memory budget is below the smallest peak the budget planner found: it uses that plan."""
+
+    def __init__(self, budget_bytes: int, floor_bytes: int):
+        self.budget_bytes, self.floor_bytes = budget_bytes, floor_bytes
+        self.requirement = (f"memory budget {fmt_bytes(budget_bytes)} is below the minimum achievable peak "
+                            f"{fmt_bytes(floor_bytes)} found by the budget planner")
+        super().__init__(f"{self.requirement}; using that plan")
 
 
 @dataclasses.dataclass
@@ -148,8 +159,6 @@ def plan_budget(graph: torch.fx.Graph, budget: float | int, verify: Verify, *, p
         best = min(feasible, key=lambda c: (c.est_seconds, c.peak_bytes))
     else:
         best = min(candidates, key=lambda c: (c.peak_bytes, c.est_seconds))
-        warnings.warn(f"memory budget {budget_bytes / 2**20:.2f} MiB is below the minimum achievable peak "
-                      f"{best.peak_bytes / 2**20:.2f} MiB found by the budget planner; using that plan",
-                      stacklevel=3)
+        warnings.warn(BudgetBelowFloor(budget_bytes, best.peak_bytes), stacklevel=3)
     return BudgetResult(best.choices, regions.recompute_reasons(best.choices), best.peak_bytes, best.est_seconds,
                         candidates, timings)

@@ -210,10 +210,6 @@ def _run_graph(graph: torch.fx.Graph, phase: str, storage_of: dict, ledger: _Led
 # users are all pointwise or reductions is fused (no buffer). Everything else allocates,
 # as it does eagerly. Buffer reuse changes no live bytes and is not modelled; in-place
 # reuse of a dying input makes Inductor's peak at most the simulated one.
-REDUCTIONS = frozenset(getattr(torch.ops.aten, name) for name in (
-    "sum", "mean", "amax", "amin", "max", "min", "prod", "var", "var_mean", "std", "any", "all",
-    "argmax", "argmin", "logsumexp"))
-
 
 def fused_nodes(graph: torch.fx.Graph) -> set:
     """The nodes Note [Inductor's fused buffers] models as fused into their consumers."""
@@ -225,7 +221,7 @@ def fused_nodes(graph: torch.fx.Graph) -> set:
 def _reduction(node: torch.fx.Node) -> bool:
     target = node.target
     return (node.op == "call_function" and isinstance(target, torch._ops.OpOverload)
-            and target.overloadpacket in REDUCTIONS)
+            and torch.Tag.reduction in target.tags)
 
 
 def _assign_storage(node: torch.fx.Node, storage_of: dict) -> list[_Storage]:

@@ -45,6 +45,11 @@ class ExplainRow:
     kind: str              # "activation", "parameter" or "input"
 
     @property
+    def where(self) -> str:
+        """Module path and the user's line that called it ("model.blocks.0.fc (gpt.py:64)")."""
+        return self.module + (f" ({self.source})" if self.source else "")
+
+    @property
     def holds_memory(self) -> bool:
         """An activation the backward receives with bytes of its own (views of others hold none)."""
         return self.kind == "activation" and self.decision != "recomputed" and self.nbytes > 0
@@ -133,7 +138,7 @@ def held_anyway_lines(rows: list[ExplainRow], *, show_all: bool) -> list[str]:
 
 
 def _text_row(r: ExplainRow) -> str:
-    where = r.module + (f" ({r.source})" if r.source else "")
+    where = r.where
     return (f"  {fmt_bytes(r.nbytes):>11}  {str(r.shape):<18} {r.dtype:<9} {r.name:<16} {r.reason}"
             + (f"  [{where}]" if where else ""))
 

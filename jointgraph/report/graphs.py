@@ -63,10 +63,10 @@ def _node_graph(pydot: Any, gm: torch.fx.GraphModule, name: str, decisions: dict
     for node in gm.graph.nodes:
         label = _quote(node.name if node.op != "call_function" else f"{node.name}\\n{_op(node)}")
         color = DECISION_COLORS.get(decisions.get(node.name, ""), INPUT_COLOR if node.op == "placeholder" else "white")
-        dot.add_node(pydot.Node(_id(node.name), label=label, shape="box", style="filled,rounded",
+        dot.add_node(pydot.Node(_quote(node.name), label=label, shape="box", style="filled,rounded",
                                 fillcolor=color, fontsize="9"))
         for arg in node.all_input_nodes:
-            dot.add_edge(pydot.Edge(_id(arg.name), _id(node.name)))
+            dot.add_edge(pydot.Edge(_quote(arg.name), _quote(node.name)))
     return dot
 
 
@@ -92,20 +92,16 @@ def _layer_graph(pydot: Any, gm: torch.fx.GraphModule, name: str, decisions: dic
         parts = [f"{counts['ops']} ops"] + [f"{counts[d]} {d}" for d in DECISION_COLORS if counts.get(d)]
         main = max(DECISION_COLORS, key=lambda d: counts.get(d, 0))
         color = DECISION_COLORS[main] if counts.get(main) else (INPUT_COLOR if layer == "inputs" else "white")
-        dot.add_node(pydot.Node(_id(layer), label=_quote(f"{layer}\\n" + ", ".join(parts)), shape="box",
+        dot.add_node(pydot.Node(_quote(layer), label=_quote(f"{layer}\\n" + ", ".join(parts)), shape="box",
                                 style="filled,rounded", fillcolor=color, fontsize="10"))
     for (source, target), count in edges.items():
-        dot.add_edge(pydot.Edge(_id(source), _id(target), label=str(count), fontsize="8"))
+        dot.add_edge(pydot.Edge(_quote(source), _quote(target), label=str(count), fontsize="8"))
     return dot
 
 
 def _op(node: torch.fx.Node) -> str:
     packet = getattr(node.target, "overloadpacket", None)
     return getattr(packet, "__name__", getattr(node.target, "__name__", str(node.target)))
-
-
-def _id(name: str) -> str:
-    return _quote(name)
 
 
 def _quote(text: str) -> str:

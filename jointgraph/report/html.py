@@ -160,7 +160,7 @@ def _live_at_peak(plan: Any) -> str:
                 "gradients and temporaries, which recomputing, compressing or offloading saved values does not "
                 "lower.</p>") if plan.timeline and plan.backward is not None else ""
     cells = "".join(f"<tr><td class='num'>{_bytes(r.nbytes)}</td><td>{html.escape(r.name)}</td>"
-                    f"<td>{html.escape(r.module + (f' ({r.source})' if r.source else ''))}</td>"
+                    f"<td>{html.escape(r.where)}</td>"
                     f"<td>{html.escape(r.reason)}</td></tr>" for r in rows)
     budget = "a smaller <code>memory_budget</code> (the budget planner recomputes, compresses or offloads them)"
     return ("<table id='live-at-peak'><tr><th colspan='4'>largest kept values live at the peak: recomputing, "
@@ -210,7 +210,7 @@ def _saved_section(plan: Any) -> str:
 def _saved_row(r: Any, layer: str) -> str:
     cells = [(layer or "(top level)", None), (fmt_bytes(r.nbytes), r.nbytes), (r.name, None), (str(r.shape), None),
              (r.dtype, None), (r.decision, None), (r.reason, None),
-             (r.module + (f" ({r.source})" if r.source else ""), None)]
+             (r.where, None)]
     return ("<tr class='" + r.decision + "'>" + "".join(
         f"<td class='num' data-sort='{key}'>{html.escape(text)}</td>" if key is not None
         else f"<td>{html.escape(text)}</td>" for text, key in cells) + "</tr>")

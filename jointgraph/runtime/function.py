@@ -80,6 +80,7 @@ class EntryLayout:
     backward_error: tuple | None = None
     outputs_read_by_backward: tuple[int, ...] = ()   # user outputs to version-check in the backward
     new_leaves: tuple = ()                      # Note [New leaves]: a slot made per call, after the inputs
+    detach_shared: tuple[int, ...] = ()         # non-differentiable outputs sharing a differentiable one's storage
 
 
 class CompiledEntry:
@@ -152,7 +153,7 @@ class CompiledEntry:
             apply_mutations(inputs, outs, self._copies)
         for i in layout.version_bumps:
             torch.autograd.graph.increment_version(inputs[i])
-        if layout.saved_mutated and self.function is not None:
+        if layout.saved_mutated:   # only entries with a backward save anything
             _expect_versions(outs, inputs, layout.saved_mutated)
         flat = []
         for kind, value in layout.output_plan:
@@ -214,14 +215,14 @@ class CompiledEntry:
         # Outputs that are views of one tensor stay views of one tensor: the node returns each
         # distinct base once, and the outputs are taken from it with their own geometry.
         chosen = [flat[k] for k in positions]
-        roots = [t if t._base is None else t._base for t in chosen]
+        roots = [_root(t) for t in chosen]
         unique = list({id(r): r for r in roots}.values())
         outs = RaisesInBackward.apply(error, len(unique) + len(mutated), *sources,
                                       *unique, *[inputs[i].detach() for i in mutated])
         new_root = {id(r): out for r, out in zip(unique, outs, strict=False)}
         flat = list(flat)
         for k, t in enumerate(flat):   # the chosen outputs, and the other views of their bases
-            r = (t if t._base is None else t._base) if isinstance(t, torch.Tensor) else None
+            r = _root(t) if isinstance(t, torch.Tensor) else None
             out = new_root.get(id(r))
             if out is None:
                 continue
@@ -264,24 +265,6 @@ def _regenerate_view(base: torch.Tensor, size, stride, offset, dtype) -> torch.T
 
 def _root(t: torch.Tensor) -> torch.Tensor:
     return t if t._base is None else t._base
-
-
-def _detach_shared(outs, non_diff: tuple, differentiable: tuple):
-    """One graph value returned where it is differentiable and where it is not (``t`` and
-    ``t.detach()`` of one value): the non-differentiable places get a detached alias, so marking
-    them does not take the gradient from the others."""
-    differentiable = {id(_root(outs[k])) for k in differentiable}
-
-    def shared(t) -> bool:   # one value, or views of one (``a.detach(), a`` with ``a`` a view of ``x``)
-        return id(_root(t)) in differentiable
-
-    if not any(shared(outs[i]) for i in non_diff):
-        return outs
-    outs = list(outs)
-    for i in non_diff:
-        if shared(outs[i]):
-            outs[i] = outs[i].detach()
-    return outs
 
 
 class RaisesInBackward(torch.autograd.Function):
@@ -333,8 +316,9 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
     hooks_inlined = layout.hooks_inlined
     meta_mutated = frozenset(m[0] for m in layout.metadata_mutations)
     bumped = frozenset(layout.version_bumps)   # the epilogue's increment_version is not the user's write after
-    differentiable = tuple(k for k in range(n_fw_outs) if k not in non_diff)
+    detach_shared = layout.detach_shared
     reach = hooks.reach if hooks is not None else ()   # Note [Hooks eager does not reach]
+    tensor_inputs: list = []   # which inputs are tensors: fixed per entry, found on the first call
 
     class CompiledStep(torch.autograd.Function):
         @staticmethod
@@ -363,12 +347,17 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
             if bw_mutated:
                 ctx.bw_targets = [inputs[i] for i in bw_mutated]
             if non_diff:
-                outs = _detach_shared(outs, non_diff, differentiable)
+                if detach_shared:   # EntryLayout.detach_shared: marking must not take the others' gradient
+                    outs = list(outs)
+                    for i in detach_shared:
+                        outs[i] = outs[i].detach()
                 ctx.mark_non_differentiable(*[outs[i] for i in non_diff])
             if reach:   # absent gradients stay None: the hooks eager would not reach are skipped
                 ctx.set_materialize_grads(False)
                 ctx.tangent_like = [(outs[i].shape, outs[i].dtype, outs[i].device) for i in tangent_positions]
-                ctx.tensor_inputs = tuple(i for i, t in enumerate(inputs) if isinstance(t, torch.Tensor))
+                if not tensor_inputs:
+                    tensor_inputs.append(tuple(i for i, t in enumerate(inputs) if isinstance(t, torch.Tensor)))
+                ctx.tensor_inputs = tensor_inputs[0]
             return tuple(outs[:n_fw_outs])
 
         @staticmethod
