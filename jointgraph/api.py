@@ -303,6 +303,8 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         hooks_inlined=graphs.hooks_inlined,
         non_differentiable=non_diff,
         detach_shared=detach_shared,
+        moved_onto_inputs=tuple((position[i], *info.on_input) for i, info in enumerate(outputs)
+                                if info.on_input is not None),
         grad_inputs=tuple(info.requires_grad or info.requires_grad_set for info in joint.inputs),
         saved_input_positions=tuple(saved_inputs),
         outputs_read_by_backward=tuple(read_outputs),

@@ -215,6 +215,21 @@ SCENARIOS = {
                                                 "    return x * w", "x = torch.randn(3)\nx,"),
     "parameter_made_inside": ("def f(x):\n    w = torch.nn.Parameter(x * 2)\n    return x * w",
                               "x = torch.randn(3)\nx,"),
+    # fuzz seeds 1430 and 1465: a detached alias of an input written with a value that requires grad
+    # shares the input's storage and has a history of its own (Note [Detached aliases written with grad])
+    "detached_alias_written_with_grad": ("def f(a, b):\n    t1 = a.detach()\n    t1.copy_(b * 2)\n    return t1",
+                                         "a = torch.randn(3)\nb = torch.randn(3, requires_grad=True)\na, b"),
+    "views_of_a_detached_alias_written_with_grad": (
+        "def f(a):\n    t0 = a * 0.5\n    t1 = a.detach()\n    t1.copy_(t0)\n    return t1.expand(2, 3, 3), t1",
+        "base = torch.randn(3, 4, requires_grad=True)\nx = base[:, :3]\nx,"),
+    "data_alias_written_with_grad_then_saved": (
+        "def f(a, b):\n    t1 = a.data[1:]\n    t1.mul_(b)\n    return t1 * t1, t1[0]",
+        "a = torch.randn(4, requires_grad=True)\nb = torch.randn(3, requires_grad=True)\na, b"),
+    # fuzz seed 3495: eager writes (and its backward writes the gradient of) the indexed view, one row
+    "setitem_one_row_of_an_expand": ("def f(a):\n    t0 = a.sum(0)\n    a.expand(2, 3)[1:] = 0.5\n    return t0",
+                                     "leaf = torch.randn(6, requires_grad=True)\nx = leaf.clone()[::2]\nx,"),
+    "setitem_all_rows_of_an_expand": ("def f(a):\n    t0 = a * 2\n    a.expand(2, 3)[:] = 0.5\n    return t0, a",
+                                      "leaf = torch.randn(6, requires_grad=True)\nx = leaf.clone()[::2]\nx,"),
 }
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.
@@ -224,6 +239,17 @@ REFUSED = {
                                                         "    return t0.sum()",
                                                         "leaf = torch.randn(3, 3, 2, requires_grad=True)\n"
                                                         "b = leaf * 1\nb,"),
+    # fuzz seed 1430: the synthetic base cannot carry requires_grad_() of one of the aliased inputs
+    "requires_grad_of_an_aliased_input_with_a_view_returned": (
+        "def f(a, b, c):\n    b.mul_(b)\n    b.requires_grad_()\n    return a[:-1]",
+        "base = torch.randn(4, 5)\nx0 = base[:, 1:]\nx2 = base[:-1]\nx0, x0, x2"),
+    # fuzz seed 1226: the input's functional wrapper holds only the view's own elements
+    "as_strided_of_an_input_view_past_its_elements": ("def f(b):\n    b.as_strided_((2,), (1,))\n    return b * 2",
+                                                      "base = torch.randn(6)\nb = base[0]\nb,"),
+    # fuzz seed 3256: eager's backward through the input raises (derivative for set_ is not implemented)
+    "set_on_a_view_of_an_input_under_grad": ("def f(a, b):\n    t0 = a[1:]\n    t0.set_(b)\n    return a * 2",
+                                             "leaf = torch.randn(3, requires_grad=True)\na = leaf * 1\n"
+                                             "b = torch.randn(2)\na, b"),
     "as_strided_of_a_view_then_write": ("def f(a):\n    t0 = a.view(-1)\n    t0.as_strided_((2,), (1,))\n"
                                         "    t0[:-1].sin_()\n    return t0",
                                         "leaf = torch.randn(6, requires_grad=True)\nx = (leaf * 1)[2:]\nx,"),

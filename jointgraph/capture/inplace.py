@@ -122,7 +122,15 @@ def _check_as_strided_bounds(t: torch.Tensor, size, stride, storage_offset=None)
     if not static(size, stride, offset) or any(n == 0 for n in size):
         return
     needed = extent(size, stride, offset) * t.element_size()
-    have = t.untyped_storage().nbytes()
+    # A functional wrapper of an input view reports its own extent; the value it wraps, the storage's.
+    own, have = t.untyped_storage().nbytes(), from_fun(t).untyped_storage().nbytes()
+    if isinstance(own, int) and isinstance(have, int) and own < needed <= have:
+        raise UnsupportedError("as_strided_() of an input view to a geometry reaching past "
+                               "the view's own elements into the rest of its storage is not supported: "
+                               "functionalization gives the input only its own elements", source=user_source_line(),
+                               hint="take the view from the base tensor instead, or pass the base, or "
+                                    'pass on_unsupported="eager"')
+    have = max(own, have)
     if isinstance(have, int) and needed > have:
         raise RuntimeError(f"setStorage: sizes {list(size)}, strides {list(stride)}, storage offset {offset}, and "
                            f"itemsize {t.element_size()} requiring a storage size of {needed} are out of bounds "
@@ -417,13 +425,17 @@ class ExpandedViews:
         value = _fill_value(name, rest, kwargs)
         if value is _NOT_A_FILL:
             return False
+        basic = name == "__setitem__" and _basic_index(rest[0])
+        overlaps = has_internal_overlap(_indexed(t, rest[0])) if basic else True
+        if overlaps and basic:   # copied into an overlapping view: eager's copy_ raises
+            raise RuntimeError(INTERNAL_OVERLAP)
         marks = torch.zeros(t.shape, dtype=torch.bool, device=t.device)
         _mark(name, marks, rest, kwargs)
         counts = torch.zeros(_storage_extent(t, s), dtype=torch.int32, device=t.device)
         counts = counts.index_put((_offsets(t).reshape(-1),), marks.reshape(-1).to(torch.int32), accumulate=True)
         written = counts[_offsets(s)] > 0
         source.masked_fill_(written, value)
-        if torch.is_grad_enabled() and source.requires_grad:
+        if torch.is_grad_enabled() and source.requires_grad and overlaps:
             _BackwardRaisesOverlap.apply(source)   # eager records the write on the overlapping view
         return True
 
@@ -441,6 +453,18 @@ class _BackwardRaisesOverlap(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         raise RuntimeError(INTERNAL_OVERLAP)
+
+
+def _basic_index(index) -> bool:
+    """``x[index] = v`` writes the view ``x[index]`` (where advanced indexing writes ``x`` itself
+    by index_put_): in ``x.expand(2, 3)[1:] = v`` the written view, one row, does not overlap."""
+    index = index if isinstance(index, tuple) else (index,)
+    return all(i is None or i is Ellipsis or isinstance(i, (int, slice)) and not isinstance(i, bool) for i in index)
+
+
+def _indexed(t: torch.Tensor, index) -> torch.Tensor:
+    """A tensor with ``t[index]``'s geometry."""
+    return torch.empty_strided(t.shape, t.stride(), dtype=torch.bool, device=t.device)[index]
 
 
 _NOT_A_FILL = object()

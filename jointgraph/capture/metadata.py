@@ -289,6 +289,15 @@ def _input_info(f_arg, fake_arg, role: Role, grad_fn_before, writes_before: int 
                                hint="pass the tensor before expand (or a .clone() of the expanded one), or pass "
                                     'on_unsupported="eager"')
     recorded = f_arg.grad_fn is not grad_fn_before   # autograd saw an in-place op on it
+    if recorded and not mutated and type(f_arg.grad_fn).__name__ == "CopySlices" \
+            and not torch._functionalize_has_metadata_mutation(elem):
+        # No value and no geometry changed, yet autograd rewrote the input's history through a view:
+        # set_() on a view of it (set_ is not seen by torch-function modes).
+        raise UnsupportedError("set_() on a view of an input that requires grad, under grad mode, is not supported: "
+                               "eager replaces the input's autograd history with set_'s, whose backward raises "
+                               "(the derivative for set_ is not implemented)",
+                               hint="call set_() under torch.no_grad() or on a detach(), or pass "
+                                    'on_unsupported="eager"')
     new_metadata = None
     if torch._functionalize_has_metadata_mutation(elem):
         new_metadata = _replayable_metadata(f_arg)
@@ -404,6 +413,28 @@ def _from_custom_function(out) -> bool:
     return isinstance(grad_fn, torch.autograd.function.BackwardCFunction) or type(grad_fn).__name__ == "CppFunction"
 
 
+def _detached_alias_with_grad(out, f_args: list) -> bool:
+    """``out`` (or its base) aliases an input's storage without being a view of it in autograd's
+    sense (``x.detach()``, ``x.data``), and an in-place op with a value that requires grad gave it
+    a history of its own."""
+    root = out if out._base is None else out._base
+    return (root._base is None and root.requires_grad and root.grad_fn is not None
+            and not any(root is f for f in f_args) and not _from_custom_function(root))
+
+
+def _moved_onto_input(out, index: int) -> OutputInfo:
+    """Note [Detached aliases written with grad]: the graph returns the alias's value, differentiable;
+    the runtime moves it onto the caller's storage (and takes ``out`` of it when ``out`` is a view)."""
+    view_meta = None
+    root = out
+    if out._base is not None:   # taken by geometry: its view ops start at the input's storage, not at root
+        view_meta = _view_meta(out, True)
+        root = out._base
+    plain = from_fun(root)
+    return OutputInfo(kind="tensor", requires_grad=True, view_meta=view_meta,
+                      view_base=plain if view_meta is not None else None, on_input=(index, *geometry(plain)))
+
+
 def _output_info(out, f_args: list, input_storages: dict, with_backward: bool, leaves=None) -> OutputInfo:
     if not isinstance(out, torch.Tensor):
         return OutputInfo(kind="constant", constant=out)
@@ -416,6 +447,8 @@ def _output_info(out, f_args: list, input_storages: dict, with_backward: bool, l
         return OutputInfo(kind="input_view", requires_grad=requires_grad, input_index=slot,
                           view_meta=_view_meta(out, requires_grad))
     base = input_storages.get(StorageWeakRef(out.untyped_storage()))
+    if base is not None and with_backward and _detached_alias_with_grad(out, f_args):
+        return _moved_onto_input(out, base)
     if base is not None and not (with_backward and _from_custom_function(out)):
         # A view of an input is regenerated from the caller's tensor; a custom Function's output
         # that aliases an input is a plain output, so the Function's backward stays in the graph.

@@ -61,6 +61,10 @@ class OutputInfo:
     # For a view of an intermediate or of an earlier output: its base's fake at trace time, whose sizes
     # say what a data-dependent size of the view is (Note [Unbacked sizes] in capture/unbacked.py).
     view_base: Any = None
+    # Note [Detached aliases written with grad] in runtime/function.py: (input index, size, stride,
+    # storage_offset) of the caller's storage this differentiable "tensor" (or the base of this view)
+    # aliases without being a view of the input.
+    on_input: tuple | None = None
 
 
 @dataclasses.dataclass

@@ -101,6 +101,12 @@ def base_of(members: list[torch.Tensor]) -> torch.Tensor | None:
     return first.detach().as_strided((numel,), (1,), 0)
 
 
+def _views_requiring_grad(layout, members: set) -> bool:
+    """An output is a view of one of ``members`` that requires grad after the call: its gradient
+    would go to the caller's tensor, whose requires_grad_() the synthetic base does not carry."""
+    return any(kind == "input_view" and value[0] in members and value[1][4] for kind, value in layout.output_plan)
+
+
 def _views_of_bases(fn: Callable, spec, views: tuple, duplicates: tuple, returned: dict) -> Callable:
     """``fn`` over (bases, other leaves): each view leaf rebuilt from its base, a repeated leaf
     (``duplicates``: (position, first position)) as the same object. ``returned`` receives, at
@@ -151,9 +157,9 @@ class SyntheticBases:
         positions = layout.signature.tensor_leaf_positions
         members_of = {i for group in aliased.groups for i in group}
         requires_grad_set = [i for i in layout.requires_grad_set if i in members_of]
-        if requires_grad_set and layout.tangent_positions:
+        if requires_grad_set and (layout.tangent_positions or _views_requiring_grad(layout, members_of)):
             raise UnsupportedError("requires_grad_() on an input that shares storage with another mutated input, "
-                                   "when an output depends on it, is not supported",
+                                   "when an output depends on it or is a view of it, is not supported",
                                    hint='call requires_grad_() before the compiled function, pass distinct '
                                    'tensors, or pass on_unsupported="eager"')
         bases, views = [], []

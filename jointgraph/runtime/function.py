@@ -81,6 +81,8 @@ class EntryLayout:
     outputs_read_by_backward: tuple[int, ...] = ()   # user outputs to version-check in the backward
     new_leaves: tuple = ()                      # Note [New leaves]: a slot made per call, after the inputs
     detach_shared: tuple[int, ...] = ()         # non-differentiable outputs sharing a differentiable one's storage
+    # (Function output, input index, size, stride, offset): Note [Detached aliases written with grad]
+    moved_onto_inputs: tuple[tuple, ...] = ()
 
 
 class CompiledEntry:
@@ -155,6 +157,8 @@ class CompiledEntry:
             torch.autograd.graph.increment_version(inputs[i])
         if layout.saved_mutated:   # only entries with a backward save anything
             _expect_versions(outs, inputs, layout.saved_mutated)
+        if layout.moved_onto_inputs:
+            _move_onto_inputs(outs, inputs, layout.moved_onto_inputs)
         flat = []
         for kind, value in layout.output_plan:
             if early and len(flat) in early:
@@ -249,6 +253,24 @@ def _expect_versions(outs, inputs: list, saved_mutated: tuple) -> None:
     node = next((t.grad_fn for t in outs if isinstance(t, torch.Tensor) and t.grad_fn is not None), None)
     if node is not None:
         node.expected_versions = [(inputs[i], inputs[i]._version) for i in saved_mutated]
+
+
+def _move_onto_inputs(outs, inputs: list, moved: tuple) -> None:
+    """Note [Detached aliases written with grad]
+    ----------------------------------------
+    ``t = x.detach(); t.copy_(y); return t`` with ``y`` requiring grad: eager's ``t`` shares
+    ``x``'s storage, yet requires grad with a history of its own (into ``y``), not ``x``'s; no
+    view of ``x`` has that history. The graph returns ``t``'s value as a differentiable output,
+    and after the epilogue has written ``x`` the output is moved onto ``x``'s storage with
+    ``t``'s geometry (under no_grad, as eager's alias is no view in autograd's sense). The values
+    are equal: the epilogue wrote the same ones there. Its version stays what the backward expects
+    of it."""
+    with torch.no_grad():
+        for k, i, size, stride, offset in moved:
+            out = outs[k]
+            version = out._version
+            out.set_(inputs[i].untyped_storage(), offset, size, stride)
+            torch._C._autograd._unsafe_set_version_counter((out,), (version,))
 
 
 def _regenerate_view(base: torch.Tensor, size, stride, offset, dtype) -> torch.Tensor:
