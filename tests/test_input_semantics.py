@@ -230,6 +230,13 @@ SCENARIOS = {
                                      "leaf = torch.randn(6, requires_grad=True)\nx = leaf.clone()[::2]\nx,"),
     "setitem_all_rows_of_an_expand": ("def f(a):\n    t0 = a * 2\n    a.expand(2, 3)[:] = 0.5\n    return t0, a",
                                       "leaf = torch.randn(6, requires_grad=True)\nx = leaf.clone()[::2]\nx,"),
+    # fuzz seeds 129, 1026, 1176, 3507 (through Dynamo, whose graphs switch grad mode by
+    # torch._C._set_grad_enabled): traced again without the backward that raises, the forward keeps
+    # the function's own grad-mode switches
+    "grad_mode_switched_in_an_entry_whose_backward_raises": (
+        "def f(a):\n    a.mul_(a)\n    t0 = a[:-1]\n    t1 = a.sum()\n    torch._C._set_grad_enabled(False)\n"
+        "    a.add_(t1)\n    torch._C._set_grad_enabled(True)\n    a.mul_(a)\n    return t0.transpose(0, 1)",
+        "leaf = torch.randn(6, 4, requires_grad=True)\nx = leaf.clone()[::2]\nx,"),
 }
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.

@@ -131,7 +131,10 @@ def clone_as_is(t: torch.Tensor) -> torch.Tensor:
 
 
 def grad_context(with_backward: bool):
-    return torch.enable_grad() if with_backward else torch.no_grad()
+    """Grad mode while tracing: on with a backward; without one, the caller's (off, unless the entry is
+    traced again without the backward eager's backward would raise in, Note [Errors in the backward],
+    where the function's own forward, its grad-mode switches included, runs as eager's does)."""
+    return torch.enable_grad() if with_backward else contextlib.nullcontext()
 
 
 _AS_INPUTS = threading.local()   # ids of tensors the traced function takes as inputs (rebuilt aliased views)
