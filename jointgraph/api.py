@@ -228,6 +228,18 @@ def compile_entry(plan: Plan, joint, options: CompileOptions, fakes: list, layou
     return CompiledEntry(forward, backward, layout, plan, hooks=hooks)
 
 
+def _inputs_without_gradient(joint) -> tuple[int, ...]:
+    """Inputs that require grad to which the backward gives no gradient (None in the joint graph):
+    the step's node must have no edge to them, as eager's graph has none (an edge to a node that
+    cannot differentiate, ``set_``'s, would raise though no gradient flows)."""
+    if not joint.has_backward:
+        return ()
+    out = next(n for n in reversed(joint.gm.graph.nodes) if n.op == "output")
+    grads = [v for v, r in zip(out.args[0], out.meta["roles"], strict=True) if r is Role.GRADIENT]
+    return tuple(i for i, (g, info) in enumerate(zip(grads, joint.inputs, strict=True))
+                 if g is None and info.requires_grad and not info.requires_grad_set)
+
+
 def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) -> EntryLayout:
     """Precompute the index lists of the call path (Note [Runtime call path])."""
     outputs = joint.outputs
@@ -306,6 +318,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         moved_onto_inputs=tuple((position[i], *info.on_input) for i, info in enumerate(outputs)
                                 if info.on_input is not None),
         grad_inputs=tuple(info.requires_grad or info.requires_grad_set for info in joint.inputs),
+        no_gradient=_inputs_without_gradient(joint),
         saved_input_positions=tuple(saved_inputs),
         outputs_read_by_backward=tuple(read_outputs),
         backward_error=(joint.backward_error, joint.error_outputs, joint.error_inputs)

@@ -237,6 +237,17 @@ SCENARIOS = {
         "def f(a):\n    a.mul_(a)\n    t0 = a[:-1]\n    t1 = a.sum()\n    torch._C._set_grad_enabled(False)\n"
         "    a.add_(t1)\n    torch._C._set_grad_enabled(True)\n    a.mul_(a)\n    return t0.transpose(0, 1)",
         "leaf = torch.randn(6, 4, requires_grad=True)\nx = leaf.clone()[::2]\nx,"),
+    # only the outputs whose history reaches the modified saved value raise at backward, as in eager
+    "backward_raises_for_one_output_only": ("def f(x, w, b):\n    y = x @ w\n    x.add_(1)\n    b.mul_(w.sum())\n"
+                                            "    return y, w * 2, y[0], b",
+                                            "x = torch.randn(3, 3)\nw = torch.randn(3, 3, requires_grad=True)\n"
+                                            "b = torch.randn(3) * 1\nx, w, b"),
+    # fuzz seed 2082 (Dynamo): an input the backward gives no gradient is not an edge of the step's node
+    # (its history, set_'s, cannot differentiate)
+    "input_with_set_history_and_no_gradient": ("def f(b, a):\n    t0 = b.sum()\n    return a.sum()",
+                                               "leaf0 = torch.randn(3, requires_grad=True)\na = leaf0 * 1\n"
+                                               "leaf1 = torch.randn(3, requires_grad=True)\nb = leaf1 * 1\n"
+                                               "b.set_(a)\nb, a"),
 }
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.

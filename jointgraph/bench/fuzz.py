@@ -22,7 +22,8 @@ second call runs the cached entry). Compared, in order:
     ``_version`` changed (changed or not, not the count);
   * after ``sum((x * w).sum())`` over differentiable outputs and every non-leaf named tensor that
     requires grad (``w`` drawn from a generator seeded by the program's seed) is differentiated:
-    ``.grad`` of every leaf that requires grad, None and zeros told apart.
+    ``.grad`` of every leaf that requires grad, None and zeros told apart; when that backward
+    raises, which of those items raise when each is differentiated alone (on fresh inputs).
 ``UnsupportedError`` (also when Dynamo wraps it) makes the program ``refused``, as does an error of
 Dynamo's own fake-tensor pass that ``backend="eager"`` raises too (no backend saw the program); a mismatch, or an
 exception eager raised that the contender did not (or raised in the other phase), ``wrong``; any
@@ -599,6 +600,8 @@ class Observation:
     inputs: dict[str, TensorState] = dataclasses.field(default_factory=dict)
     grads: dict[str, torch.Tensor | None] = dataclasses.field(default_factory=dict)
     loose: bool = False                       # bf16 was involved (autocast): compare with bf16's tolerances
+    # after a backward error: the differentiated items whose backward raises on its own (_raising_items)
+    raising: tuple[int, ...] | None = None
 
 
 def _storage_key(t: torch.Tensor) -> int:
@@ -650,15 +653,40 @@ def _snapshot(observation: Observation, args: tuple, named: dict[str, torch.Tens
     return leaves
 
 
-def _backward(seed: int, outputs: list, named: dict[str, torch.Tensor]) -> None:
-    """Differentiate a fixed random weighting of the outputs and of the non-leaf inputs that require grad."""
+def _differentiated(outputs: list, named: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+    """What ``_backward`` differentiates: the float outputs and the non-leaf inputs that require grad."""
     items = [x for x in outputs if isinstance(x, torch.Tensor) and x.is_floating_point() and x.requires_grad]
-    items += [t for t in named.values() if t.requires_grad and not t.is_leaf]
+    return items + [t for t in named.values() if t.requires_grad and not t.is_leaf]
+
+
+def _backward(seed: int, outputs: list, named: dict[str, torch.Tensor], only: int | None = None) -> None:
+    """Differentiate a fixed random weighting of ``_differentiated`` (of its item ``only`` alone, if given)."""
+    items = _differentiated(outputs, named)
     if not items:
         return
     generator = torch.Generator().manual_seed(seed)
-    loss = sum((x * torch.randn(x.shape, generator=generator)).sum() for x in items)
+    weighted = [(x * torch.randn(x.shape, generator=generator)).sum() for x in items]
+    loss = sum(weighted) if only is None else weighted[only]
     loss.backward()
+
+
+def _raising_items(program: Program, fn: Callable, context: Callable[[], Any]) -> tuple[int, ...]:
+    """When the backward raised: which differentiated items raise on their own, each on fresh inputs
+    (eager raises only for the outputs whose history reaches the modified saved value)."""
+    raising, count, k = [], None, 0
+    while count is None or k < count:
+        args, named = program.make_inputs()
+        with context():
+            out = fn(*args)
+        outputs = pytree.tree_leaves(out)
+        count = len(_differentiated(outputs, named))
+        if k < count:
+            try:
+                _backward(program.seed, outputs, named, only=k)
+            except Exception:
+                raising.append(k)
+        k += 1
+    return tuple(raising)
 
 
 def _mutate_outputs(out: Any) -> None:
@@ -696,6 +724,10 @@ def observe(program: Program, fn: Callable, context: Callable[[], Any] = context
             _backward(program.seed, outputs, named)
         except Exception as exc:
             observation.error, observation.phase = exc, "backward"
+            try:
+                observation.raising = _raising_items(program, fn, context)
+            except Exception:   # a second call that fails is the other comparisons' finding
+                observation.raising = None
             return observation
         observation.grads = {n: None if t.grad is None else t.grad.clone()
                              for n, t in named.items() if t.is_leaf and t.requires_grad}
@@ -853,6 +885,9 @@ def _error_outcome(expected: Observation, actual: Observation) -> Outcome:
     if actual.phase != expected.phase:
         return Outcome("wrong", f"raised at {actual.phase} ({described}); eager at {expected.phase}",
                        f"exception at {actual.phase}, eager at {expected.phase}")
+    if expected.raising is not None and actual.raising is not None and expected.raising != actual.raising:
+        return Outcome("wrong", f"the backward of differentiated items {list(actual.raising)} raises alone; eager's "
+                       f"of {list(expected.raising)}", "backward raises for other outputs")
     return Outcome("pass")
 
 

@@ -140,9 +140,57 @@ def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fak
                                 non_leaf=non_leaf, decompositions=decompositions, meta=meta)
         except BackwardRaises as raised:   # Note [Errors in the backward] in runtime/function.py
             error, outputs, inputs = raised.error, raised.outputs, raised.inputs
-        joint = _trace_joint(leaves, fake_args, roles, fake_mode, with_backward=False, names=names,
-                             non_leaf=non_leaf, decompositions=decompositions)
+        probe = ErrorProbe()
+        try:
+            joint = _trace_joint(leaves, fake_args, roles, fake_mode, with_backward=True, names=names,
+                                 non_leaf=non_leaf, decompositions=decompositions, probe=probe)
+        except BackwardRaises:
+            joint = None
+        if joint is not None and probe.apart(joint):   # some outputs' backward runs: only the others raise
+            outputs = tuple(k for k, o in enumerate(joint.outputs) if k in probe.outputs or (
+                o.kind == "output_view" and o.input_index in probe.outputs and o.requires_grad))
+            inputs = probe.inputs
+        else:
+            joint = _trace_joint(leaves, fake_args, roles, fake_mode, with_backward=False, names=names,
+                                 non_leaf=non_leaf, decompositions=decompositions)
     return dataclasses.replace(joint, backward_error=error, error_outputs=outputs, error_inputs=inputs)
+
+
+@dataclasses.dataclass
+class ErrorProbe:
+    """Note [Errors in the backward], per output: the entry is traced again with each
+    differentiable output's (and recorded input mutation's) backward taken apart, and their sum
+    for those that run, so that only the outputs whose backward raises in eager raise
+    (``y = x @ w; x.add_(1); return y, w * 2``: ``w * 2``'s backward runs). ``outputs`` and
+    ``inputs`` are the ones whose backward raises."""
+
+    outputs: tuple[int, ...] = ()
+    inputs: tuple[int, ...] = ()
+    ran: int = 0
+
+    def apart(self, joint: JointGraph) -> bool:
+        """The backward of some, not all, outputs ran, with nothing that runs for its side effects
+        (a hook of the backward that raised would have been traced too)."""
+        return self.ran > 0 and bool(self.outputs or self.inputs) and not joint.hooks \
+            and not any(info.mutated_in_backward for info in joint.inputs)
+
+    def grads(self, diff_outs: list, wrt: list, tangents: list, diff_out_idx: list, recorded_idx: list) -> tuple:
+        """The sum of the per-output gradients that do not raise eager's backward error."""
+        total: list = [None] * len(wrt)
+        outputs, inputs = [], []
+        for k, (out, tangent) in enumerate(zip(diff_outs, tangents, strict=True)):
+            try:
+                got = torch.autograd.grad([out], wrt, grad_outputs=[tangent], allow_unused=True, retain_graph=True)
+            except RuntimeError as exc:
+                if type(exc) is not RuntimeError or not any(m in str(exc) for m in _EAGER_BACKWARD_ERRORS):
+                    raise
+                (outputs if k < len(diff_out_idx) else inputs).append(k)
+                continue
+            self.ran += 1
+            total = [g if t is None else t if g is None else t + g for t, g in zip(total, got, strict=True)]
+        self.outputs = tuple(diff_out_idx[k] for k in outputs)
+        self.inputs = tuple(recorded_idx[k - len(diff_out_idx)] for k in inputs)
+        return tuple(total)
 
 
 def _with_slots(leaves: LeafSlots, fake_args: list, roles: tuple[Role, ...], names: list[str] | None):
@@ -181,7 +229,7 @@ def _differentiable_outputs(outputs: list) -> tuple[int, ...]:
 
 def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_mode,
                  *, with_backward: bool, names: list[str] | None, non_leaf: frozenset[int],
-                 decompositions: dict | None = None, meta=None) -> JointGraph:
+                 decompositions: dict | None = None, meta=None, probe: ErrorProbe | None = None) -> JointGraph:
     if meta is None:
         meta = collect_metadata(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward,
                                 non_leaf=non_leaf, leaves=flat_fn if flat_fn.found else None)
@@ -222,7 +270,10 @@ def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], f
             before = _mutation_counters(f_inputs)
             with _BackwardPhase():
                 try:
-                    got = torch.autograd.grad(diff_outs, wrt, grad_outputs=f_tangents, allow_unused=True)
+                    if probe is not None:
+                        got = probe.grads(diff_outs, wrt, f_tangents, diff_out_idx, recorded_idx)
+                    else:
+                        got = torch.autograd.grad(diff_outs, wrt, grad_outputs=f_tangents, allow_unused=True)
                 except GuardOnDataDependentSymNode as exc:   # Note [Unbacked sizes]
                     raise backward_depends_on_values(exc) from exc
                 except RuntimeError as exc:   # a saved value modified in place, ...: eager raises at backward

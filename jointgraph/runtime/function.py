@@ -83,6 +83,7 @@ class EntryLayout:
     detach_shared: tuple[int, ...] = ()         # non-differentiable outputs sharing a differentiable one's storage
     # (Function output, input index, size, stride, offset): Note [Detached aliases written with grad]
     moved_onto_inputs: tuple[tuple, ...] = ()
+    no_gradient: tuple[int, ...] = ()           # inputs requiring grad the backward gives none: passed detached
 
 
 class CompiledEntry:
@@ -205,13 +206,18 @@ class CompiledEntry:
 
     def _run_graph(self, inputs: list):
         if self.function is not None:
+            if self.layout.no_gradient:
+                inputs = list(inputs)
+                for i in self.layout.no_gradient:
+                    if inputs[i].requires_grad:
+                        inputs[i] = inputs[i].detach()
             return self.function.apply(*inputs)
         with torch.no_grad():   # no differentiable outputs: autograd must not record the graph's ops
             return self.forward(*inputs)
 
     def _with_raising_backward(self, flat: list, inputs: list) -> list:
         """Note [Errors in the backward]: the outputs eager differentiates, behind a node whose
-        backward raises eager's error (the graph has no backward to run)."""
+        backward raises eager's error."""
         error, positions, mutated = self.layout.backward_error
         sources = [t for t in inputs if isinstance(t, torch.Tensor) and t.requires_grad]
         if not sources or not torch.is_grad_enabled():
@@ -294,10 +300,13 @@ class RaisesInBackward(torch.autograd.Function):
     -----------------------------
     Eager raises some autograd errors only when the backward runs: a value saved for the
     backward was modified in place afterwards (``y = x * w; w.add_(1); return y``). Tracing
-    the backward hits the same error at compile time; the entry is then compiled without a
-    backward, and its differentiable outputs come out of this node, whose backward raises
-    the error eager would, with eager's type and message. A call that never runs the
-    backward works, as in eager.
+    the backward hits the same error at compile time. The entry is then traced once more with
+    each output's backward taken apart (``ErrorProbe`` in capture/trace.py): the outputs (and
+    recorded input mutations) whose own backward raises come out of this node, whose backward
+    raises the error eager would, with eager's type and message; the others keep the compiled
+    backward (``y = x @ w; x.add_(1); return y, w * 2``: only ``y`` raises). When every one
+    raises, the entry is compiled without a backward. A call that never runs the backward
+    works, as in eager.
     """
 
     @staticmethod
