@@ -233,7 +233,8 @@ def compile_entry(plan: Plan, joint, options: CompileOptions, fakes: list, layou
     forward = compile_graph(plan.forward, examples, options.fw_compiler, boxed=False)
     backward = None
     if plan.backward is not None:
-        bw_examples = [n.meta.get("val") for n in plan.backward.graph.nodes if n.op == "placeholder"]
+        eager = options.bw_compiler == "eager"   # reads no examples: a cache hit's values stay unmade
+        bw_examples = [] if eager else [n.meta.get("val") for n in plan.backward.graph.nodes if n.op == "placeholder"]
         backward = compile_graph(plan.backward, bw_examples, options.bw_compiler, boxed=True)
     plan.timings["compile"] = time.perf_counter() - start
     compile_log.info("stages: %s", ", ".join(f"{k} {v:.3f} s" for k, v in plan.timings.items()))

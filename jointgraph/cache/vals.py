@@ -26,6 +26,7 @@ import torch
 from .fingerprint import Unhashable
 
 _SYM = (torch.SymInt, torch.SymFloat, torch.SymBool)
+_PYTHON = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}
 
 
 class ValSpec(tuple):
@@ -36,7 +37,7 @@ class ValSpec(tuple):
 
 
 class SymSpec(tuple):
-    """(python type, sympy expression over stable names) of a symbolic scalar value."""
+    """(int, float or bool; sympy expression over stable names) of a symbolic scalar value."""
 
     __slots__ = ()
 
@@ -49,7 +50,7 @@ def val_spec(val: Any, rename: Callable[[Any], Any] | None) -> Any:
                  _size(val.storage_offset(), rename))
         return ValSpec((*sizes, val.dtype, str(val.device), val.requires_grad))
     if isinstance(val, _SYM):
-        return SymSpec((type(val), _size(val, rename)))
+        return SymSpec((_PYTHON[type(val)], _size(val, rename)))
     if isinstance(val, (tuple, list)):
         return type(val)(val_spec(v, rename) for v in val)
     return val if isinstance(val, (type(None), bool, int, float, str, torch.dtype, torch.device)) else None
@@ -117,12 +118,15 @@ class ValMaker:
             return expr
         expr = expr.xreplace({s: self.symbols[s.name] for s in expr.free_symbols})
         shape_env = self.fake_mode.shape_env
-        if expr.is_number:
+        if expr.is_number or expr in (sympy.true, sympy.false):
             return kind(expr)
-        if kind is bool or kind is torch.SymBool:
+        if kind is bool:
             return shape_env.create_symboolnode(expr)
         hint = expr.xreplace(shape_env.backed_var_to_val)
-        return shape_env.create_symintnode(expr, hint=int(hint) if hint.is_number else None)
+        hint = kind(hint) if hint.is_number else None
+        if kind is float:
+            return shape_env.create_symfloatnode(expr, hint=hint)
+        return shape_env.create_symintnode(expr, hint=hint)
 
 
 class LazyMeta(dict):
