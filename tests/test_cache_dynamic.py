@@ -134,3 +134,23 @@ def test_changed_symbolic_structure_or_failed_guard_misses(tmp_path):
     for result, n in ((one, 1), (small, 2)):
         for got, expected in zip(result, _eager(n), strict=True):
             torch.testing.assert_close(got, expected)
+
+
+def test_symbolic_entry_past_the_recompile_limit_hits(tmp_path):
+    """dynamic=None: past recompile_limit the entry is symbolic; a fresh CompiledFunction loads the two
+    static entries and then the symbolic one from disk."""
+    def run(compiled, n):
+        x = torch.randn(n, 3)
+        w = torch.randn(3, 2, requires_grad=True)
+        out = compiled(x, w)
+        out.backward()
+        torch.testing.assert_close(out, (x @ w).relu().sum())
+        torch.testing.assert_close(w.grad, x.t() @ ((x @ w) > 0).float().reshape(n, 2))
+
+    for _ in range(2):
+        compiled = jointgraph.aot_function(lambda x, w: (x @ w).relu().sum(), recompile_limit=2, cache=str(tmp_path))
+        with pytest.warns(UserWarning, match="symbolic sizes"):
+            for n in (2, 3, 5, 7):
+                run(compiled, n)
+        assert len(compiled.entries) == 3   # two static, one symbolic (n=5, reused for n=7)
+    assert [e for e, _ in _events(tmp_path)] == ["miss", "store"] * 3 + ["hit"] * 3
