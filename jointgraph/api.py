@@ -133,15 +133,21 @@ def _simulate_into(plan: Plan) -> None:
 
 
 def plan_call(flat_fn: Callable, signature: FlatSignature, tensors: list, options: CompileOptions, *,
-              dynamic: bool, saved_hooks=None):
-    """Fake-ify the graph inputs ``tensors`` and run build_plan on them.
+              dynamic: bool, saved_hooks=None, fakes: list | None = None):
+    """Fake-ify the graph inputs ``tensors`` (unless ``fakes`` are given: the cache made them, Note
+    [Cached symbolic sizes]) and run build_plan on them.
 
     Returns (Plan, JointGraph, SplitGraphs, fake_mode, fakes). The backward is traced when
     grad mode is on and an input requires grad.
     """
-    fake_mode = make_fake_mode(dynamic=dynamic)
-    captured = frozenset(k for k, role in enumerate(signature.roles) if role is Role.CAPTURED)
-    fakes = fakeify(tensors, fake_mode, dynamic=dynamic, static=captured)
+    if fakes is None:
+        fake_mode = make_fake_mode(dynamic=dynamic)
+        captured = frozenset(k for k, role in enumerate(signature.roles) if role is Role.CAPTURED)
+        fakes = fakeify(tensors, fake_mode, dynamic=dynamic, static=captured)
+    else:
+        from torch._guards import detect_fake_mode
+
+        fake_mode = detect_fake_mode(fakes)
     # Traced with grad mode on whenever it is on: the function may make tensors require grad
     # (requires_grad_() on an input, a leaf created inside); has_backward says if it did.
     with_backward = torch.is_grad_enabled()
@@ -160,14 +166,20 @@ def build_entry(flat_fn: Callable, out_box: list, signature: FlatSignature, tens
     or load it from the on-disk cache (``source``: the function's fingerprint, jointgraph/cache)."""
     request, hit = cache.lookup(options.cache, source, signature, tensors, options, dynamic=dynamic,
                                 saved_hooks=saved_hooks, ambient=ambient_state())
-    if hit is not None:   # "eager" runs the graphs as they are: no example inputs to make
-        fake_mode = FakeTensorMode()
+    if hit is not None and hit.fakes is not None:   # symbolic sizes: the fakes its guards are on
+        fakes = hit.fakes
+        from torch._guards import detect_fake_mode
+
+        fake_mode = detect_fake_mode(fakes)
+        entry = compile_entry(hit.plan, None, options, fakes, hit.layout)
+    elif hit is not None:   # "eager" runs the graphs as they are: no example inputs to make
         eager = options.fw_compiler == "eager" and options.bw_compiler == "eager"
+        fake_mode = None if eager else FakeTensorMode()
         fakes = [] if eager else fakeify(tensors, fake_mode, dynamic=False)
-        entry = compile_entry(hit[0], None, options, fakes, hit[1])
+        entry = compile_entry(hit.plan, None, options, fakes, hit.layout)
     else:
         plan, joint, graphs, fake_mode, fakes = plan_call(flat_fn, signature, tensors, options, dynamic=dynamic,
-                                                          saved_hooks=saved_hooks)
+                                                          saved_hooks=saved_hooks, fakes=request and request.fakes)
         layout = make_layout(joint, graphs, signature, out_box[0], fakes)
         store_entry(request, plan, layout, joint)   # before the graph compilers run: they may rewrite the graphs
         entry = compile_entry(plan, joint, options, fakes, layout)
@@ -221,7 +233,8 @@ def compile_entry(plan: Plan, joint, options: CompileOptions, fakes: list, layou
     forward = compile_graph(plan.forward, examples, options.fw_compiler, boxed=False)
     backward = None
     if plan.backward is not None:
-        bw_examples = [n.meta.get("val") for n in plan.backward.graph.nodes if n.op == "placeholder"]
+        eager = options.bw_compiler == "eager"   # reads no examples: a cache hit's values stay unmade
+        bw_examples = [] if eager else [n.meta.get("val") for n in plan.backward.graph.nodes if n.op == "placeholder"]
         backward = compile_graph(plan.backward, bw_examples, options.bw_compiler, boxed=True)
     plan.timings["compile"] = time.perf_counter() - start
     compile_log.info("stages: %s", ", ".join(f"{k} {v:.3f} s" for k, v in plan.timings.items()))

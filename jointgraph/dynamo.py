@@ -97,9 +97,9 @@ def _compile_flat(gm: Callable, example_inputs: list, options: CompileOptions) -
     with_backward = torch.is_grad_enabled()
     source = cache.dynamo_source(gm) if options.cache is not False else None
     request, hit = cache.lookup(options.cache, source, signature, example_inputs, options, dynamic=False,
-                                saved_hooks=None, ambient=ambient_state())
+                                saved_hooks=None, ambient=ambient_state(), fakes=fakes)
     if hit is not None:
-        entry = compile_entry(hit[0], None, options, fakes, hit[1])
+        entry = compile_entry(hit.plan, None, options, fakes, hit.layout)
         plan = entry.plan
     else:
         try:

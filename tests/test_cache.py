@@ -348,3 +348,31 @@ def test_two_concurrent_writers_then_a_warm_process(tmp_path):
     results = [torch.load(tmp_path / n) for n in ("a.pt", "b.pt", "c.pt")]
     for other in results[1:]:
         assert all(torch.equal(x, y) for x, y in zip(results[0], other, strict=True))
+
+
+_LAZY_CHILD = """
+import sys, torch, jointgraph
+torch.manual_seed(0)
+x, w = torch.randn(4, 3, requires_grad=True), torch.randn(3, 5, requires_grad=True)
+step = jointgraph.aot_function(lambda x, w: (x @ w).relu().sum(), cache=sys.argv[1])
+step(x, w).backward()
+plan = step.entries[0].plan
+print("dynamo" if "torch._dynamo" in sys.modules else "no dynamo", "cache_load" in plan.timings)
+print(plan.backward.graph.find_nodes(op="placeholder")[0].meta["val"].shape)   # made on first read
+"""
+
+
+def test_warm_start_with_eager_compilers_makes_no_fake_tensors(tmp_path):
+    """Note [Cached node values]: a hit with the "eager" compilers makes node values on first read, so
+    the warm process does not even import Dynamo (the fake mode's first use does)."""
+    script = tmp_path / "child.py"
+    script.write_text(_LAZY_CHILD)
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    lines = []
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, str(script), str(tmp_path / "cache")], env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        lines.append(proc.stdout.splitlines())
+    assert lines[0][0] == "dynamo False" and lines[1][0] == "no dynamo True"
+    assert lines[0][1] == lines[1][1] == "torch.Size([4, 3])"

@@ -21,6 +21,8 @@ from .fingerprint import Unhashable, fingerprint
 from .key import entry_key, graph_source
 from .serialize import dumps, entry_payload, loads, restore
 from .store import DiskStore, cache_option_from_env, default_dir, log
+from .symbolic import StableNames, add_guards, guards_here, is_symbolic, shape_env_of, stable_guards
+from .vals import ValMaker
 
 # Bypass reasons already logged by this process: each is logged once.
 _REPORTED: set[str] = set()
@@ -50,15 +52,23 @@ def dynamo_source(gm: torch.fx.GraphModule) -> str | Unhashable:
 
 @dataclasses.dataclass
 class CacheRequest:
-    """One key in one store; ``save`` stores what a miss compiled."""
+    """One key in one store; ``save`` stores what a miss compiled. For symbolic sizes (Note
+    [Cached symbolic sizes]): ``fakes`` the fake graph inputs to trace on, ``names`` their
+    symbols' stable names read before the trace, ``guards_from`` the ShapeEnv's guard count then."""
 
     store: DiskStore
     key: str
+    fakes: list | None = None
+    names: StableNames | None = None
+    guards_from: int = 0
 
     def save(self, plan, layout) -> None:
         start = time.perf_counter()
         try:
-            body = dumps(entry_payload(plan, layout))
+            guards = None
+            if self.names is not None:
+                guards = stable_guards(shape_env_of(self.fakes), self.guards_from, self.names)
+            body = dumps(entry_payload(plan, layout, self.names, guards))
         except Unhashable as exc:
             bypass(self.store, str(exc), self.key)
             return
@@ -71,10 +81,20 @@ class CacheRequest:
         self.store.record("store", self.key, f"{len(body)}")
 
 
-def lookup(cache, source, signature, tensors: list, options, *, dynamic: bool, saved_hooks,
-           ambient: tuple) -> tuple[CacheRequest | None, Any]:
-    """(request, (Plan, EntryLayout) on a hit else None). The request is None when the cache is
-    off or bypassed (the reason logged once)."""
+@dataclasses.dataclass
+class CacheHit:
+    """A loaded entry; ``fakes``: for symbolic sizes, the fake graph inputs its ShapeEnv guards."""
+
+    plan: Any
+    layout: Any
+    fakes: list | None = None
+
+
+def lookup(cache, source, signature, tensors: list, options, *, dynamic: bool, saved_hooks, ambient: tuple,
+           fakes: list | None = None) -> tuple[CacheRequest | None, CacheHit | None]:
+    """(request, the entry on a hit else None). The request is None when the cache is off or
+    bypassed (the reason logged once). ``fakes``: the fake graph inputs when the caller has them
+    (Dynamo); under ``dynamic`` they are made here (Note [Cached symbolic sizes])."""
     store = open_store(cache)
     if store is None or source is None:
         return None, None
@@ -85,19 +105,30 @@ def lookup(cache, source, signature, tensors: list, options, *, dynamic: bool, s
 
         if Role.CAPTURED in signature.roles:
             raise Unhashable("the function captures tensors (Note [Captured tensors]): they are found by tracing")
-        key = entry_key(source, signature, tensors, options, dynamic=dynamic, saved_hooks=saved_hooks,
-                        grad_enabled=torch.is_grad_enabled(), ambient=ambient)
+        if dynamic and fakes is None:
+            fakes = _symbolic_fakes(tensors)
+        symbolic = fakes if fakes is not None and is_symbolic(fakes) else None
+        names = StableNames(symbolic) if symbolic is not None else None
+        key = entry_key(source, signature, tensors, options, symbolic=names and names.form(symbolic), dynamic=dynamic,
+                        saved_hooks=saved_hooks, grad_enabled=torch.is_grad_enabled(), ambient=ambient)
     except Unhashable as exc:
         bypass(store, str(exc))
         return None, None
-    request = CacheRequest(store, key)
+    shape_env = shape_env_of(symbolic) if symbolic is not None else None
+    request = CacheRequest(store, key, symbolic, names, len(shape_env.guards) if shape_env is not None else 0)
     start = time.perf_counter()
     body = store.read(key)
     if body is None:
         store.record("miss", key)
         return request, None
     try:
-        plan, layout = restore(loads(body), options)
+        payload = loads(body)
+        guards = guards_here(payload["guards"], names, shape_env) if names is not None else []
+        if guards is None:   # an isomorphic graph whose trace guarded on a size this call's sizes fail
+            store.record("miss", key, "a stored guard fails on these sizes")
+            return request, None
+        plan, layout = restore(payload, options, ValMaker(_fake_mode_of(symbolic), names and names.symbols))
+        add_guards(guards, shape_env)
     except Exception as exc:  # noqa: BLE001 - an entry that does not load is a miss, rewritten
         log.warning("jointgraph cache: ignoring entry %s: it does not load (%s); it is recompiled and rewritten",
                     store.path(key), exc)
@@ -105,7 +136,23 @@ def lookup(cache, source, signature, tensors: list, options, *, dynamic: bool, s
         return request, None
     plan.timings["cache_load"] = time.perf_counter() - start
     store.record("hit", key)
-    return request, (plan, layout)
+    return request, CacheHit(plan, layout, symbolic)
+
+
+def _symbolic_fakes(tensors: list) -> list:
+    """The graph inputs fake-ified with symbolic sizes, as the trace of a miss makes them."""
+    from ..capture.inputs import fakeify
+    from ..capture.unbacked import make_fake_mode
+
+    return fakeify(tensors, make_fake_mode(dynamic=True), dynamic=True)
+
+
+def _fake_mode_of(values: list | None):
+    if values is None:
+        return None
+    from torch._guards import detect_fake_mode
+
+    return detect_fake_mode(values)
 
 
 def bypass(store: DiskStore | None, reason: str, key: str = "") -> None:

@@ -118,7 +118,7 @@ class _Walker:
             self.put(kind.__name__, value)
             return
         if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-            raise Unhashable(f"{path} is a symbolic size (dynamic shapes are not cached yet)")
+            raise Unhashable(f"{path} is a symbolic size the function holds (not a graph input's: not keyed)")
         if isinstance(value, enum.Enum):
             self.put("enum", kind.__module__, kind.__qualname__, value.name)
             return

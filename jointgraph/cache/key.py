@@ -8,7 +8,8 @@ Note [Cache key]
   fingerprint]: code, closure values, globals, module attributes and parameter metadata),
   or ``graph_source(gm)`` for a graph Dynamo handed over (its generated code, the targets it
   calls, the bytes of its tensor constants);
-* the graph inputs: per input its shape, strides, storage offset, dtype, device,
+* the graph inputs: per input its shape, strides, storage offset (under symbolic sizes their
+  symbolic form over stable names, Note [Cached symbolic sizes]), dtype, device,
   ``requires_grad``, whether it is a leaf, its tensor type, and which inputs share a storage;
   the non-tensor leaves specialized into the graph (by value); the flat signature (leaf
   positions, duplicates, roles, names);
@@ -68,24 +69,31 @@ def device_properties(device: str) -> tuple:
     return (dev.type,)
 
 
-def tensor_key(tensors: list) -> list:
-    """Per graph input: its metadata and which earlier input shares its storage."""
+def tensor_key(tensors: list, symbolic: list | None) -> list:
+    """Per graph input: its metadata and which earlier input shares its storage. With ``symbolic``
+    (``StableNames.form`` of the inputs of a symbolic compile) the sizes are that form instead
+    (Note [Cached symbolic sizes])."""
     storages: dict[int, int] = {}
-    key = []
+    key = [symbolic] if symbolic is not None else []
     for i, t in enumerate(tensors):
+        if isinstance(t, (torch.SymInt, torch.SymFloat, torch.SymBool)) and symbolic is not None:
+            key.append(("symbolic", type(t).__name__))
+            continue
         if not isinstance(t, torch.Tensor):
             key.append(("value", fingerprint(t)))
             continue
         sizes = (*t.shape, *t.stride(), t.storage_offset())
-        if any(not isinstance(s, int) for s in sizes):
-            raise Unhashable("an input has symbolic sizes (dynamic shapes are not cached yet)")
+        if symbolic is not None:
+            sizes = ()
+        elif any(not isinstance(s, int) for s in sizes):
+            raise Unhashable("an input has symbolic sizes but the compile is static")
         try:
             storage = t.untyped_storage().data_ptr()
         except (RuntimeError, NotImplementedError):
             storage = id(t)
         shared = storages.setdefault(storage, i) if storage else i
-        key.append((tuple(t.shape), t.stride(), t.storage_offset(), str(t.dtype), str(t.device), t.requires_grad,
-                    t.is_leaf, type(t).__name__, shared, device_properties(str(t.device))))
+        key.append((sizes, str(t.dtype), str(t.device), t.requires_grad, t.is_leaf, type(t).__name__, shared,
+                    device_properties(str(t.device))))
     return key
 
 
@@ -120,17 +128,16 @@ def hooks_key(saved_hooks) -> tuple | None:
     return tuple(keys)
 
 
-def entry_key(source: str, signature, tensors: list, options, *, dynamic: bool, saved_hooks, grad_enabled: bool,
-              ambient: tuple) -> str:
-    """The key of Note [Cache key]; raises ``Unhashable``."""
-    if dynamic:
-        raise Unhashable("symbolic sizes (dynamic=True or past the recompile limit) are not cached yet")
-    parts = [
+def entry_key(source: str, signature, tensors: list, options, *, symbolic: list | None, dynamic: bool, saved_hooks,
+              grad_enabled: bool, ambient: tuple) -> str:
+    """The key of Note [Cache key]; raises ``Unhashable``. ``symbolic``: the symbolic form of the
+    inputs of a compile with symbolic sizes (Note [Cached symbolic sizes])."""
+    parts = [dynamic,
         environment(), source,
         (signature.num_leaves, signature.tensor_leaf_positions, sorted(signature.duplicate_of.items()),
          [(i, fingerprint(v)) for i, v in sorted(signature.constants.items())], [r.name for r in signature.roles],
          signature.names),
-        tensor_key(tensors), grad_enabled, repr(ambient), options_key(options), hooks_key(saved_hooks),
+        tensor_key(tensors, symbolic), grad_enabled, repr(ambient), options_key(options), hooks_key(saved_hooks),
     ]
     return hashlib.sha256(repr(parts).encode()).hexdigest()
 

@@ -6,14 +6,16 @@ An entry holds what a warm start needs to run without tracing or planning:
 
 * the forward and backward graphs before any graph compiler ran, node by node (op, name,
   target, arguments, the node metadata the runtime and the report read: roles, phases, and
-  each ``val`` as shape / stride / offset / dtype / device, rebuilt as fake tensors), plus the
-  real tensors the graphs hold as constants;
+  each ``val`` as a spec, Note [Cached node values]), plus the real tensors the graphs hold
+  as constants;
 * the ``EntryLayout`` (the runtime's index lists, output plan, signature, pytree specs);
 * the ``Plan`` less its graphs: saved values with decisions and reasons, the simulated
-  timeline and peak, the trace and partition timings of the cold run.
+  timeline and peak, the trace and partition timings of the cold run;
+* for symbolic sizes, the guards the trace added, over stable names (Note [Cached symbolic
+  sizes]).
 
 It is pickled with ATen operators written by name (``aten::mm.default``). Anything else
-that does not pickle (a graph holding an opaque Python object, a symbolic size) raises
+that does not pickle (a graph holding an opaque Python object, a symbolic size in the layout) raises
 ``Unhashable`` and the entry is not stored.
 """
 
@@ -30,15 +32,20 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from ..ir import Plan
 from ..ir.graph import lazy_graph_module
 from .fingerprint import Unhashable
+from .symbolic import StableNames
+from .vals import LazyMeta, ValMaker, val_spec
 
 _SIMPLE = (type(None), bool, int, float, str, enum.Enum, torch.dtype, torch.device)
 _DROPPED_META = frozenset({"val", "tensor_meta", "nn_module_stack", "source_fn_stack", "fwd_nn_module_stack",
                            "fwd_source_fn_stack", "from_node"})
+
+
+_LEAF_TYPES = frozenset({int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout,
+                         torch.memory_format})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,13 +53,6 @@ class _Ref:
     """A node argument: the node named ``name``."""
 
     name: str
-
-
-class _FakeSpec(tuple):
-    """(shape, stride, storage offset, dtype, device, requires_grad) of a fake value: a plain
-    tuple subclass, so that thousands of them unpickle fast."""
-
-    __slots__ = ()
 
 
 def _op(namespace: str, name: str, overload: str):
@@ -81,7 +81,8 @@ class _Pickler(pickle.Pickler):
         if isinstance(obj, torch._ops.HigherOrderOperator):
             raise Unhashable(f"the graph calls the higher-order operator {obj.name()}")
         if isinstance(obj, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-            raise Unhashable("the graph has symbolic sizes (dynamic shapes are not cached yet)")
+            raise Unhashable("the entry's layout or plan holds a symbolic size (only the graphs' own sizes are "
+                             "written over stable names, Note [Cached symbolic sizes])")
         if callable(obj) and not isinstance(obj, type) and getattr(obj, "__module__", None) in (
                 "_operator", "operator", "builtins", "math"):
             return _py, (obj.__module__, obj.__qualname__)
@@ -108,27 +109,14 @@ def loads(data: bytes) -> Any:
 # ### Graphs
 
 
-def _fake_spec(val: Any) -> Any:
-    if isinstance(val, torch.Tensor):
-        if any(not isinstance(s, int) for s in (*val.shape, *val.stride(), val.storage_offset())):
-            raise Unhashable("the graph has symbolic sizes (dynamic shapes are not cached yet)")
-        return _FakeSpec((tuple(val.shape), tuple(val.stride()), val.storage_offset(), val.dtype, str(val.device),
-                          val.requires_grad))
-    if isinstance(val, (tuple, list)):
-        return type(val)(_fake_spec(v) for v in val)
-    if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-        raise Unhashable("the graph has symbolic sizes (dynamic shapes are not cached yet)")
-    return val if isinstance(val, _SIMPLE) else None
-
-
 def _simple(value: Any) -> bool:
     if isinstance(value, (tuple, list)):
         return all(_simple(v) for v in value)
     return isinstance(value, _SIMPLE)
 
 
-def graph_state(gm: torch.fx.GraphModule | None) -> dict | None:
-    """The nodes and constants of ``gm`` (Note [Cache entry format])."""
+def graph_state(gm: torch.fx.GraphModule | None, names: StableNames | None) -> dict | None:
+    """The nodes and constants of ``gm`` (Note [Cache entry format]); symbolic sizes over ``names``."""
     if gm is None:
         return None
     nodes, constants = [], {}
@@ -142,15 +130,16 @@ def graph_state(gm: torch.fx.GraphModule | None) -> dict | None:
             constants[node.target] = value.detach().clone() if not value.is_leaf else value.detach()
         meta = {k: v for k, v in node.meta.items() if k not in _DROPPED_META and _simple(v)}
         if "val" in node.meta:
-            meta["val"] = _fake_spec(node.meta["val"])
+            meta["val"] = val_spec(node.meta["val"], names.rename if names is not None else None)
         args = torch.fx.node.map_arg(node.args, lambda n: _Ref(n.name))
         kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: _Ref(n.name))
         nodes.append((node.op, node.name, node.target, args, kwargs, meta))
     return {"nodes": nodes, "constants": constants}
 
 
-def graph_module(state: dict | None, fake_mode: FakeTensorMode) -> torch.fx.GraphModule | None:
-    """Rebuild a GraphModule from ``graph_state``'s output; ``val`` metadata as fake tensors."""
+def graph_module(state: dict | None, maker: ValMaker, *, lazy: bool) -> torch.fx.GraphModule | None:
+    """Rebuild a GraphModule from ``graph_state``'s output; ``val`` metadata made by ``maker``, on
+    first read when ``lazy`` (Note [Cached node values])."""
     if state is None:
         return None
     graph = torch.fx.Graph()
@@ -158,12 +147,21 @@ def graph_module(state: dict | None, fake_mode: FakeTensorMode) -> torch.fx.Grap
     for op, name, target, args, kwargs, meta in state["nodes"]:
         args = _resolve(args, made)
         kwargs = _resolve(kwargs, made)
-        node = graph.create_node(op, target, args, kwargs, name=name)
+        if op == "call_function":   # arguments set after: create_node walks them for raw SymInts, a cost per node
+            node = graph.create_node(op, target, name=name)
+            node.args = args
+            if kwargs:
+                node.kwargs = kwargs
+        else:
+            node = graph.create_node(op, target, args, kwargs, name=name)
         if node.name != name:
             raise ValueError(f"cache entry: node {name!r} came back as {node.name!r}")
-        node.meta.update(meta)
-        if "val" in meta:
-            node.meta["val"] = _fake(meta["val"], fake_mode)
+        if lazy:
+            node.meta = LazyMeta(meta, maker)
+        else:
+            node.meta.update(meta)
+            if "val" in meta:
+                node.meta["val"] = maker.make(meta["val"])
         made[name] = node
     root = torch.nn.Module()
     for target, value in state["constants"].items():
@@ -172,28 +170,20 @@ def graph_module(state: dict | None, fake_mode: FakeTensorMode) -> torch.fx.Grap
 
 
 def _resolve(value: Any, made: dict) -> Any:
-    if isinstance(value, _Ref):
+    kind = type(value)
+    if kind is _Ref:
         return made[value.name]
-    if isinstance(value, (tuple, list)):
-        return type(value)(_resolve(v, made) for v in value)
+    if kind is tuple or kind is list:
+        return kind([_resolve(v, made) if type(v) not in _LEAF_TYPES else v for v in value])
+    if kind in _LEAF_TYPES:
+        return value
+    if isinstance(value, (tuple, list)):   # immutable_list and other subclasses
+        return kind(_resolve(v, made) for v in value)
     if isinstance(value, dict):
         return {k: _resolve(v, made) for k, v in value.items()}
     if isinstance(value, slice):
         return slice(_resolve(value.start, made), _resolve(value.stop, made), _resolve(value.step, made))
     return value
-
-
-def _fake(spec: Any, fake_mode: FakeTensorMode) -> Any:
-    if isinstance(spec, _FakeSpec):   # built from a meta tensor directly: no dispatch through the fake mode
-        shape, stride, offset, dtype, device, requires_grad = spec
-        meta = torch.empty_strided(shape, stride, dtype=dtype, device="meta")
-        if offset:
-            meta = meta.as_strided(shape, stride, offset)
-        t = FakeTensor(fake_mode, meta, torch.device(device))
-        return t.requires_grad_(True) if requires_grad and (t.is_floating_point() or t.is_complex()) else t
-    if isinstance(spec, (tuple, list)):
-        return type(spec)(_fake(s, fake_mode) for s in spec)
-    return spec
 
 
 def _set_attr(root: torch.nn.Module, target: str, value: torch.Tensor) -> None:
@@ -209,19 +199,21 @@ def _set_attr(root: torch.nn.Module, target: str, value: torch.Tensor) -> None:
 # ### Entries
 
 
-def entry_payload(plan: Plan, layout) -> dict:
-    """What an entry stores (Note [Cache entry format])."""
+def entry_payload(plan: Plan, layout, names: StableNames | None = None, guards: list | None = None) -> dict:
+    """What an entry stores (Note [Cache entry format]); ``names`` and ``guards`` for symbolic sizes
+    (Note [Cached symbolic sizes])."""
     plan_state = {f.name: getattr(plan, f.name) for f in dataclasses.fields(plan)
                   if f.name not in ("forward", "backward", "options")}
-    return {"forward": graph_state(plan.forward), "backward": graph_state(plan.backward),
-            "layout": layout, "plan": plan_state}
+    return {"forward": graph_state(plan.forward, names), "backward": graph_state(plan.backward, names),
+            "layout": layout, "plan": plan_state, "guards": guards or []}
 
 
-def restore(payload: dict, options) -> tuple[Plan, Any]:
-    """(Plan with rebuilt graphs, EntryLayout) from ``entry_payload``'s output."""
-    fake_mode = FakeTensorMode()
-    forward = graph_module(payload["forward"], fake_mode)
-    backward = graph_module(payload["backward"], fake_mode)
+def restore(payload: dict, options, maker: ValMaker) -> tuple[Plan, Any]:
+    """(Plan with rebuilt graphs, EntryLayout) from ``entry_payload``'s output; node values made by
+    ``maker``, lazily when both graph compilers are "eager" (Note [Cached node values])."""
+    lazy = options.fw_compiler == "eager" and options.bw_compiler == "eager"
+    forward = graph_module(payload["forward"], maker, lazy=lazy)
+    backward = graph_module(payload["backward"], maker, lazy=lazy)
     plan = Plan(forward=forward, backward=backward, options=options, **payload["plan"])
     plan.timings = {f"cold_{k}": v for k, v in plan.timings.items()}   # the run that compiled it
     return plan, payload["layout"]
