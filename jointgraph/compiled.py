@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import time
@@ -24,6 +25,7 @@ from .capture.inputs import (
     unflattener,
 )
 from .capture.recompile import GuardKey, guard_failures
+from .capture.subclasses import SubclassEntry, any_subclass
 from .errors import UnsupportedError
 from .logs import compile_log, recompiles_log
 from .options import CompileOptions
@@ -151,7 +153,10 @@ class CompiledFunction:
         try:
             if guard.refused is not None:
                 raise guard.refused
-            entry, leaves, signature = self._build(leaves, spec, leaf_roles, dynamic, hooks)
+            if any_subclass(leaves):   # Note [Tensor subclasses]
+                entry, signature, dynamic = self._subclass_entry(spec, leaf_roles), None, False
+            else:
+                entry, leaves, signature = self._build(leaves, spec, leaf_roles, dynamic, hooks)
         except UnsupportedError as exc:
             if self.options.on_unsupported != "eager":
                 raise
@@ -190,6 +195,11 @@ class CompiledFunction:
 
         (entry, signature), leaves = lift_captured(self.fn, leaves, spec, leaf_roles, self._captured, build)
         return entry, leaves, signature
+
+    def _subclass_entry(self, spec, leaf_roles) -> SubclassEntry:
+        """Note [Tensor subclasses]: plain functions compiled per structure, with static sizes."""
+        options = dataclasses.replace(self.options, dynamic=False, cache=False)
+        return SubclassEntry(self.fn, spec, leaf_roles, lambda plain_fn: CompiledFunction(plain_fn, options))
 
     @property
     def _name(self) -> str:
