@@ -25,7 +25,7 @@ from .capture.inputs import (
     unflattener,
 )
 from .capture.recompile import GuardKey, guard_failures
-from .capture.subclasses import SubclassEntry, any_subclass
+from .capture.subclasses import SubclassEntry, SubclassOutputs, any_subclass
 from .errors import UnsupportedError
 from .logs import compile_log, recompiles_log
 from .options import CompileOptions
@@ -72,7 +72,8 @@ class CompiledFunction:
     def plans(self) -> list:
         """The ``Plan`` of every compiled entry, oldest first (entries run eagerly have none)."""
         entries = sorted(self.entries, key=lambda e: getattr(e, "number", 0))
-        return [e.plan for e in entries if getattr(e, "plan", None) is not None]
+        plans = [p for e in entries for p in (e.plans if isinstance(e, SubclassEntry) else [getattr(e, "plan", None)])]
+        return [p for p in plans if p is not None]
 
     def __repr__(self) -> str:
         name = self._name
@@ -153,10 +154,12 @@ class CompiledFunction:
         try:
             if guard.refused is not None:
                 raise guard.refused
-            if any_subclass(leaves):   # Note [Tensor subclasses]
-                entry, signature, dynamic = self._subclass_entry(spec, leaf_roles), None, False
-            else:
+            try:
+                if any_subclass(leaves):
+                    raise SubclassOutputs()
                 entry, leaves, signature = self._build(leaves, spec, leaf_roles, dynamic, hooks)
+            except SubclassOutputs:   # subclass arguments or results: Note [Tensor subclasses]
+                entry, signature, dynamic = self._subclass_entry(spec, leaf_roles), None, False
         except UnsupportedError as exc:
             if self.options.on_unsupported != "eager":
                 raise

@@ -72,6 +72,10 @@ def any_subclass(leaves: list) -> bool:
     return any(is_subclass(leaf) for leaf in leaves)
 
 
+class SubclassOutputs(Exception):  # noqa: N818 - a control-flow signal, not an error
+    """A function over plain tensors returned a subclass: compile it with the subclass layer."""
+
+
 @dataclasses.dataclass(frozen=True)
 class SubclassMeta:
     """How to rebuild one subclass tensor from its plain inner tensors (Note [Tensor subclasses]).
@@ -368,6 +372,7 @@ class SubclassEntry:
 
     def __call__(self, leaves: list) -> Any:
         spec, leaf_roles = self.spec, self.leaf_roles
+        leaves = leaves[:spec.num_leaves]   # captured tensors are the plain function's (Note [Captured tensors])
         metas = [flatten(leaf)[1] if is_subclass(leaf) else None for leaf in leaves]
         key = (spec, tuple(m.key() if m is not None else None for m in metas))
         found = self._functions.get(key)
