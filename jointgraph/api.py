@@ -18,6 +18,7 @@ from torch.fx import traceback as fx_traceback
 
 from . import cache
 from .capture.captured import CapturedSources, lift_captured
+from .capture.generators import outside_generators, outside_generators_kept
 from .capture.guards import ambient_state
 from .capture.inputs import FlatSignature, fakeify
 from .capture.leaves import slot_examples
@@ -147,7 +148,8 @@ def plan_call(flat_fn: Callable, signature: FlatSignature, tensors: list, option
     with_backward = torch.is_grad_enabled()
     # Never run the user's saved-tensor hooks at trace time (on fake tensors): mask them.
     masked = torch.autograd.graph.saved_tensors_hooks(_no_pack, _no_unpack) if saved_hooks else contextlib.nullcontext()
-    with masked:
+    # Note [Seeding inside the function]: seeding a generator made outside is refused.
+    with masked, outside_generators_kept(outside_generators(flat_fn, signature.constants)):
         plan, joint, graphs = build_plan(flat_fn, fakes, signature.roles, fake_mode, options,
                                          with_backward=with_backward, names=list(signature.names),
                                          non_leaf=non_leaf_inputs(tensors), saved_hooks=saved_hooks)
