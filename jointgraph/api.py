@@ -22,6 +22,7 @@ from .capture.generators import outside_generators, outside_generators_kept
 from .capture.guards import ambient_state
 from .capture.inputs import FlatSignature, fakeify
 from .capture.leaves import slot_examples
+from .capture.subclasses import SubclassOutputs, any_subclass, flatten_call
 from .capture.symbolic import output_entry, view_entry
 from .capture.trace import trace_joint
 from .capture.unbacked import estimated_sizes, make_fake_mode
@@ -337,7 +338,13 @@ def plan(fn_or_module: Any, *example_args: Any, **options: Any) -> Plan:
     def build(signature, flat_fn, out_box, tensors):
         return plan_call(flat_fn, signature, tensors, opts, dynamic=bool(opts.dynamic))[0]
 
-    return lift_captured(fn, leaves, spec, leaf_roles, CapturedSources(), build)[0]
+    try:
+        if any_subclass(leaves):
+            raise SubclassOutputs()
+        return lift_captured(fn, leaves, spec, leaf_roles, CapturedSources(), build)[0]
+    except SubclassOutputs:   # Note [Tensor subclasses]: the plan of the flattened function
+        fn, leaves, spec, leaf_roles = flatten_call(fn, leaves, spec, leaf_roles)
+        return lift_captured(fn, leaves, spec, leaf_roles, CapturedSources(), build)[0]
 
 
 def _bind(fn_or_module: Any, args: tuple, kwargs: dict):

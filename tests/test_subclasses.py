@@ -332,3 +332,43 @@ def test_dtensor_parameters_aot_module(mesh):
         expected.sum().backward()
         actual.sum().backward()
     assert_same([p.grad for p in eager.parameters()], [p.grad for p in module.parameters()])
+
+
+# ### Structures
+
+
+def test_nested_subclass():
+    def f(x):
+        return (x * 2).sin()
+
+    check(f, lambda: (TwoTensor(two(3, requires_grad=False), two(3, requires_grad=False)).requires_grad_(),),
+          jointgraph.aot_function(f))
+
+
+def test_same_subclass_twice_and_shared_inner_tensors():
+    def f(x, y):
+        return x * y + x
+
+    check(f, lambda: (lambda t: (t, t))(two(3)), jointgraph.aot_function(f))
+    shared = torch.randn(3)
+    check(f, lambda: (TwoTensor(shared, shared).requires_grad_(), two(3)), jointgraph.aot_function(f))
+
+
+def test_no_grad_mode_and_dynamic_option():
+    def f(x):
+        return x.exp() * 2
+
+    compiled = jointgraph.aot_function(f, dynamic=True)   # subclass entries compile with static sizes
+    check(f, lambda: (two(3),), compiled)
+    check(f, lambda: (two(5),), compiled)
+    x = two(3)
+    with torch.no_grad():
+        out = compiled(x)
+        assert not out.requires_grad
+        assert_same(f(x), out)
+
+
+def test_plan_of_a_subclass_call():
+    plan = jointgraph.plan(elementwise_and_matmul, *_two_inputs())
+    assert plan.backward is not None
+    assert sum(n.op == "placeholder" for n in plan.forward.graph.nodes) == 5

@@ -402,6 +402,21 @@ class SubclassEntry:
         return _rebuild_outputs(outputs, layout)
 
 
+def flatten_call(fn: Callable, leaves: list, spec, leaf_roles) -> tuple[Callable, list, Any, list | None]:
+    """``fn`` and its call's leaves, flattened (for ``jointgraph.plan``, which runs nothing): the plain
+    function, its leaves (inner tensors detached, requiring grad as their subclass), spec and roles."""
+    metas = [flatten(leaf)[1] if is_subclass(leaf) else None for leaf in leaves]
+    plain, roles = [], [] if leaf_roles is not None else None
+    for i, (leaf, meta) in enumerate(zip(leaves, metas, strict=True)):
+        inner = [leaf] if meta is None else [p.detach().requires_grad_(leaf.requires_grad and p.is_floating_point())
+                                             for p in flatten(leaf)[0]]
+        plain += inner
+        if roles is not None:
+            roles += [leaf_roles[i]] * len(inner)
+    plain_fn = plain_function(fn, spec, tuple(metas), GradientMetas())
+    return plain_fn, plain, pytree.tree_flatten((tuple(plain), {}))[1], roles
+
+
 def _rebuild_outputs(outputs: list, layout: OutputLayout) -> Any:
     from .inputs import unflattener
 
