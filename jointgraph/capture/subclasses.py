@@ -27,17 +27,26 @@ plain ATen over the inner tensors; the subclass lives around it, in three layers
   input is taken apart into the gradients of its inner tensors. The inner tensors are wrapped
   detached: in eager they do not require grad, and reading ``x.a`` gives no gradient to ``x``.
 * **At run time** (``SubclassEntry``). Each call takes the subclass arguments apart (with
-  ``_Unwrap``, which links the plain inputs to the caller's tensor for autograd: a gradient of
-  a subclass input is a subclass again, built by ``__tensor_unflatten__``, and accumulates in
-  ``x.grad`` as in eager) and rebuilds each subclass output from the plain outputs and the
-  entry's ``OutputLayout`` (with ``_Wrap``, whose backward takes the incoming gradient apart).
-  A gradient whose metadata differs from the output's (a DTensor gradient with other
-  placements) is first passed to ``__coerce_same_metadata_as_tangent__`` when the class has
-  it; one that still differs (or is not a subclass) raises ``UnsupportedError``.
+  ``_Unwrap``, which links the plain inputs to the caller's tensor for autograd) and rebuilds
+  each subclass output from the plain outputs and the entry's ``OutputLayout`` (with ``_Wrap``,
+  whose backward takes the incoming gradient apart). The gradient of a subclass input is a
+  subclass again, built by ``__tensor_unflatten__`` with the metadata the traced backward gave
+  it (``GradientMetas``: a Replicate DTensor's gradient is Partial in eager, and here), and
+  accumulates in ``x.grad`` as in eager. The traced backward assumed each output's gradient
+  has the output's metadata (after ``__coerce_tangent_metadata__``: Partial becomes Replicate);
+  a gradient with other metadata (strides aside) is passed to
+  ``__coerce_same_metadata_as_tangent__`` when the class has it; one that still differs (or is
+  not a subclass) raises ``UnsupportedError``.
+* **Which calls.** A call with a subclass argument, or a function over plain tensors whose trace
+  returns a subclass (``SubclassOutputs``, raised by ``make_flat_fn``: compiled again this way);
+  ``torch.compile`` hands its backend the subclass tensors themselves, and such a graph is
+  compiled the same way (dynamo.py); ``jointgraph.plan`` plans the flattened function.
 
 Refused, by name (``UnsupportedError``): changing a subclass input's metadata in place
 (``x.t_()``, ``x.resize_()``) and changing the data of a subclass input that requires grad
-(``x.add_(1)``), which eager allows only under ``no_grad``; the data of a subclass input that
+(``x.add_(1)`` on a non-leaf); a plain input whose gradient is a subclass (``w`` in
+``two_tensor * w``: eager gives ``w.grad`` a TwoTensor; our compiled backward returns one plain
+gradient per plain input). The data of a subclass input that
 does not require grad may be written in place (the input-mutation epilogue writes its inner
 tensors). A subclass captured from the function's closure is refused (Note [Captured tensors]):
 pass it as an argument. Other differences from eager: a subclass input returned as is comes
@@ -261,7 +270,8 @@ def gradient_inner(grad: Any, meta: SubclassMeta) -> list[torch.Tensor]:
 
 @dataclasses.dataclass(frozen=True)
 class OutputLayout:
-    """The user's output structure: its pytree spec and, per leaf, None or the subclass meta.
+    """The user's output structure: its pytree spec and, per leaf, None or (the subclass's meta,
+    the meta its gradient is traced with).
     Leaves the trace as a constant output, so each compiled entry returns the one it traced."""
 
     spec: Any
