@@ -12,6 +12,7 @@ programs in full (``--show K``), shortened by removing statements that do not ma
     python benchmarks/fuzz.py --n 200 --seed 5 --contenders default,dynamo --show 3 --minimize
     python benchmarks/fuzz.py --n 1 --seed 1234 --show 1        # one program, to reproduce a failure
     python benchmarks/fuzz.py --n 300 --contenders default,dynamo --semantics12 --show 8 --minimize
+    python benchmarks/fuzz.py --subclass --n 200 --contenders default,mincut,dynamo   # TwoTensor arguments
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import argparse
 import json
 import logging
 import sys
+import warnings
 
 import torch
 
@@ -105,6 +107,23 @@ def as_json(summary: fuzz.Summary) -> dict:
     }
 
 
+def run_subclass(n: int, seed: int, chosen: list, show: int) -> dict:
+    """The TwoTensor programs (Note [Tensor subclasses]): counts per contender, then each failure."""
+    from jointgraph.bench import fuzz_subclass
+    from jointgraph.planner.budget import BudgetBelowFloor
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BudgetBelowFloor)
+        summary = fuzz_subclass.run(n, seed, chosen)
+    for name, counts in summary.counts.items():
+        print(f"{name:8} " + ", ".join(f"{counts[s]} {s}" for s in fuzz.STATUSES))
+    for name, program_seed, status, message in summary.failures:
+        print(f"{name} seed {program_seed}: {status}: {message}")
+    for _, program_seed, _, _ in summary.failures[:show]:
+        print(f"--- seed {program_seed}\n{fuzz_subclass.generate(program_seed).render()}")
+    return {"counts": summary.counts, "failures": summary.failures}
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=200, help="number of programs")
@@ -121,12 +140,16 @@ def main(argv: list[str] | None = None) -> dict:
                         help="issue 12's writers and oracle steps: requires_grad_ / detach, leaves made inside, "
                         "non-tensor outputs, autocast, globals, programs that raise, outputs modified in place, "
                         "and a guard change (SCALE, autocast, default dtype, no_grad) before a third call")
+    parser.add_argument("--subclass", action="store_true",
+                        help="programs over TwoTensor arguments instead (jointgraph/bench/fuzz_subclass.py)")
     args = parser.parse_args(argv)
     known = fuzz.contenders(dynamo_every=args.dynamo_every)
     names = [n for n in args.contenders.split(",") if n]
     unknown = [n for n in names if n not in known]
     if unknown:
         parser.error(f"unknown contender(s) {', '.join(unknown)}; allowed: {', '.join(known)}")
+    if args.subclass:
+        return run_subclass(args.n, args.seed, [known[n] for n in names], args.show)
     writers = None
     if args.storage:
         import torch.distributed.fsdp  # noqa: F401  registers torch.ops.fsdp.copy_

@@ -18,9 +18,11 @@ from torch.fx import traceback as fx_traceback
 
 from . import cache
 from .capture.captured import CapturedSources, lift_captured
+from .capture.generators import outside_generators, outside_generators_kept
 from .capture.guards import ambient_state
 from .capture.inputs import FlatSignature, fakeify
 from .capture.leaves import slot_examples
+from .capture.subclasses import SubclassOutputs, any_subclass, flatten_call
 from .capture.symbolic import output_entry, view_entry
 from .capture.trace import trace_joint
 from .capture.unbacked import estimated_sizes, make_fake_mode
@@ -153,7 +155,8 @@ def plan_call(flat_fn: Callable, signature: FlatSignature, tensors: list, option
     with_backward = torch.is_grad_enabled()
     # Never run the user's saved-tensor hooks at trace time (on fake tensors): mask them.
     masked = torch.autograd.graph.saved_tensors_hooks(_no_pack, _no_unpack) if saved_hooks else contextlib.nullcontext()
-    with masked:
+    # Note [Seeding inside the function]: seeding a generator made outside is refused.
+    with masked, outside_generators_kept(outside_generators(flat_fn, signature.constants)):
         plan, joint, graphs = build_plan(flat_fn, fakes, signature.roles, fake_mode, options,
                                          with_backward=with_backward, names=list(signature.names),
                                          non_leaf=non_leaf_inputs(tensors), saved_hooks=saved_hooks)
@@ -363,7 +366,13 @@ def plan(fn_or_module: Any, *example_args: Any, **options: Any) -> Plan:
     def build(signature, flat_fn, out_box, tensors):
         return plan_call(flat_fn, signature, tensors, opts, dynamic=bool(opts.dynamic))[0]
 
-    return lift_captured(fn, leaves, spec, leaf_roles, CapturedSources(), build)[0]
+    try:
+        if any_subclass(leaves):
+            raise SubclassOutputs()
+        return lift_captured(fn, leaves, spec, leaf_roles, CapturedSources(), build)[0]
+    except SubclassOutputs:   # Note [Tensor subclasses]: the plan of the flattened function
+        fn, leaves, spec, leaf_roles = flatten_call(fn, leaves, spec, leaf_roles)
+        return lift_captured(fn, leaves, spec, leaf_roles, CapturedSources(), build)[0]
 
 
 def _bind(fn_or_module: Any, args: tuple, kwargs: dict):

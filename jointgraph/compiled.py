@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import time
@@ -24,6 +25,7 @@ from .capture.inputs import (
     unflattener,
 )
 from .capture.recompile import GuardKey, guard_failures
+from .capture.subclasses import SubclassEntry, SubclassOutputs, any_subclass
 from .errors import UnsupportedError
 from .logs import compile_log, recompiles_log
 from .options import CompileOptions
@@ -70,7 +72,8 @@ class CompiledFunction:
     def plans(self) -> list:
         """The ``Plan`` of every compiled entry, oldest first (entries run eagerly have none)."""
         entries = sorted(self.entries, key=lambda e: getattr(e, "number", 0))
-        return [e.plan for e in entries if getattr(e, "plan", None) is not None]
+        plans = [p for e in entries for p in (e.plans if isinstance(e, SubclassEntry) else [getattr(e, "plan", None)])]
+        return [p for p in plans if p is not None]
 
     def __repr__(self) -> str:
         name = self._name
@@ -151,7 +154,12 @@ class CompiledFunction:
         try:
             if guard.refused is not None:
                 raise guard.refused
-            entry, leaves, signature = self._build(leaves, spec, leaf_roles, dynamic, hooks)
+            try:
+                if any_subclass(leaves):
+                    raise SubclassOutputs()
+                entry, leaves, signature = self._build(leaves, spec, leaf_roles, dynamic, hooks)
+            except SubclassOutputs:   # subclass arguments or results: Note [Tensor subclasses]
+                entry, signature, dynamic = self._subclass_entry(spec, leaf_roles), None, False
         except UnsupportedError as exc:
             if self.options.on_unsupported != "eager":
                 raise
@@ -190,6 +198,11 @@ class CompiledFunction:
 
         (entry, signature), leaves = lift_captured(self.fn, leaves, spec, leaf_roles, self._captured, build)
         return entry, leaves, signature
+
+    def _subclass_entry(self, spec, leaf_roles) -> SubclassEntry:
+        """Note [Tensor subclasses]: plain functions compiled per structure, with static sizes."""
+        options = dataclasses.replace(self.options, dynamic=False, cache=False)
+        return SubclassEntry(self.fn, spec, leaf_roles, lambda plain_fn: CompiledFunction(plain_fn, options))
 
     @property
     def _name(self) -> str:

@@ -68,10 +68,13 @@ def _compile_flat(gm: Callable, example_inputs: list, options: CompileOptions) -
     from .capture.captured import Recapture
     from .capture.guards import ambient_state
     from .capture.inputs import FlatSignature, make_flat_fn
+    from .capture.subclasses import SubclassOutputs, any_subclass
     from .compiled import CompiledFunction
     from .errors import UnsupportedError
     from .runtime.aliasing import AliasedInputs, SyntheticBases
 
+    if any_subclass(example_inputs):   # Note [Tensor subclasses]: flattened per call, as aot_function does
+        return _compile_subclass_graph(gm, options)
     fake_mode = detect_fake_mode(example_inputs) or FakeTensorMode()
     fakes = []
     with fake_mode:
@@ -105,6 +108,8 @@ def _compile_flat(gm: Callable, example_inputs: list, options: CompileOptions) -
         try:
             plan, joint, graphs = build_plan(flat_fn, fakes, signature.roles, fake_mode, options,
                                              with_backward=with_backward, non_leaf=non_leaf_inputs(example_inputs))
+        except SubclassOutputs:   # Note [Tensor subclasses]
+            return _compile_subclass_graph(gm, options)
         except Recapture as found:   # Dynamo lifts what a program captures; a real tensor left in its graph is not
             shapes = ", ".join(str(tuple(t.shape)) for t in found.tensors)
             raise UnsupportedError(f"the graph Dynamo handed over reads real tensors that are not graph inputs "
@@ -126,6 +131,32 @@ def _compile_flat(gm: Callable, example_inputs: list, options: CompileOptions) -
     compiled.plan = plan  # for inspection
     _record(compiled)
     return compiled
+
+
+def _compile_subclass_graph(gm: Callable, options: CompileOptions) -> Callable:
+    """A Dynamo graph with tensor-subclass inputs or outputs: compiled on its first call (per
+    structure) by the machinery of aot_function (Note [Tensor subclasses])."""
+    from .compiled import CompiledFunction
+
+    def call_graph(*inputs):
+        return gm(*inputs)
+
+    compiled = _SubclassGraph(CompiledFunction(call_graph, options))
+    _record(compiled)
+    return compiled
+
+
+class _SubclassGraph:
+    def __init__(self, compiled):
+        self.compiled = compiled
+
+    def __call__(self, *args):
+        return self.compiled(*args)
+
+    @property
+    def plan(self):
+        plans = self.compiled.plans
+        return plans[-1] if plans else None
 
 
 ### Plans of what Dynamo compiled (jointgraph.plans)

@@ -334,3 +334,34 @@ def test_semantics12_random_programs_match_eager():
                        writers=fuzz_semantics.SEMANTICS12_WRITERS)
     report = "\n\n".join(f"{f.contender}: {f.outcome.message}\n{f.program.render()}" for f in summary.failures)
     assert not summary.failures, report
+
+
+# ### TwoTensor programs (jointgraph/bench/fuzz_subclass.py, Note [Tensor subclasses])
+
+
+def test_subclass_programs_match_eager():
+    from jointgraph.bench import fuzz_subclass
+
+    summary = fuzz_subclass.run(12, seed=0, contenders=["default", "mincut"])
+    for name, counts in summary.counts.items():
+        assert counts["wrong"] == counts["crash"] == 0, (name, summary.failures)
+        assert counts["pass"] >= 10, (name, summary.failures)
+
+
+def test_subclass_oracle_catches_scaled_outputs_and_lost_gradients():
+    from jointgraph.bench import fuzz_subclass
+
+    def scaled(fn):
+        compiled = jointgraph.aot_function(fn)
+        return lambda *args: tuple(o * 1.001 if isinstance(o, torch.Tensor) else o for o in compiled(*args))
+
+    def no_grad(fn):
+        def run(*args):
+            with torch.no_grad():
+                return fn(*args)
+        return run
+
+    programs = [fuzz_subclass.generate(seed) for seed in range(6)]
+    for broken in (scaled, no_grad):
+        statuses = [fuzz_subclass.check(p, fuzz.Contender("broken", broken))[0] for p in programs]
+        assert "wrong" in statuses

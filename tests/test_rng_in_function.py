@@ -5,6 +5,8 @@ three calls, every call starting from a different global state, so a seed that r
 at trace time (or a state captured as a constant) shows.
 """
 
+import warnings
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -206,3 +208,68 @@ def test_another_thread_uses_the_real_generators_while_tracing():
     assert seen["generator"] == 5 and seen["is_generator"]
     torch.manual_seed(9)
     torch.testing.assert_close(seen["draw"], torch.rand(3), rtol=0, atol=0)
+
+
+class _Seeded(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 8)
+        self.generator = torch.Generator()
+
+    def forward(self, x):
+        self.generator.manual_seed(11)
+        return self.linear(x) * torch.rand(8, generator=self.generator)
+
+
+def _seeded_in_closure():
+    generator = torch.Generator()
+
+    def fn(x, w):
+        generator.manual_seed(5)
+        return (x @ w * torch.rand(6, 8, generator=generator)).sum()
+
+    return fn, generator
+
+
+@pytest.mark.parametrize("where", ["closure", "argument", "module"])
+def test_outside_generator_seeded_inside_is_refused_by_name(where):
+    """Its seed would act once, at trace time (silently wrong on later calls): refused, naming it, and
+    the generator is left in the state it had."""
+    if where == "closure":
+        fn, generator = _seeded_in_closure()
+        compiled, args, name = jointgraph.aot_function(fn), _args(0), "'generator'"
+    elif where == "argument":
+        generator = torch.Generator()
+
+        def fn(x, w, g):
+            g.manual_seed(3)
+            return (x @ w * torch.rand(6, 8, generator=g)).sum()
+
+        compiled, args, name = jointgraph.aot_function(fn), (*_args(0), generator), "argument"
+    else:
+        module = _Seeded()
+        generator = module.generator
+        compiled, args, name = jointgraph.aot_module(module), (torch.randn(4, 8),), "generator"
+    generator.manual_seed(123)
+    before = generator.get_state()
+    with pytest.raises(jointgraph.UnsupportedError, match=f"seeds or sets the state of the generator .*{name}"):
+        compiled(*args)
+    assert torch.equal(generator.get_state(), before)
+
+
+def test_outside_generator_seeded_inside_equals_eager_when_run_eagerly_or_by_dynamo():
+    """Three calls against eager: on_unsupported="eager" runs it eagerly; torch.compile graph-breaks at
+    the seed (Dynamo runs it) and draws from the generator in our graph."""
+    fn, generator = _seeded_in_closure()
+    torch._dynamo.reset()
+    for compiled in (jointgraph.aot_function(fn, on_unsupported="eager"), torch.compile(fn, backend="jointgraph")):
+        for call in range(3):
+            x, w = _args(call)
+            generator.manual_seed(100 + call)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                got = compiled(x, w)
+            after = generator.get_state()
+            generator.manual_seed(100 + call)
+            torch.testing.assert_close(got, fn(x, w), rtol=0, atol=0)
+            assert torch.equal(after, generator.get_state())

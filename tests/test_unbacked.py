@@ -208,6 +208,29 @@ def test_python_branch_on_a_value_and_int_of_item_still_raise_with_the_users_lin
         assert "test_unbacked.py" in str(info.value) and "on_unsupported" in str(info.value)
 
 
+def test_narrow_with_a_tensor_start_computes_and_its_returned_view_is_refused():
+    """The start is a data-dependent symbol: a narrowed slice used in computation compiles (one graph,
+    forward and backward equal eager's for every start); returned as a view of the input, its storage
+    offset cannot be regenerated from the inputs' sizes: refused by name."""
+    def used(x, start):
+        return x.narrow(0, start, 2).sin().sum(0) * 2
+
+    compiled = jointgraph.aot_function(used)
+    for start in (0, 3, 1):
+        x = torch.randn(5, 3, requires_grad=True)
+        out = compiled(x, torch.tensor(start))
+        out.sum().backward()
+        got = x.grad
+        x.grad = None
+        want = used(x, torch.tensor(start))
+        want.sum().backward()
+        torch.testing.assert_close(out, want)
+        torch.testing.assert_close(got, x.grad)
+    assert len(jointgraph.plans(compiled)) == 1
+    with pytest.raises(jointgraph.UnsupportedError, match="Unbacked sizes"):
+        jointgraph.aot_function(lambda x, s: x.narrow(0, s, 2))(torch.randn(5, 3), torch.tensor(1))
+
+
 def test_returning_item_is_refused_naming_the_data_dependent_value():
     with pytest.raises(jointgraph.UnsupportedError, match="data-dependent value"):
         jointgraph.aot_function(lambda x: (x > 0).sum().item())(torch.randn(4))

@@ -236,8 +236,8 @@ def _attribute_getter(get_root: Callable, path: str) -> Callable[[], Any]:
 
 
 def _roots(fn: Callable) -> list[tuple[str, Callable, Any]]:
-    """(name, getter, current value) of the closure cells and globals ``fn`` may read, following the
-    Python functions it reaches (a bound method's ``self`` included)."""
+    """(name, getter, current value) of the tensors, modules and generators in the closure cells and
+    globals ``fn`` may read, following the Python functions it reaches (a bound method's ``self`` included)."""
     from .guards import global_names
 
     roots: list[tuple[str, Callable, Any]] = []
@@ -265,7 +265,7 @@ def _roots(fn: Callable) -> list[tuple[str, Callable, Any]]:
         value = get()
         if isinstance(value, (types.FunctionType, types.MethodType, functools.partial)):
             visit(value, depth + 1)
-        elif isinstance(value, (torch.Tensor, torch.nn.Module)):
+        elif isinstance(value, (torch.Tensor, torch.nn.Module, torch._C.Generator)):
             roots.append((name, get, value))
 
     visit(fn, 0)

@@ -10,6 +10,12 @@ does. ``torch.Generator()`` inside the function is refused: it would be made onc
 function is traced, and carry its state from call to call, where eager makes a fresh one at
 every call.
 
+A generator made *outside* the function (an argument, a closure cell, a global, an attribute of a
+module the function reaches) and seeded or reset inside it (``g.manual_seed(n)``,
+``g.set_state(s)``) is refused by name (``outside_generators_kept``): its methods belong to a C type
+no mode intercepts, so the seed would act once, at trace time. Its state is read before the trace
+and compared (and restored) after it.
+
 Another thread's code runs as is: the stand-in and the class forward its calls to the real
 generator (one exception: another thread passing ``torch.default_generator`` as ``generator=``
 while a compile runs draws from the stand-in's own state).
@@ -181,3 +187,46 @@ class GeneratorArgs(torch.overrides.TorchFunctionMode):
         if kwargs and kwargs.get("generator") is self.stand_in:
             kwargs = {**kwargs, "generator": self.real}
         return func(*args, **(kwargs or {}))
+
+
+def outside_generators(fn, constants: dict) -> list[tuple[str, torch._C.Generator]]:
+    """(name, generator) of the generators made outside ``fn`` that it may use: non-tensor arguments,
+    closure cells and globals of the functions it reaches, attributes of the modules found there."""
+    from .captured import _roots
+
+    found: dict[int, tuple[str, torch._C.Generator]] = {}
+    default = torch._C.default_generator
+
+    def add(name, value) -> None:
+        if isinstance(value, _REAL_CLASS) and value is not default and not isinstance(value, DefaultGeneratorStandIn):
+            found.setdefault(id(value), (name, value))
+
+    for k, value in constants.items():
+        add(f"argument (leaf {k})", value)
+    for name, _, value in _roots(fn):
+        add(name, value)
+        if isinstance(value, torch.nn.Module):
+            for path, module in value.named_modules():
+                for attr, held in vars(module).items():
+                    add(".".join(p for p in (name, path, attr) if p), held)
+    return list(found.values())
+
+
+@contextlib.contextmanager
+def outside_generators_kept(generators: list[tuple[str, torch._C.Generator]]):
+    """Refuse a trace that changed the state of one of ``generators`` (seeding it inside the function);
+    each is left in the state it had before the trace."""
+    states = [(name, g, g.get_state()) for name, g in generators]
+    try:
+        yield
+    finally:
+        changed = [name for name, g, state in states if not torch.equal(g.get_state(), state)]
+        for _, g, state in states:
+            g.set_state(state)
+    if changed:
+        raise UnsupportedError(
+            f"the compiled function seeds or sets the state of the generator {changed[0]!r}, made outside it: "
+            "Generator methods are not seen while jointgraph traces, so the seed would act once, at trace time, "
+            "not on every call (Note [Seeding inside the function])",
+            hint="seed it outside the function, or seed the global generator inside (torch.manual_seed) and "
+                 'draw from it, or pass on_unsupported="eager"')

@@ -186,6 +186,7 @@ def make_flat_fn(fn, spec: pytree.TreeSpec, signature: FlatSignature, captured: 
     spec of the result at trace time.
     """
     from .captured import run_captured
+    from .subclasses import SubclassOutputs, any_subclass
 
     positions = signature.tensor_leaf_positions
     duplicates = signature.duplicate_of
@@ -207,6 +208,8 @@ def make_flat_fn(fn, spec: pytree.TreeSpec, signature: FlatSignature, captured: 
         lifted = {id(real): leaves[num_args + j] for j, real in enumerate(captured) if isinstance(real, _TENSOR)}
         result = run_captured(fn, args, kwargs, lifted)
         flat, out_spec = pytree.tree_flatten(result)
+        if any_subclass(flat):   # Note [Tensor subclasses]: compiled again, flattened
+            raise SubclassOutputs()
         out_spec_box[:] = [out_spec]
         return flat
 

@@ -53,6 +53,7 @@ from .inplace import EagerInPlaceChecks, stale_view_error
 from .leaves import LeafSlots, slot_examples
 from .metadata import collect_metadata, restore_storage_bytes, returned, storage_sizes
 from .scopes import module_scopes
+from .subclasses import refuse_subclass_gradients
 from .unbacked import (
     backward_depends_on_values,
     insert_runtime_asserts,
@@ -284,6 +285,7 @@ def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], f
                     if type(exc) is not RuntimeError or not any(m in str(exc) for m in _EAGER_BACKWARD_ERRORS):
                         raise   # a tracer's own limit (data-dependent op, ...), not an error eager's backward raises
                     raise BackwardRaises(exc, _differentiable_outputs(meta.outputs), tuple(recorded_idx)) from exc
+                refuse_subclass_gradients(got, [names[i] if names else f"arg{i}" for i in grad_idx])
                 by_input = dict(zip(grad_idx, got, strict=True))
                 grads = [from_fun(by_input.get(i)) for i in range(num_inputs)]
                 bw_mutated[:] = _backward_mutations(f_inputs, before, meta.inputs)

@@ -15,8 +15,12 @@ is the default generator again in the graph.
 A ``torch.Generator()`` created inside the function is refused: the graph would hold the
 one object made at trace time, whose state carries over from call to call. A generator
 made outside and passed in (or closed over) is a constant of the graph, and its draws
-happen at run time, as eager's; seeding it inside the function is not seen (its methods
-belong to a C type no mode intercepts) and would act at trace time only: seed it outside.
+happen at run time, as eager's. Seeding it inside the function (``g.manual_seed(n)``) is
+not seen by any mode (its methods belong to a C type) and would act at trace time only, so
+it is refused by name: the generators the function can reach (arguments, closure cells,
+globals, attributes of the modules found there) have their state compared before and after
+the trace (``capture/generators.outside_generators_kept``). One reached only through a
+container or another object's attribute is not watched (a known gap, docs/semantics.md).
 
 Random ops (``native_dropout``, ``rand_like``, ``bernoulli``...) stay in the graph as
 they are and draw from the global generator when they run. The graph runs its nodes
