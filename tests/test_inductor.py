@@ -76,13 +76,14 @@ def _run_plan_graphs(plan, args: tuple) -> list:
     """The plan's forward then backward graphs run as FX code on ``args`` (loss gradient 1): the gradients."""
     outputs = plan.forward(*args)
     roles = output_node(plan.forward.graph).meta["roles"]
-    saved = iter([v for v, r in zip(outputs, roles, strict=True) if r is Role.SAVED_TENSOR])
-    bw_args = [next(saved) if n.meta["role"] is Role.SAVED_TENSOR else torch.ones(())
+    saved = {role: iter([v for v, r in zip(outputs, roles, strict=True) if r is role])
+             for role in (Role.SAVED_TENSOR, Role.SAVED_SIZE)}
+    bw_args = [next(saved[n.meta["role"]]) if n.meta["role"] in saved else torch.ones(())
                for n in plan.backward.graph.nodes if n.op == "placeholder"]
     return list(plan.backward(*bw_args))
 
 
-@pytest.mark.parametrize("case", ["ignored", "weighted-sum", "spatial"])
+@pytest.mark.parametrize("case", ["ignored", "weighted-sum", "spatial", "dynamic"])
 def test_inductor_loss_backward_selects_instead_of_scattering(case):
     # Note [Pointwise scatter]: the one-hot gradient of nll_loss is a pointwise select, not zeros plus
     # a scatter (two logits-sized buffers); its values are eager's.
@@ -98,7 +99,7 @@ def test_inductor_loss_backward_selects_instead_of_scattering(case):
         return torch.nn.functional.cross_entropy(logits.tanh(), target, ignore_index=3)
 
     logits = torch.randn(shape, requires_grad=True)
-    plan = jointgraph.plan(loss, logits, target, weight, **INDUCTOR)
+    plan = jointgraph.plan(loss, logits, target, weight, **INDUCTOR, dynamic=case == "dynamic")
     assert aten.scatter.value not in _targets(plan.backward) and aten.full.default not in _targets(plan.backward)
     assert aten.where.self in _targets(plan.backward)
     loss(logits, target, weight).backward()

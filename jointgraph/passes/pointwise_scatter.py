@@ -69,13 +69,14 @@ def _rewrite(graph: torch.fx.Graph, scatter: torch.fx.Node) -> bool:
     out = scatter.meta["val"]
     dim = dim % out.dim()
     fake_mode = detect_fake_mode([out])
+    length = base.args[0][dim]   # an int, or the node of a symbolic size
     shape = [1] * out.dim()
-    shape[dim] = out.shape[dim]
+    shape[dim] = length
     steps = [
-        (torch.ops.prims.iota.default, (out.shape[dim],),
+        (torch.ops.prims.iota.default, (length,),
          {"start": 0, "step": 1, "dtype": torch.int64, "device": out.device, "requires_grad": False}),
-        (aten.view.default, (None, shape), {}),
-        (aten.eq.Tensor, (index, None), {}),
+        (aten.view.default, (_PREVIOUS, shape), {}),
+        (aten.eq.Tensor, (index, _PREVIOUS), {}),
         (aten.scalar_tensor.default, (value,), {"dtype": out.dtype, "device": out.device}),
         (aten.scalar_tensor.default, (base.args[1],), {"dtype": out.dtype, "device": out.device}),
     ]
@@ -94,19 +95,22 @@ def _rewrite(graph: torch.fx.Graph, scatter: torch.fx.Node) -> bool:
     return True
 
 
+_PREVIOUS = object()   # in a step's arguments: the previous step's value
+
+
 def _run(steps: list) -> list:
-    """Run ``steps`` (op, args, kwargs) on fake values; a ``None`` argument is the previous step's value."""
+    """Run ``steps`` (op, args, kwargs) on the fake values of the nodes they name."""
     vals: list = []
     for target, args, kwargs in steps:
-        real_args = [vals[-1] if a is None else a.meta["val"] if isinstance(a, torch.fx.Node) else a for a in args]
-        vals.append(target(*real_args, **kwargs))
+        args = tuple(vals[-1] if a is _PREVIOUS else a for a in args)
+        vals.append(target(*torch.fx.node.map_arg(args, lambda n: n.meta["val"]), **kwargs))
     return vals
 
 
 def _insert(graph: torch.fx.Graph, steps: list, vals: list, meta: dict) -> list[torch.fx.Node]:
     nodes: list[torch.fx.Node] = []
     for (target, args, kwargs), val in zip(steps, vals, strict=True):
-        node = graph.call_function(target, tuple(nodes[-1] if a is None else a for a in args), kwargs)
+        node = graph.call_function(target, tuple(nodes[-1] if a is _PREVIOUS else a for a in args), kwargs)
         _stamp(node, val, meta)
         nodes.append(node)
     return nodes
