@@ -1,7 +1,7 @@
 """Per-op recompute rules: may the backward recompute this forward value, and why (not).
 
 One table per concept: ``CHEAP_OPS`` (recomputable beyond what tags say) and
-``COMPUTE_HEAVY_OPS`` (never recomputed). Everything else is decided by ATen tags
+``COMPUTE_HEAVY_OPS`` (never recomputed, but for attention scores). Everything else is decided by ATen tags
 and schemas in ``recompute_rule``, in the order of the Notes below.
 """
 
@@ -53,8 +53,8 @@ COMPUTE_HEAVY_OPS: dict[torch._ops.OpOverloadPacket, str] = {
 # One matrix product is the exception: a batched product of two computed values (neither is a
 # graph input or a view of one) whose output is larger than its operands together. That is
 # attention's ``q @ k.T``: (batch·heads, seq, seq) from two (batch·heads, seq, head_dim) operands,
-# quadratic in the sequence. The backward keeps q and k anyway (the product's own gradients read
-# them), so recomputing the scores, and the softmax after them, trades 2·head_dim FLOPs per
+# quadratic in the sequence. The backward usually keeps q and k anyway (the product's own gradients
+# read them), so recomputing the scores, and the softmax after them, trades 2·head_dim FLOPs per
 # element for not keeping a seq×seq tensor per layer, as FlashAttention does. A product with a
 # weight operand (a layer's projection, an expert's matrix) stays saved: recomputing it repeats
 # the layer's FLOPs and frees nothing its inputs do not already hold.
