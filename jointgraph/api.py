@@ -70,7 +70,7 @@ def build_plan(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake
     timings["trace"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    joint.gm = run_joint_passes(joint.gm)
+    joint.gm = run_joint_passes(joint.gm, options)
     if debug:
         verify(joint.gm.graph)
     recompute_reasons: dict[str, str] = {}

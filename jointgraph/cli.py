@@ -299,7 +299,7 @@ def cmd_bench(args: argparse.Namespace, console) -> int:
     for r in result.results:
         if r.error:
             console.print(f"[red]{r.name} failed:[/red] {r.error}", highlight=False)
-    for line in ratio_lines(result):
+    for line in ratio_lines(result) + budget_lines(result):
         console.print(line)
     _print_notes(console, notes)
     if args.json:
@@ -429,6 +429,23 @@ def ratio_lines(result) -> list[str]:
              "compile_seconds": "compile time"}
     return [f"{pair}: " + ", ".join(f"{names[k]} x{v:.2f}" for k, v in figures.items() if v is not None)
             + "  (below 1 is better)" for pair, figures in ratios.items()]
+
+
+def budget_lines(result) -> list[str]:
+    """With --budget: each jointgraph contender's simulated and measured peak against the budget."""
+    from .units import fmt_bytes
+
+    lines = []
+    for name, met in result.budget_met().items():
+        row = next(r for r in result.results if r.name == name)
+        figures = [(label, value, met[label]) for label, value in (("simulated", row.simulated_peak_bytes),
+                                                                  ("measured", row.measured_peak_bytes))
+                   if value is not None]
+        verdicts = [f"{label} peak {fmt_bytes(value)} " + ("within it" if ok else
+                                                           f"over it by {fmt_bytes(value - result.budget_bytes)}")
+                    for label, value, ok in figures]
+        lines.append(f"budget {fmt_bytes(result.budget_bytes)}: {name}: " + ", ".join(verdicts or ["not measured"]))
+    return lines
 
 
 def saved_table(plan, title: str = "saved for the backward", *, show_all: bool = False):

@@ -15,6 +15,8 @@ import jointgraph
 from jointgraph.bench.gpt import GPT, GPTConfig
 from jointgraph.bench.runner import _measure_memory, live_bytes_at_start
 from jointgraph.bench.zoo import TrainStep, Workload, lm_loss
+from jointgraph.ir import Role
+from jointgraph.ir.graph import output_node
 from jointgraph.options import CompileOptions
 from tests.conftest import assert_same_grads
 
@@ -64,6 +66,55 @@ def test_inductor_options_trace_with_its_decompositions():
     assert rowwise <= targets(eager)
     assert not rowwise & targets(inductor)
     torch.testing.assert_close(inductor.peak_bytes, eager.peak_bytes, rtol=0.5, atol=0)   # same model, other ops
+
+
+def _targets(graph: torch.fx.GraphModule) -> set:
+    return {n.target for n in graph.graph.nodes if n.op == "call_function"}
+
+
+def _run_plan_graphs(plan, args: tuple) -> list:
+    """The plan's forward then backward graphs run as FX code on ``args`` (loss gradient 1): the gradients."""
+    outputs = plan.forward(*args)
+    roles = output_node(plan.forward.graph).meta["roles"]
+    saved = {role: iter([v for v, r in zip(outputs, roles, strict=True) if r is role])
+             for role in (Role.SAVED_TENSOR, Role.SAVED_SIZE)}
+    bw_args = [next(saved[n.meta["role"]]) if n.meta["role"] in saved else torch.ones(())
+               for n in plan.backward.graph.nodes if n.op == "placeholder"]
+    return list(plan.backward(*bw_args))
+
+
+@pytest.mark.parametrize("case", ["ignored", "weighted-sum", "spatial", "dynamic"])
+def test_inductor_loss_backward_selects_instead_of_scattering(case):
+    # Note [Pointwise scatter]: the one-hot gradient of nll_loss is a pointwise select, not zeros plus
+    # a scatter (two logits-sized buffers); its values are eager's.
+    aten = torch.ops.aten
+    weight = torch.rand(10)
+    shape, target = ((6, 10, 5), torch.randint(0, 10, (6, 5))) if case == "spatial" else \
+        ((64, 10), torch.randint(0, 10, (64,)))
+    target[0] = 3
+
+    def loss(logits, target, weight):
+        if case == "weighted-sum":
+            return torch.nn.functional.cross_entropy(logits.tanh(), target, weight=weight, reduction="sum")
+        return torch.nn.functional.cross_entropy(logits.tanh(), target, ignore_index=3)
+
+    logits = torch.randn(shape, requires_grad=True)
+    plan = jointgraph.plan(loss, logits, target, weight, **INDUCTOR, dynamic=case == "dynamic")
+    assert aten.scatter.value not in _targets(plan.backward) and aten.full.default not in _targets(plan.backward)
+    assert aten.where.self in _targets(plan.backward)
+    loss(logits, target, weight).backward()
+    grad = _run_plan_graphs(plan, (logits.detach(), target, weight))[0]
+    torch.testing.assert_close(grad, logits.grad)
+
+
+def test_a_scatter_the_user_wrote_is_left_alone():
+    # An out-of-range index is eager's error in user code; only backward formulas are rewritten.
+    def one_hot_loss(x, index):
+        return (torch.zeros(8, 5).scatter(1, index, 1.0) * x).sum()
+
+    plan = jointgraph.plan(one_hot_loss, torch.randn(8, 5, requires_grad=True), torch.randint(0, 5, (8, 1)),
+                           **INDUCTOR)
+    assert torch.ops.aten.scatter.value in _targets(plan.forward) | _targets(plan.backward)
 
 
 def _compiled_and_measured(work: Workload):

@@ -47,6 +47,28 @@ def test_matmul_output_is_saved_not_recomputed():
     assert _targets(plan.backward).count(aten.mm.default) == 2  # the two gradient matmuls only
 
 
+def test_attention_scores_are_recomputed_from_q_and_k():
+    # Note [Attention scores are recomputed]: q @ k.T (seq x seq) is rebuilt from q and k, which the
+    # backward keeps anyway; a product with a weight operand stays saved.
+    def attention(x, w, experts):
+        q, k, v = (x @ w).chunk(3, dim=-1)
+        probs = (q @ k.transpose(-2, -1)).softmax(-1)
+        return ((probs @ v) @ experts).square().mean()
+
+    args = (torch.randn(4, 64, 8, requires_grad=True), torch.randn(8, 24, requires_grad=True),
+            torch.randn(4, 8, 32, requires_grad=True))
+    plan = jointgraph.plan(attention, *args, partitioner="mincut")
+    default = jointgraph.plan(attention, *args, partitioner="default")
+    scores_bytes = 4 * 64 * 64 * 4
+    assert default.saved_bytes - plan.saved_bytes >= scores_bytes
+    assert not any(s.shape == (4, 64, 64) for s in plan.saved if s.decision is jointgraph.Decision.SAVE)
+    bmms = _targets(plan.backward).count(aten.bmm.default)
+    assert bmms == _targets(default.backward).count(aten.bmm.default) + 1   # the scores, once more
+    expected = torch.autograd.grad(attention(*args), args)
+    actual = torch.autograd.grad(jointgraph.aot_function(attention, partitioner="mincut")(*args), args)
+    assert_same_grads(list(expected), list(actual))
+
+
 def test_random_op_is_not_recomputed():
     x = torch.randn(256, requires_grad=True)
     plan = jointgraph.plan(lambda x: (x * torch.rand_like(x)).sin().sum(), x, partitioner="mincut")

@@ -140,12 +140,23 @@ class BenchResult:
                     out[f"{r.name} vs {ref.name}"] = {f: _ratio(getattr(r, f), getattr(ref, f)) for f in RATIO_FIGURES}
         return out
 
+    def budget_met(self) -> dict[str, dict[str, bool | None]]:
+        """With a budget: per jointgraph contender, whether its simulated and its measured peak are within it
+        (None: not measured)."""
+        if self.budget_bytes is None:
+            return {}
+        return {r.name: {figure: None if value is None else value <= self.budget_bytes
+                         for figure, value in (("simulated", r.simulated_peak_bytes),
+                                               ("measured", r.measured_peak_bytes))}
+                for r in self.results if r.kind == "jointgraph"}
+
     def to_json(self) -> dict[str, Any]:
         return {
             "schema": "jointgraph.bench/1",
             "options": dataclasses.asdict(self.options),
             "workload": {"name": self.workload, "description": self.description, "parameters": self.parameters},
             "budget_bytes": self.budget_bytes,
+            "budget_met": self.budget_met(),
             "machine": machine_info(self.options.device),
             "versions": versions(),
             "peak_method": PEAK_METHOD["cuda" if self.options.device.startswith("cuda") else "cpu"],

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import torch.fx
 
+from ..options import CompileOptions
 from ..split import SplitGraphs
 from .checkpoint import honour_checkpoints
 from .cse import cse
+from .pointwise_scatter import pointwise_scatter
 from .remove_clones import remove_clones
 from .remove_detach import remove_detach
 from .remove_storage_resizes import remove_storage_resizes
@@ -21,9 +23,16 @@ JOINT_PASSES = [
 ]
 
 
-def run_joint_passes(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    """Run the joint-graph passes in order."""
-    for _name, fn in JOINT_PASSES:
+# With Inductor compiling the graphs: rewrites that let its kernels fuse what eager would store.
+INDUCTOR_JOINT_PASSES = [
+    ("pointwise_scatter", pointwise_scatter),
+]
+
+
+def run_joint_passes(gm: torch.fx.GraphModule, options: CompileOptions) -> torch.fx.GraphModule:
+    """Run the joint-graph passes in order (Inductor's after the others when it compiles the graphs)."""
+    passes = JOINT_PASSES + (INDUCTOR_JOINT_PASSES if options.decompositions == "inductor" else [])
+    for _name, fn in passes:
         gm = fn(gm)
     return gm
 

@@ -1,7 +1,7 @@
 """Per-op recompute rules: may the backward recompute this forward value, and why (not).
 
 One table per concept: ``CHEAP_OPS`` (recomputable beyond what tags say) and
-``COMPUTE_HEAVY_OPS`` (never recomputed). Everything else is decided by ATen tags
+``COMPUTE_HEAVY_OPS`` (never recomputed, but for attention scores). Everything else is decided by ATen tags
 and schemas in ``recompute_rule``, in the order of the Notes below.
 """
 
@@ -15,7 +15,7 @@ import torch
 import torch.fx
 
 from ..ir.graph import is_collective
-from ..ir.graph_utils import is_random, is_symbolic_scalar, is_view, size_hint
+from ..ir.graph_utils import aliases_input, is_random, is_symbolic_scalar, is_view, size_hint
 from ..ir.sizes import binds_symbols
 
 aten = torch.ops.aten
@@ -47,6 +47,18 @@ COMPUTE_HEAVY_OPS: dict[torch._ops.OpOverloadPacket, str] = {
     aten._flash_attention_forward: "attention",
     aten._efficient_attention_forward: "attention",
 }
+
+# Note [Attention scores are recomputed]
+# --------------------------------------
+# One matrix product is the exception: a batched product of two computed values (neither is a
+# graph input or a view of one) whose output is larger than its operands together. That is
+# attention's ``q @ k.T``: (batch·heads, seq, seq) from two (batch·heads, seq, head_dim) operands,
+# quadratic in the sequence. The backward usually keeps q and k anyway (the product's own gradients
+# read them), so recomputing the scores, and the softmax after them, trades 2·head_dim FLOPs per
+# element for not keeping a seq×seq tensor per layer, as FlashAttention does. A product with a
+# weight operand (a layer's projection, an expert's matrix) stays saved: recomputing it repeats
+# the layer's FLOPs and frees nothing its inputs do not already hold.
+EXPANDING_PRODUCTS = (aten.bmm, aten.baddbmm)
 
 # Note [Cheap ops are recomputed]
 # -------------------------------
@@ -118,6 +130,9 @@ def recompute_rule(node: torch.fx.Node) -> RecomputeRule:
     if not isinstance(target, torch._ops.OpOverload):
         return RecomputeRule(False, f"no recompute rule for {target}")
     packet = target.overloadpacket
+    if packet in EXPANDING_PRODUCTS and _expands(node):
+        return RecomputeRule(True, "attention scores: a batched product larger than its operands, "
+                                   "recomputed from them (Note [Attention scores are recomputed])")
     if packet in COMPUTE_HEAVY_OPS:
         return RecomputeRule(False, f"{packet.__name__} ({COMPUTE_HEAVY_OPS[packet]}) is not recomputable")
     if packet in CHEAP_OPS:
@@ -132,6 +147,17 @@ def recompute_rule(node: torch.fx.Node) -> RecomputeRule:
             return RecomputeRule(False, f"{packet.__name__} reduces its input {_shrink(node):.0f}x")
         return RecomputeRule(True, "reduction over a small dimension")
     return RecomputeRule(False, f"no recompute rule for {packet.__name__}")
+
+
+def _expands(node: torch.fx.Node) -> bool:
+    """A product of two computed values whose output has more elements than both together."""
+    operands = [a for a in node.args[-2:] if isinstance(a, torch.fx.Node)]
+    vals = [a.meta.get("val") for a in operands]
+    out = node.meta.get("val")
+    if len(operands) != 2 or any(aliases_input(a) for a in operands) \
+            or not all(isinstance(v, torch.Tensor) for v in (*vals, out)):
+        return False
+    return _numel(out) > sum(_numel(v) for v in vals)
 
 
 def _shrink(node: torch.fx.Node) -> float:
