@@ -18,6 +18,7 @@ from torch.fx import traceback as fx_traceback
 
 from . import cache
 from .capture.captured import CapturedSources, lift_captured
+from .capture.fsdp import resharding_of
 from .capture.guards import ambient_state
 from .capture.inputs import FlatSignature, fakeify
 from .capture.leaves import slot_examples
@@ -25,7 +26,7 @@ from .capture.symbolic import output_entry, view_entry
 from .capture.trace import trace_joint
 from .capture.unbacked import estimated_sizes, make_fake_mode
 from .hooks import apply_policy, check_policy, user_hook_codecs
-from .ir import Decision, Plan, Role, verify
+from .ir import NO_RESHARDING, Decision, Plan, Resharding, Role, verify
 from .ir.graph_utils import backward_nodes, storage_root
 from .logs import compile_log, configure_from_env, graphs_log, plan_log
 from .options import CompileOptions
@@ -59,12 +60,15 @@ def _serialized(fn: Callable) -> Callable:
 @_serialized
 def build_plan(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode,
                options: CompileOptions, *, with_backward: bool, names=None, non_leaf=frozenset(),
-               debug: bool = False, saved_hooks=None):
-    """Trace, optimize and partition; return (Plan, JointGraph, SplitGraphs). Runs nothing real."""
+               debug: bool = False, saved_hooks=None, resharding: Resharding = NO_RESHARDING):
+    """Trace, optimize and partition; return (Plan, JointGraph, SplitGraphs). Runs nothing real.
+    ``resharding``: the inputs the caller frees between forward and backward (Note [Inputs the
+    caller reshards] in capture/fsdp.py)."""
     timings: dict[str, float] = {}
     start = time.perf_counter()
     joint = trace_joint(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, names=names,
                         non_leaf=non_leaf, decompositions=_decompositions(options))
+    joint.resharding = resharding
     timings["trace"] = time.perf_counter() - start
 
     start = time.perf_counter()
@@ -74,7 +78,7 @@ def build_plan(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake
     recompute_reasons: dict[str, str] = {}
     check_policy(options.saved_tensors)
     if options.partitioner == "budget" and joint.has_backward:
-        choices, recompute_reasons = plan_to_budget(joint.gm, options)
+        choices, recompute_reasons = plan_to_budget(joint.gm, options, resharding)
     else:
         choices = PARTITIONERS[options.partitioner](joint.gm.graph) if joint.has_backward else []
     if options.partitioner != "budget":   # with "budget" the policy says what the planner may use
@@ -98,7 +102,7 @@ def build_plan(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake
              and v.name in recompute_reasons else v for v in graphs.saved]
     plan = Plan(forward=graphs.forward, backward=graphs.backward, saved=saved, timings=timings,
                 options=options, estimated_sizes=estimated_sizes(graphs.forward, graphs.backward))
-    _simulate_into(plan)
+    _simulate_into(plan, resharding)
     _log_plan(plan)
     return plan, joint, graphs
 
@@ -123,13 +127,16 @@ def _decompositions(options: CompileOptions) -> dict | None:
     return None
 
 
-def _simulate_into(plan: Plan) -> None:
+def _simulate_into(plan: Plan, resharding: Resharding) -> None:
     from .planner.simulate import simulate
 
-    result = simulate(plan.forward, plan.backward, cost_compilers(plan.options))
+    result = simulate(plan.forward, plan.backward, cost_compilers(plan.options), resharding=resharding)
     plan.peak_bytes = result.peak_bytes
     plan.timeline = result.timeline
     plan.timeline_by_kind = result.timeline_by_kind
+    plan.entry_bytes = result.entry_bytes
+    plan.resharded_bytes = result.resharded_bytes
+    plan.gather_bytes = resharding.gather_bytes if result.resharded_bytes else 0
 
 
 def plan_call(flat_fn: Callable, signature: FlatSignature, tensors: list, options: CompileOptions, *,
@@ -140,6 +147,7 @@ def plan_call(flat_fn: Callable, signature: FlatSignature, tensors: list, option
     grad mode is on and an input requires grad.
     """
     fake_mode = make_fake_mode(dynamic=dynamic)
+    resharding = resharding_of(tensors)   # read off the real tensors before they are fake-ified
     captured = frozenset(k for k, role in enumerate(signature.roles) if role is Role.CAPTURED)
     fakes = fakeify(tensors, fake_mode, dynamic=dynamic, static=captured)
     # Traced with grad mode on whenever it is on: the function may make tensors require grad
@@ -150,7 +158,8 @@ def plan_call(flat_fn: Callable, signature: FlatSignature, tensors: list, option
     with masked:
         plan, joint, graphs = build_plan(flat_fn, fakes, signature.roles, fake_mode, options,
                                          with_backward=with_backward, names=list(signature.names),
-                                         non_leaf=non_leaf_inputs(tensors), saved_hooks=saved_hooks)
+                                         non_leaf=non_leaf_inputs(tensors), saved_hooks=saved_hooks,
+                                         resharding=resharding)
     return plan, joint, graphs, fake_mode, fakes
 
 
@@ -159,7 +168,8 @@ def build_entry(flat_fn: Callable, out_box: list, signature: FlatSignature, tens
     """Compile one entry for graph inputs like ``tensors`` (under the ambient ``saved_hooks``),
     or load it from the on-disk cache (``source``: the function's fingerprint, jointgraph/cache)."""
     request, hit = cache.lookup(options.cache, source, signature, tensors, options, dynamic=dynamic,
-                                saved_hooks=saved_hooks, ambient=ambient_state())
+                                saved_hooks=saved_hooks, ambient=ambient_state(),
+                                resharding=resharding_of(tensors))
     if hit is not None:   # "eager" runs the graphs as they are: no example inputs to make
         fake_mode = FakeTensorMode()
         eager = options.fw_compiler == "eager" and options.bw_compiler == "eager"

@@ -66,6 +66,7 @@ def _compile_flat(gm: Callable, example_inputs: list, options: CompileOptions) -
     from . import cache
     from .api import build_plan, compile_entry, make_layout, non_leaf_inputs, store_entry
     from .capture.captured import Recapture
+    from .capture.fsdp import resharding_of
     from .capture.guards import ambient_state
     from .capture.inputs import FlatSignature, make_flat_fn
     from .compiled import CompiledFunction
@@ -96,15 +97,17 @@ def _compile_flat(gm: Callable, example_inputs: list, options: CompileOptions) -
     flat_fn, out_box = make_flat_fn(call_graph, spec, signature)
     with_backward = torch.is_grad_enabled()
     source = cache.dynamo_source(gm) if options.cache is not False else None
+    resharding = resharding_of(example_inputs)   # Note [Inputs the caller reshards] in capture/fsdp.py
     request, hit = cache.lookup(options.cache, source, signature, example_inputs, options, dynamic=False,
-                                saved_hooks=None, ambient=ambient_state())
+                                saved_hooks=None, ambient=ambient_state(), resharding=resharding)
     if hit is not None:
         entry = compile_entry(hit[0], None, options, fakes, hit[1])
         plan = entry.plan
     else:
         try:
             plan, joint, graphs = build_plan(flat_fn, fakes, signature.roles, fake_mode, options,
-                                             with_backward=with_backward, non_leaf=non_leaf_inputs(example_inputs))
+                                             with_backward=with_backward, non_leaf=non_leaf_inputs(example_inputs),
+                                             resharding=resharding)
         except Recapture as found:   # Dynamo lifts what a program captures; a real tensor left in its graph is not
             shapes = ", ".join(str(tuple(t.shape)) for t in found.tensors)
             raise UnsupportedError(f"the graph Dynamo handed over reads real tensors that are not graph inputs "

@@ -72,7 +72,7 @@ class CacheRequest:
 
 
 def lookup(cache, source, signature, tensors: list, options, *, dynamic: bool, saved_hooks,
-           ambient: tuple) -> tuple[CacheRequest | None, Any]:
+           ambient: tuple, resharding=None) -> tuple[CacheRequest | None, Any]:
     """(request, (Plan, EntryLayout) on a hit else None). The request is None when the cache is
     off or bypassed (the reason logged once)."""
     store = open_store(cache)
@@ -86,7 +86,7 @@ def lookup(cache, source, signature, tensors: list, options, *, dynamic: bool, s
         if Role.CAPTURED in signature.roles:
             raise Unhashable("the function captures tensors (Note [Captured tensors]): they are found by tracing")
         key = entry_key(source, signature, tensors, options, dynamic=dynamic, saved_hooks=saved_hooks,
-                        grad_enabled=torch.is_grad_enabled(), ambient=ambient)
+                        grad_enabled=torch.is_grad_enabled(), ambient=ambient, resharding=resharding)
     except Unhashable as exc:
         bypass(store, str(exc))
         return None, None

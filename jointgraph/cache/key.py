@@ -11,7 +11,8 @@ Note [Cache key]
 * the graph inputs: per input its shape, strides, storage offset, dtype, device,
   ``requires_grad``, whether it is a leaf, its tensor type, and which inputs share a storage;
   the non-tensor leaves specialized into the graph (by value); the flat signature (leaf
-  positions, duplicates, roles, names);
+  positions, duplicates, roles, names); which inputs the caller reshards (Note [Inputs the
+  caller reshards]: the plan's timeline depends on it);
 * the guard state: grad mode, the ambient state of Note [Guards] (default dtype,
   deterministic mode, autocast per device and dtype), static or symbolic;
 * every option but ``cache`` itself; a custom ``fw_compiler`` / ``bw_compiler`` needs a
@@ -121,7 +122,7 @@ def hooks_key(saved_hooks) -> tuple | None:
 
 
 def entry_key(source: str, signature, tensors: list, options, *, dynamic: bool, saved_hooks, grad_enabled: bool,
-              ambient: tuple) -> str:
+              ambient: tuple, resharding=None) -> str:
     """The key of Note [Cache key]; raises ``Unhashable``."""
     if dynamic:
         raise Unhashable("symbolic sizes (dynamic=True or past the recompile limit) are not cached yet")
@@ -130,7 +131,8 @@ def entry_key(source: str, signature, tensors: list, options, *, dynamic: bool, 
         (signature.num_leaves, signature.tensor_leaf_positions, sorted(signature.duplicate_of.items()),
          [(i, fingerprint(v)) for i, v in sorted(signature.constants.items())], [r.name for r in signature.roles],
          signature.names),
-        tensor_key(tensors), grad_enabled, repr(ambient), options_key(options), hooks_key(saved_hooks),
+        tensor_key(tensors), resharding.key() if resharding else None, grad_enabled, repr(ambient),
+        options_key(options), hooks_key(saved_hooks),
     ]
     return hashlib.sha256(repr(parts).encode()).hexdigest()
 

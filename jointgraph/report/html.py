@@ -22,7 +22,7 @@ from ..ir import Decision
 from ..units import fmt_bytes, fmt_seconds
 from .columns import BENCH_COLUMNS, PEAK_METHOD, bench_cells
 from .graphs import draw_graph
-from .timeline import KIND_STYLES, plot_pareto, plot_timeline
+from .timeline import KIND_STYLES, plot_pareto, plot_timeline, shown_kinds
 
 CSS = """
 body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2em auto; max-width: 1200px;
@@ -145,7 +145,7 @@ def _peak_split(plan: Any) -> str:
     i = max(range(len(plan.timeline)), key=lambda j: plan.timeline[j][2])
     phase, node, live = plan.timeline[i]
     cells = "".join(f"<tr><th>{html.escape(label)}</th><td class='num'>{_bytes(by_kind[i].get(kind, 0))}</td></tr>"
-                    for kind, (label, _) in KIND_STYLES.items())
+                    for kind, (label, _) in KIND_STYLES.items() if kind in shown_kinds(by_kind))
     return (f"<table id='peak-by-kind'><tr><th colspan='2'>live at the peak ({html.escape(phase)}: "
             f"{html.escape(node)})</th></tr>{cells}<tr><th>total</th><td class='num'>{_bytes(live)}</td></tr></table>")
 
