@@ -109,3 +109,35 @@ def _recording(backend, plans: list):
         return compiled
 
     return compile_and_record
+
+
+BUDGET_BELOW_MINCUT = 0.97   # the budget of block_checks: this fraction of the mincut plan's simulated peak
+
+
+def block_checks(rank: int, world: int, width: int = 128, seq: int = 64, report: str | None = None) -> list:
+    """``block_memory`` under ``"mincut"``, then under ``"budget"`` with a budget in bytes below the
+    mincut plan's simulated peak (``BUDGET_BELOW_MINCUT``): the planner must recompute to meet it."""
+    mincut = block_memory(rank, world, {"partitioner": "mincut"}, width, seq, report=report)
+    budget = int(BUDGET_BELOW_MINCUT * mincut.peak_bytes)
+    return [mincut, block_memory(rank, world, {"partitioner": "budget", "memory_budget": budget}, width, seq)]
+
+
+def block_table(ranks: list[list[BlockMemory]], title: str):
+    """A rich Table: per rank and plan, measured and simulated peak above the step's start."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    for name in ("plan", "rank", "measured", "simulated", "sim / measured", "params held all step",
+                 "resharded params", "all-gather buffer", "budget"):
+        table.add_column(name, justify="left" if name == "plan" else "right")
+    for results in ranks:
+        for r in results:
+            table.add_row("budget" if r.budget_bytes else "mincut", str(r.rank), _mib(r.measured_bytes),
+                          _mib(r.simulated_bytes), f"{r.simulated_bytes / max(r.measured_bytes, 1):.2f}",
+                          _mib(r.held_bytes), _mib(r.resharded_bytes), _mib(r.gather_bytes),
+                          f"{_mib(r.budget_bytes - r.entry_bytes)} above start" if r.budget_bytes else "")
+    return table
+
+
+def _mib(nbytes: int) -> str:
+    return f"{nbytes / 2**20:.2f} MiB"

@@ -134,7 +134,23 @@ def _timeline_section(plan: Any, budget_bytes: int | None, eager_peak_bytes: int
             + (" and the dashed line is the budget" if budget_bytes else "")
             + ("; the dash-dotted line is eager's measured peak" if eager_peak_bytes else "")
             + ". The x-axis names the layer each stretch of nodes belongs to.</p>"
-            + _img("image/png", png, "memory timeline", "plot") + note + _peak_split(plan) + _live_at_peak(plan))
+            + _img("image/png", png, "memory timeline", "plot") + note + _resharding_note(plan) + _peak_split(plan)
+            + _live_at_peak(plan))
+
+
+def _resharding_note(plan: Any) -> str:
+    """Note [Inputs the caller reshards]: which inputs leave after the forward and come back."""
+    resharded = getattr(plan, "resharded_bytes", 0)
+    if not resharded:
+        return ""
+    gather = getattr(plan, "gather_bytes", 0)
+    buffer = (f" FSDP's all-gather buffer ({fmt_bytes(gather)}) lives through the forward and briefly at the "
+              "backward's start." if gather else "")
+    return (f"<p class='note' id='resharding'>FSDP2 reshards {fmt_bytes(resharded)} of parameters: gathered right "
+            "before the forward, freed after it (<code>resharded inputs freed</code>) and gathered again before the "
+            f"backward (<code>resharded inputs gathered</code>).{buffer} Live before the step: "
+            f"{fmt_bytes(plan.entry_bytes or 0)}; simulated peak above it: "
+            f"{fmt_bytes(plan.peak_bytes - (plan.entry_bytes or 0))}.</p>")
 
 
 def _peak_split(plan: Any) -> str:
