@@ -153,8 +153,11 @@ def _record(compiled: Callable) -> None:
 
 def dynamo_plans(model: Any) -> list | None:
     """The Plans of the graphs Dynamo compiled with this backend for ``model`` (a
-    ``torch.compile``'d module or function), oldest first; None if ``model`` is not one."""
+    ``torch.compile``'d module or function, or a module after ``module.compile()``, as FSDP2's
+    per-block compile does), oldest first; None if ``model`` is not one."""
     original = getattr(model, "_torchdynamo_orig_callable", None)
+    if original is None and isinstance(model, torch.nn.Module) and getattr(model, "_compiled_call_impl", None):
+        original = model   # nn.Module.compile(): Dynamo traces the module's own forward
     if original is None:
         return None
     if isinstance(model, torch.nn.Module) or isinstance(original, torch.nn.Module):

@@ -102,3 +102,40 @@ def test_a_freed_parameter_is_counted_from_its_fill_and_matches_the_measured_pea
     measured = step_peak_bytes(compiled, (x, p, full))
     # Counted at 0 bytes, its fill (saved for the backward) would put the figure a quarter too low.
     assert abs((plan.peak_bytes - plan.entry_bytes) - measured) <= 0.1 * measured
+
+
+@pytest.fixture(scope="module")
+def one_rank(tmp_path_factory):
+    if dist.is_initialized():
+        pytest.skip("a process group is already initialized in this process")
+    store = tmp_path_factory.mktemp("store") / "file"
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
+    yield dist.group.WORLD
+    dist.destroy_process_group()
+
+
+@gloo
+@pytest.mark.parametrize("reshard", [True, False])
+def test_only_parameters_fsdp2_reshards_after_the_forward_are_resharded(one_rank, reshard):
+    from torch.distributed.fsdp import fully_shard
+
+    from jointgraph.bench.block_memory import BlockStep
+    from jointgraph.bench.gpt import Block, GPTConfig
+
+    torch._dynamo.reset()
+    step = BlockStep(Block(GPTConfig(layers=1, d_model=64, heads=2, vocab=8, seq=16)))
+    param_bytes = sum(p.numel() * p.element_size() for p in step.block.parameters())
+    fully_shard(step.block, reshard_after_forward=reshard)
+    fully_shard(step)
+    step.block.compile(backend=jointgraph.backend())
+    x = torch.randn(2, 16, 64)
+    step(x).backward()
+    plan, = jointgraph.plans(step.block)   # module.compile(), as FSDP2's per-block compile does
+    if reshard:
+        assert plan.resharded_bytes == param_bytes
+        assert plan.gather_bytes == 0   # one rank: FSDP2 fills the parameters from the shards, no all-gather
+        assert ("forward", RESHARDED_FREED) in [(phase, name) for phase, name, _ in plan.timeline]
+    else:   # kept unsharded after the forward: live all step, counted before the step
+        assert plan.resharded_bytes == 0
+        assert plan.entry_bytes >= param_bytes + x.numel() * x.element_size()
+        assert RESHARDED_FREED not in [name for _, name, _ in plan.timeline]

@@ -28,7 +28,10 @@ a ``Resharding`` off the real inputs at compile time and hand it to ``build_plan
 inputs and the buffer as the caller's: gathered at the forward's entry, freed after it,
 gathered again for the backward; the budget planner verifies its candidates with that same
 simulator. It changes no graph and nothing at run time: FSDP2's hooks free and gather,
-outside our graphs. It is part of the cache key (a plan's timeline depends on it).
+outside our graphs. It is part of the cache key (a plan's timeline depends on it). Dynamo
+shares one compiled graph among the instances of a block class (its guards do not look at
+FSDP's state), so that graph's plan describes the block it was compiled for: with FSDP2
+applied the same way to every block, as usual, it describes them all.
 
 Only FSDP2's private state says which tensors these are; if a PyTorch release renames it,
 no input is found resharded (the plan then counts them live all step, as before) and a
