@@ -139,3 +139,22 @@ def test_only_parameters_fsdp2_reshards_after_the_forward_are_resharded(one_rank
         assert plan.resharded_bytes == 0
         assert plan.entry_bytes >= param_bytes + x.numel() * x.element_size()
         assert RESHARDED_FREED not in [name for _, name, _ in plan.timeline]
+
+
+@gloo
+def test_an_all_gather_is_counted_once_where_it_is_live(one_rank):
+    import torch.distributed._functional_collectives as funcol
+
+    def fn(x, w):
+        return (x @ funcol.all_gather_single(w, 0, one_rank).t()).tanh().sum()
+
+    x, w = torch.randn(64, 32, requires_grad=True), torch.randn(48, 32, requires_grad=True)
+    plan = jointgraph.plan(fn, x, w, partitioner="default")
+    names = [name for _, name, _ in plan.timeline]
+    nodes = {n.target: n.name for n in plan.forward.graph.nodes if n.op == "call_function"}
+    gather = names.index(nodes[torch.ops._c10d_functional.all_gather_into_tensor.default])
+    wait = names.index(nodes[torch.ops._c10d_functional.wait_tensor.default])
+    before = plan.timeline[gather - 1][2] if gather else plan.entry_bytes
+    # The all-gather allocates its output (one rank: w's size); wait_tensor returns that same tensor.
+    assert plan.timeline[gather][2] - before == w.numel() * w.element_size()
+    assert plan.timeline[wait][2] == plan.timeline[gather][2]
