@@ -18,6 +18,7 @@ from torch.fx import traceback as fx_traceback
 
 from . import cache
 from .capture.captured import CapturedSources, lift_captured
+from .capture.fsdp import resharding_of
 from .capture.generators import outside_generators, outside_generators_kept
 from .capture.guards import ambient_state
 from .capture.inputs import FlatSignature, fakeify
@@ -27,7 +28,7 @@ from .capture.symbolic import output_entry, view_entry
 from .capture.trace import trace_joint
 from .capture.unbacked import estimated_sizes, make_fake_mode
 from .hooks import apply_policy, check_policy, user_hook_codecs
-from .ir import Decision, Plan, Role, verify
+from .ir import NO_RESHARDING, Decision, Plan, Resharding, Role, verify
 from .ir.graph_utils import backward_nodes, storage_root
 from .logs import compile_log, configure_from_env, graphs_log, plan_log
 from .options import CompileOptions
@@ -61,12 +62,15 @@ def _serialized(fn: Callable) -> Callable:
 @_serialized
 def build_plan(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode,
                options: CompileOptions, *, with_backward: bool, names=None, non_leaf=frozenset(),
-               debug: bool = False, saved_hooks=None):
-    """Trace, optimize and partition; return (Plan, JointGraph, SplitGraphs). Runs nothing real."""
+               debug: bool = False, saved_hooks=None, resharding: Resharding = NO_RESHARDING):
+    """Trace, optimize and partition; return (Plan, JointGraph, SplitGraphs). Runs nothing real.
+    ``resharding``: the inputs the caller frees between forward and backward (Note [Inputs the
+    caller reshards] in capture/fsdp.py)."""
     timings: dict[str, float] = {}
     start = time.perf_counter()
     joint = trace_joint(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, names=names,
                         non_leaf=non_leaf, decompositions=_decompositions(options))
+    joint.resharding = resharding
     timings["trace"] = time.perf_counter() - start
 
     start = time.perf_counter()
@@ -76,7 +80,7 @@ def build_plan(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake
     recompute_reasons: dict[str, str] = {}
     check_policy(options.saved_tensors)
     if options.partitioner == "budget" and joint.has_backward:
-        choices, recompute_reasons = plan_to_budget(joint.gm, options)
+        choices, recompute_reasons = plan_to_budget(joint.gm, options, resharding)
     else:
         choices = PARTITIONERS[options.partitioner](joint.gm.graph) if joint.has_backward else []
     if options.partitioner != "budget":   # with "budget" the policy says what the planner may use
@@ -100,7 +104,7 @@ def build_plan(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake
              and v.name in recompute_reasons else v for v in graphs.saved]
     plan = Plan(forward=graphs.forward, backward=graphs.backward, saved=saved, timings=timings,
                 options=options, estimated_sizes=estimated_sizes(graphs.forward, graphs.backward))
-    _simulate_into(plan)
+    _simulate_into(plan, resharding)
     _log_plan(plan)
     return plan, joint, graphs
 
@@ -125,13 +129,16 @@ def _decompositions(options: CompileOptions) -> dict | None:
     return None
 
 
-def _simulate_into(plan: Plan) -> None:
+def _simulate_into(plan: Plan, resharding: Resharding) -> None:
     from .planner.simulate import simulate
 
-    result = simulate(plan.forward, plan.backward, cost_compilers(plan.options))
+    result = simulate(plan.forward, plan.backward, cost_compilers(plan.options), resharding=resharding)
     plan.peak_bytes = result.peak_bytes
     plan.timeline = result.timeline
     plan.timeline_by_kind = result.timeline_by_kind
+    plan.entry_bytes = result.entry_bytes
+    plan.resharded_bytes = result.resharded_bytes
+    plan.gather_bytes = resharding.gather_bytes if result.resharded_bytes else 0
 
 
 def plan_call(flat_fn: Callable, signature: FlatSignature, tensors: list, options: CompileOptions, *,
@@ -142,6 +149,7 @@ def plan_call(flat_fn: Callable, signature: FlatSignature, tensors: list, option
     Returns (Plan, JointGraph, SplitGraphs, fake_mode, fakes). The backward is traced when
     grad mode is on and an input requires grad.
     """
+    resharding = resharding_of(tensors)   # read off the real tensors before they are fake-ified
     if fakes is None:
         fake_mode = make_fake_mode(dynamic=dynamic)
         captured = frozenset(k for k, role in enumerate(signature.roles) if role is Role.CAPTURED)
@@ -159,7 +167,8 @@ def plan_call(flat_fn: Callable, signature: FlatSignature, tensors: list, option
     with masked, outside_generators_kept(outside_generators(flat_fn, signature.constants)):
         plan, joint, graphs = build_plan(flat_fn, fakes, signature.roles, fake_mode, options,
                                          with_backward=with_backward, names=list(signature.names),
-                                         non_leaf=non_leaf_inputs(tensors), saved_hooks=saved_hooks)
+                                         non_leaf=non_leaf_inputs(tensors), saved_hooks=saved_hooks,
+                                         resharding=resharding)
     return plan, joint, graphs, fake_mode, fakes
 
 
@@ -168,7 +177,8 @@ def build_entry(flat_fn: Callable, out_box: list, signature: FlatSignature, tens
     """Compile one entry for graph inputs like ``tensors`` (under the ambient ``saved_hooks``),
     or load it from the on-disk cache (``source``: the function's fingerprint, jointgraph/cache)."""
     request, hit = cache.lookup(options.cache, source, signature, tensors, options, dynamic=dynamic,
-                                saved_hooks=saved_hooks, ambient=ambient_state())
+                                saved_hooks=saved_hooks, ambient=ambient_state(),
+                                resharding=resharding_of(tensors))
     if hit is not None and hit.fakes is not None:   # symbolic sizes: the fakes its guards are on
         fakes = hit.fakes
         from torch._guards import detect_fake_mode

@@ -265,10 +265,30 @@ def cmd_bench_distributed(args: argparse.Namespace, console) -> int:
     console.print(peak_table(names, ranks, contenders, f"{args.model} on {args.nproc} ranks: peak bytes of one "
                              f"training step (layers={args.layers} width={args.width} seq={args.seq}), each "
                              "scenario checked against eager first"))
+    blocks = _block_plans(args, console)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump([[r.__dict__ for r in results] for results in ranks], f, indent=2)
+            json.dump({"scenarios": [[r.__dict__ for r in results] for results in ranks],
+                       "block_plans": [[r.__dict__ for r in results] for results in blocks]}, f, indent=2)
     return 1 if any(not r.ok for results in ranks for r in results) else 0
+
+
+def _block_plans(args: argparse.Namespace, console) -> list:
+    """One FSDP2 GPT block's plan against its measured peak per rank (Note [Simulated and measured per
+    rank]); with ``--report PATH`` each rank writes the block plan's report (``-rank{N}`` before the suffix)."""
+    from .bench.block_memory import block_checks, block_table
+    from .bench.distributed import spawn
+
+    report = None
+    if args.report:
+        stem, dot, suffix = args.report.rpartition(".")
+        report = f"{stem}-rank{{rank}}.{suffix}" if dot else f"{args.report}-rank{{rank}}"
+    blocks = spawn(block_checks, (args.width, args.seq, report), nproc=args.nproc, timeout=1800)
+    console.print(block_table(blocks, f"one FSDP2 GPT block (width={args.width} seq={args.seq}) on {args.nproc} "
+                              "ranks: peak above the step's start, measured and simulated by its plan"))
+    if report:
+        console.print(f"block plan reports written to {report.format(rank='N')}")
+    return blocks
 
 
 def cmd_bench(args: argparse.Namespace, console) -> int:

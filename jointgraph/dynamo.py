@@ -66,6 +66,7 @@ def _compile_flat(gm: Callable, example_inputs: list, options: CompileOptions) -
     from . import cache
     from .api import build_plan, compile_entry, make_layout, non_leaf_inputs, store_entry
     from .capture.captured import Recapture
+    from .capture.fsdp import resharding_of
     from .capture.guards import ambient_state
     from .capture.inputs import FlatSignature, make_flat_fn
     from .capture.subclasses import SubclassOutputs, any_subclass
@@ -99,15 +100,18 @@ def _compile_flat(gm: Callable, example_inputs: list, options: CompileOptions) -
     flat_fn, out_box = make_flat_fn(call_graph, spec, signature)
     with_backward = torch.is_grad_enabled()
     source = cache.dynamo_source(gm) if options.cache is not False else None
+    resharding = resharding_of(example_inputs)   # Note [Inputs the caller reshards] in capture/fsdp.py
     request, hit = cache.lookup(options.cache, source, signature, example_inputs, options, dynamic=False,
-                                saved_hooks=None, ambient=ambient_state(), fakes=fakes)
+                                saved_hooks=None, ambient=ambient_state(), fakes=fakes,
+                                resharding=resharding)
     if hit is not None:
         entry = compile_entry(hit.plan, None, options, fakes, hit.layout)
         plan = entry.plan
     else:
         try:
             plan, joint, graphs = build_plan(flat_fn, fakes, signature.roles, fake_mode, options,
-                                             with_backward=with_backward, non_leaf=non_leaf_inputs(example_inputs))
+                                             with_backward=with_backward, non_leaf=non_leaf_inputs(example_inputs),
+                                             resharding=resharding)
         except SubclassOutputs:   # Note [Tensor subclasses]
             return _compile_subclass_graph(gm, options)
         except Recapture as found:   # Dynamo lifts what a program captures; a real tensor left in its graph is not
@@ -181,8 +185,11 @@ def _record(compiled: Callable) -> None:
 
 def dynamo_plans(model: Any) -> list | None:
     """The Plans of the graphs Dynamo compiled with this backend for ``model`` (a
-    ``torch.compile``'d module or function), oldest first; None if ``model`` is not one."""
+    ``torch.compile``'d module or function, or a module after ``module.compile()``, as FSDP2's
+    per-block compile does), oldest first; None if ``model`` is not one."""
     original = getattr(model, "_torchdynamo_orig_callable", None)
+    if original is None and isinstance(model, torch.nn.Module) and getattr(model, "_compiled_call_impl", None):
+        original = model   # nn.Module.compile(): Dynamo traces the module's own forward
     if original is None:
         return None
     if isinstance(model, torch.nn.Module) or isinstance(original, torch.nn.Module):

@@ -14,7 +14,7 @@ import gc
 
 import torch
 
-from .ir import Plan
+from .ir import NO_RESHARDING, Plan, Resharding
 from .ir.graph_utils import SavedChoice
 from .options import CompileOptions
 from .passes.pipeline import run_split_passes
@@ -26,25 +26,29 @@ from .split import split
 
 
 def simulate_choices(joint_gm: torch.fx.GraphModule, choices: list[SavedChoice],
-                     compilers: tuple[str, str] = ("eager", "eager")) -> tuple[int, float]:
+                     compilers: tuple[str, str] = ("eager", "eager"), *,
+                     resharding: Resharding = NO_RESHARDING) -> tuple[int, float]:
     """(simulated peak bytes, estimated step seconds) of the plan ``choices`` gives, its forward and
-    backward run by ``compilers``."""
+    backward run by ``compilers``, the inputs ``resharding`` says the caller frees between them (Note
+    [Inputs the caller reshards]): the simulation ``api.build_plan`` reports for the chosen plan."""
     graphs = split(joint_gm, choices, has_backward=True)
     if any(c.codec for c in choices):
         graphs = apply_saved_codecs(graphs, choices)
     graphs = run_split_passes(graphs)
-    return (simulate(graphs.forward, graphs.backward, compilers).peak_bytes,
+    return (simulate(graphs.forward, graphs.backward, compilers, resharding=resharding).peak_bytes,
             step_seconds(graphs.forward, graphs.backward, compilers))
 
 
-def plan_to_budget(joint_gm: torch.fx.GraphModule, options: CompileOptions) -> tuple[list[SavedChoice],
-                                                                                        dict[str, str]]:
-    """The budget planner's choices and recompute reasons for ``options.memory_budget``."""
+def plan_to_budget(joint_gm: torch.fx.GraphModule, options: CompileOptions,
+                   resharding: Resharding = NO_RESHARDING) -> tuple[list[SavedChoice], dict[str, str]]:
+    """The budget planner's choices and recompute reasons for ``options.memory_budget``; ``resharding``:
+    the inputs the caller frees between forward and backward (Note [Inputs the caller reshards])."""
     compilers = cost_compilers(options)
     with gc_paused():
         annotate_seconds(joint_gm.graph, device_for(joint_gm.graph), compilers[1])
         result = plan_budget(joint_gm.graph, options.memory_budget,
-                             lambda choices: simulate_choices(joint_gm, choices, compilers),
+                             lambda choices: simulate_choices(joint_gm, choices, compilers,
+                                                                     resharding=resharding),
                              policy=options.saved_tensors, compiler=compilers[1])
     return result.choices, result.recompute_reasons
 

@@ -63,7 +63,7 @@ def test_timeline_by_kind_sums_to_live_bytes():
     plan, work = _gpt_plan(partitioner="default")
     assert len(plan.timeline_by_kind) == len(plan.timeline) > 0
     for (_, _, live), kinds in zip(plan.timeline, plan.timeline_by_kind, strict=True):
-        assert set(kinds) == {"inputs", "gradients", "saved", "temporaries"}
+        assert set(kinds) == {"inputs", "communication", "gradients", "saved", "temporaries"}
         assert sum(kinds.values()) == live and min(kinds.values()) >= 0
     phases = [phase for phase, _, _ in plan.timeline]
     first_bw = phases.index("backward")

@@ -216,9 +216,14 @@ def train(run: Callable, params: list, inputs: tuple, steps: int = STEPS) -> lis
 
 
 def step_peak_bytes(run: Callable, inputs: tuple) -> int:
-    """Peak bytes allocated above the start of one step (forward + backward), from the profiler's events."""
+    """Peak bytes allocated above the start of one step (forward + backward), from the profiler's events.
+    Garbage is collected first: a reference cycle of the previous step (FSDP2's all-gather state) would
+    otherwise be freed at a moment the collector chooses, inside the measured step or not."""
+    import gc
+
     from torch.profiler import ProfilerActivity, profile
 
+    gc.collect()
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         run(*inputs).backward()
     running = peak = 0

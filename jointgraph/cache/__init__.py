@@ -91,7 +91,7 @@ class CacheHit:
 
 
 def lookup(cache, source, signature, tensors: list, options, *, dynamic: bool, saved_hooks, ambient: tuple,
-           fakes: list | None = None) -> tuple[CacheRequest | None, CacheHit | None]:
+           fakes: list | None = None, resharding=None) -> tuple[CacheRequest | None, CacheHit | None]:
     """(request, the entry on a hit else None). The request is None when the cache is off or
     bypassed (the reason logged once). ``fakes``: the fake graph inputs when the caller has them
     (Dynamo); under ``dynamic`` they are made here (Note [Cached symbolic sizes])."""
@@ -110,7 +110,8 @@ def lookup(cache, source, signature, tensors: list, options, *, dynamic: bool, s
         symbolic = fakes if fakes is not None and is_symbolic(fakes) else None
         names = StableNames(symbolic) if symbolic is not None else None
         key = entry_key(source, signature, tensors, options, symbolic=names and names.form(symbolic), dynamic=dynamic,
-                        saved_hooks=saved_hooks, grad_enabled=torch.is_grad_enabled(), ambient=ambient)
+                        saved_hooks=saved_hooks, grad_enabled=torch.is_grad_enabled(), ambient=ambient,
+                        resharding=resharding)
     except Unhashable as exc:
         bypass(store, str(exc))
         return None, None

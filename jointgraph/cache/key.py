@@ -12,7 +12,8 @@ Note [Cache key]
   symbolic form over stable names, Note [Cached symbolic sizes]), dtype, device,
   ``requires_grad``, whether it is a leaf, its tensor type, and which inputs share a storage;
   the non-tensor leaves specialized into the graph (by value); the flat signature (leaf
-  positions, duplicates, roles, names);
+  positions, duplicates, roles, names); which inputs the caller reshards (Note [Inputs the
+  caller reshards]: the plan's timeline depends on it);
 * the guard state: grad mode, the ambient state of Note [Guards] (default dtype,
   deterministic mode, autocast per device and dtype), static or symbolic;
 * every option but ``cache`` itself; a custom ``fw_compiler`` / ``bw_compiler`` needs a
@@ -129,7 +130,7 @@ def hooks_key(saved_hooks) -> tuple | None:
 
 
 def entry_key(source: str, signature, tensors: list, options, *, symbolic: list | None, dynamic: bool, saved_hooks,
-              grad_enabled: bool, ambient: tuple) -> str:
+              grad_enabled: bool, ambient: tuple, resharding=None) -> str:
     """The key of Note [Cache key]; raises ``Unhashable``. ``symbolic``: the symbolic form of the
     inputs of a compile with symbolic sizes (Note [Cached symbolic sizes])."""
     parts = [dynamic,
@@ -137,7 +138,8 @@ def entry_key(source: str, signature, tensors: list, options, *, symbolic: list 
         (signature.num_leaves, signature.tensor_leaf_positions, sorted(signature.duplicate_of.items()),
          [(i, fingerprint(v)) for i, v in sorted(signature.constants.items())], [r.name for r in signature.roles],
          signature.names),
-        tensor_key(tensors, symbolic), grad_enabled, repr(ambient), options_key(options), hooks_key(saved_hooks),
+        tensor_key(tensors, symbolic), resharding.key() if resharding else None, grad_enabled, repr(ambient),
+        options_key(options), hooks_key(saved_hooks),
     ]
     return hashlib.sha256(repr(parts).encode()).hexdigest()
 

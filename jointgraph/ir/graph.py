@@ -67,6 +67,23 @@ class OutputInfo:
     on_input: tuple | None = None
 
 
+@dataclasses.dataclass(frozen=True)
+class Resharding:
+    """Graph inputs the caller frees after the forward and gathers again before the backward (FSDP2's
+    unsharded parameters), and the bytes of the all-gather output it fills them from (Note [Inputs the
+    caller reshards] in capture/fsdp.py)."""
+
+    inputs: frozenset[int] = frozenset()
+    gather_bytes: int = 0
+
+    def key(self) -> tuple:
+        """A stable value for the cache key."""
+        return (sorted(self.inputs), self.gather_bytes)
+
+
+NO_RESHARDING = Resharding()
+
+
 @dataclasses.dataclass
 class JointGraph:
     """A functional ATen graph of forward (+ backward) with typed roles.
@@ -91,6 +108,7 @@ class JointGraph:
     hooks: Any = None   # the HookTable of hooks registered inside (Note [Hooks inside the function])
     # Note [New leaves] in capture/leaves.py: one NewLeaf per slot, the last inputs (role NEW_LEAF)
     new_leaves: tuple = ()
+    resharding: Resharding = NO_RESHARDING   # Note [Inputs the caller reshards] in capture/fsdp.py
 
     @property
     def graph(self) -> torch.fx.Graph:
@@ -120,6 +138,12 @@ class Plan:
     timeline: list[tuple[str, str, int]] = dataclasses.field(default_factory=list)
     # timeline_by_kind[i]: timeline[i]'s bytes split into inputs / gradients / saved / temporaries
     timeline_by_kind: list[dict[str, int]] = dataclasses.field(default_factory=list)
+    # What the simulator counted live before the step (inputs the caller holds), the inputs the caller
+    # gathers for the forward and again for the backward, and its all-gather buffer (Note [Inputs the
+    # caller reshards] in capture/fsdp.py).
+    entry_bytes: int | None = None
+    resharded_bytes: int = 0
+    gather_bytes: int = 0
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
     options: Any = None
     # Values whose size depends on data (unbacked symbols): their bytes, and so peak_bytes, timeline

@@ -89,10 +89,22 @@ def is_view(target: torch._ops.OpOverload) -> bool:
 
 
 def shares_storage(target) -> bool:
-    """The op's output shares its first input's storage: a view per its schema, or
-    ``aten._unsafe_view`` (which shares storage without saying so)."""
-    return target is torch.ops.aten._unsafe_view.default or (
+    """The op's output shares its first input's storage: a view per its schema, or an op that
+    shares it without saying so (``aten._unsafe_view``; a collective's ``wait_tensor``, which
+    returns the tensor the collective wrote)."""
+    return target is torch.ops.aten._unsafe_view.default or target in _wait_ops() or (
         isinstance(target, torch._ops.OpOverload) and is_view(target))
+
+
+@functools.cache
+def _wait_ops() -> frozenset:
+    ops = set()
+    for namespace in ("_c10d_functional", "c10d_functional"):
+        try:
+            ops.add(getattr(torch.ops, namespace).wait_tensor.default)
+        except (AttributeError, RuntimeError):   # torch.distributed not built in
+            continue
+    return frozenset(ops)
 
 
 def is_pointwise(node: torch.fx.Node) -> bool:

@@ -48,7 +48,7 @@ from ..ir.graph_utils import (
     unsaved_inputs,
 )
 from .rules import RecomputeRule, recompute_rule
-from .simulate import storage_nbytes
+from .simulate import allocated_nbytes
 
 _INF = 2**30
 _FINITE_BUDGET = 2**29  # sum of finite capacities after scaling stays below this
@@ -116,7 +116,7 @@ def _weight(node: torch.fx.Node, user_outputs: set) -> int:
         return 0
     val = node.meta.get("val")
     if isinstance(val, torch.Tensor):
-        return storage_nbytes(val) if not aliases_input(node) else val.dtype.itemsize
+        return allocated_nbytes(val) if not aliases_input(node) else val.dtype.itemsize
     if isinstance(val, (tuple, list)):
         return _INF
     return 8  # a symbolic size

@@ -12,7 +12,18 @@ Bytes are counted per *storage*, as the caching allocator sees them:
   every node aliasing it (FX codegen drops each value after its last use; the
   backward is boxed, so saved tensors are freed as they are consumed).
 - Graph inputs (parameters, primals, buffers) are held by the caller: live all
-  step, never freed. Saved tensors that are (views of) inputs cost nothing extra.
+  step, never freed, at the bytes their storage has at entry (a parameter FSDP2 freed,
+  0 bytes, costs nothing until the graph fills it). Saved tensors that are (views of)
+  inputs cost nothing extra. ``entry_bytes`` is what they hold before the step starts.
+- *Resharded* inputs (Note [Inputs the caller reshards] in capture/fsdp.py) are not held:
+  the caller gathers them right before the forward (bytes above ``entry_bytes``; its
+  all-gather buffer, kind ``communication``, lives through the forward), frees them and the
+  buffer when the forward ends, saved or not, and gathers them again right before the
+  backward (the buffer freed right after), where they live to the end of the step. Timeline
+  entries ``RESHARDED_GATHERED`` (first in each phase) and ``RESHARDED_FREED`` (after the
+  forward's last node) show them arrive and leave.
+- A node that allocates is counted at its extent (shape, strides, offset), not at its fake
+  storage's current size: the fill of a freed parameter (``copy`` into it) is a full tensor.
 - Forward outputs stay live to the end of the forward. Saved tensors carry their
   storage into the backward. User outputs and mutated-input values are dropped
   when the backward starts (simplification: the user's loss is small), and the
@@ -28,7 +39,8 @@ Bytes are counted per *storage*, as the caching allocator sees them:
   its consumers: it allocates nothing, and its inputs live until its consumers' last use
   (Note [Inductor's fused buffers]).
 - ``timeline_by_kind`` splits each entry's live bytes by what the storage is for the step:
-  ``inputs`` (parameters, primals, buffers), ``gradients`` (backward outputs), ``saved``
+  ``inputs`` (parameters, primals, buffers), ``communication`` (the caller's all-gather
+  buffer), ``gradients`` (backward outputs), ``saved``
   (storages that carry a saved value into the backward, counted as saved from their
   allocation in the forward) and ``temporaries`` (everything else: intermediates, user
   outputs, tangents). The kinds of an entry sum to its live bytes.
@@ -37,16 +49,20 @@ Bytes are counted per *storage*, as the caching allocator sees them:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import operator
 
 import torch
 import torch.fx
 
-from ..ir import Role
+from ..ir import NO_RESHARDING, Resharding, Role
 from ..ir.graph import output_node
 from ..ir.graph_utils import is_pointwise, shares_storage, size_hint
 
-MEMORY_KINDS = ("inputs", "gradients", "saved", "temporaries")
+MEMORY_KINDS = ("inputs", "communication", "gradients", "saved", "temporaries")
+# Timeline entries of the caller's resharding (Note [Inputs the caller reshards] in capture/fsdp.py)
+RESHARDED_GATHERED = "resharded inputs gathered"
+RESHARDED_FREED = "resharded inputs freed"
 
 
 @dataclasses.dataclass
@@ -58,6 +74,8 @@ class SimulationResult:
     peak_bytes: int
     timeline: list[tuple[str, str, int]]
     timeline_by_kind: list[dict[str, int]] = dataclasses.field(default_factory=list)
+    entry_bytes: int = 0        # live before the step: the inputs the caller holds
+    resharded_bytes: int = 0    # inputs the caller gathers for the forward and again for the backward
 
 
 class _Storage:
@@ -65,10 +83,10 @@ class _Storage:
 
     __slots__ = ("kind", "nbytes", "pinned")
 
-    def __init__(self, nbytes: int, pinned: bool = False):
+    def __init__(self, nbytes: int, pinned: bool = False, kind: str = "temporaries"):
         self.nbytes = nbytes
         self.pinned = pinned
-        self.kind = "temporaries"
+        self.kind = kind
 
 
 class _Ledger:
@@ -104,59 +122,79 @@ class _Ledger:
 
 
 def simulate(forward: torch.fx.GraphModule, backward: torch.fx.GraphModule | None,
-             compilers: tuple[str, str] = ("eager", "eager")) -> SimulationResult:
-    """Simulate one training step whose (forward, backward) graphs ``compilers`` run;
-    see Note [Memory simulation model]."""
+             compilers: tuple[str, str] = ("eager", "eager"), *,
+             resharding: Resharding = NO_RESHARDING) -> SimulationResult:
+    """Simulate one training step whose (forward, backward) graphs ``compilers`` run, the inputs
+    ``resharding`` names freed by the caller between them; see Note [Memory simulation model]."""
     timeline: list[tuple[str, str, int]] = []
-    fw_graph = forward.graph
     storage_of: dict = {}
     ledger = _Ledger()
-    for node in fw_graph.nodes:
+    gathered: list[_Storage] = []   # the resharded inputs' storages
+    for node in forward.graph.nodes:
         if node.op == "placeholder":
-            for key, nbytes in _tensor_parts(node):
-                storage_of[key] = _Storage(nbytes, pinned=True)
-                storage_of[key].kind = "inputs"
+            for key, nbytes in _tensor_parts(node, allocates=False):
+                storage_of[key] = _Storage(nbytes, pinned=True, kind="inputs")
                 ledger.alloc(storage_of[key])
+                if node.meta.get("input_index") in resharding.inputs:
+                    gathered.append(storage_of[key])
+    gather = _Storage(resharding.gather_bytes if gathered else 0, kind="communication")
+    entry = ledger.live - sum(s.nbytes for s in gathered)
+    if gathered:   # the caller's all-gather: its buffer lives through the forward
+        ledger.alloc(gather)
+        ledger.record(timeline, "forward", RESHARDED_GATHERED)
     input_storages = {id(s) for s in storage_of.values()}
-    fw_out = output_node(fw_graph)
+    fw_out = output_node(forward.graph)
     fw_values = list(fw_out.args[0])
-    fw_roles = list(fw_out.meta["roles"])
-    kept = _run_graph(fw_graph, "forward", storage_of, ledger, timeline,
+    kept = _run_graph(forward.graph, "forward", storage_of, ledger, timeline,
                       keep=[v for v in fw_values if isinstance(v, torch.fx.Node)], compiler=compilers[0])
+    result = functools.partial(SimulationResult, entry_bytes=entry, resharded_bytes=sum(s.nbytes for s in gathered))
     if backward is None:
-        return SimulationResult(_peak(timeline, ledger.live), timeline, ledger.by_kind())
+        return result(_peak(timeline, ledger.live), timeline, ledger.by_kind())
 
-    saved_nodes = [v for v, r in zip(fw_values, fw_roles, strict=True) if r is Role.SAVED_TENSOR]
+    saved_nodes = [v for v, r in zip(fw_values, fw_out.meta["roles"], strict=True) if r is Role.SAVED_TENSOR]
     saved_storages = {id(storage_of[v]) for v in saved_nodes if v in storage_of}
     for storage in kept:  # user outputs / mutated inputs: dropped when the backward starts
         if id(storage) in saved_storages and id(storage) not in input_storages:
             storage.kind = "saved"
         elif id(storage) not in input_storages:
             ledger.free(storage)
-    bw_graph = backward.graph
-    bw_storage: dict = {}
-    bw_saved = iter(saved_nodes)
-    for node in bw_graph.nodes:
-        if node.op != "placeholder":
-            continue
-        role = node.meta.get("role")
-        if role is Role.SAVED_TENSOR:
-            source = next(bw_saved)
-            if source in storage_of:
-                bw_storage[node] = storage_of[source]
-        else:  # tangents (and saved sizes, which have no storage)
-            for key, nbytes in _tensor_parts(node):
-                bw_storage[key] = _Storage(nbytes)
-                ledger.alloc(bw_storage[key])
+    if gathered:   # freed after the forward, saved or not
+        for storage in [*gathered, gather]:
+            ledger.free(storage)
+        ledger.record(timeline, "forward", RESHARDED_FREED)
+    bw_storage = _backward_inputs(backward.graph, iter(saved_nodes), storage_of, ledger)
+    if gathered:   # gathered again before the backward; the buffer is freed after the copy-out
+        for storage in [*gathered, gather]:
+            ledger.alloc(storage)
+        ledger.record(timeline, "backward", RESHARDED_GATHERED)
+        ledger.free(gather)
     for storage in bw_storage.values():
         storage.pinned = id(storage) in input_storages
-    bw_values = [v for v in output_node(bw_graph).args[0] if isinstance(v, torch.fx.Node)]
-    gradients = _run_graph(bw_graph, "backward", bw_storage, ledger, timeline, keep=bw_values,
+    bw_values = [v for v in output_node(backward.graph).args[0] if isinstance(v, torch.fx.Node)]
+    gradients = _run_graph(backward.graph, "backward", bw_storage, ledger, timeline, keep=bw_values,
                            compiler=compilers[1])
     for storage in gradients:
         if id(storage) not in input_storages:
             storage.kind = "gradients"
-    return SimulationResult(_peak(timeline, ledger.live), timeline, ledger.by_kind())
+    return result(_peak(timeline, ledger.live), timeline, ledger.by_kind())
+
+
+def _backward_inputs(graph: torch.fx.Graph, saved_sources, storage_of: dict, ledger: _Ledger) -> dict:
+    """Storages of the backward's placeholders: a saved tensor carries its forward storage, a
+    tangent is allocated (saved sizes have no storage)."""
+    bw_storage: dict = {}
+    for node in graph.nodes:
+        if node.op != "placeholder":
+            continue
+        if node.meta.get("role") is Role.SAVED_TENSOR:
+            source = next(saved_sources)
+            if source in storage_of:
+                bw_storage[node] = storage_of[source]
+        else:
+            for key, nbytes in _tensor_parts(node, allocates=False):
+                bw_storage[key] = _Storage(nbytes)
+                ledger.alloc(bw_storage[key])
+    return bw_storage
 
 
 def _peak(timeline: list, live: int) -> int:
@@ -258,21 +296,42 @@ def _keys(node: torch.fx.Node) -> list:
     return [node]
 
 
-def _tensor_parts(node: torch.fx.Node) -> list[tuple[object, int]]:
+def _tensor_parts(node: torch.fx.Node, *, allocates: bool = True) -> list[tuple[object, int]]:
+    """(storage key, bytes) per tensor ``node`` holds: an allocation's bytes (``allocates``) or
+    an input's bytes at entry."""
     val = node.meta.get("val")
     if node.meta.get("offloaded"):   # a host copy (jointgraph.hooks offload): no device bytes
         return [(key, 0) for key in _keys(node)]
+    nbytes = allocated_nbytes if allocates else storage_nbytes
     if isinstance(val, torch.Tensor):
-        return [(node, storage_nbytes(val))]
+        return [(node, nbytes(val))]
     if isinstance(val, (tuple, list)):
-        return [((node, i), storage_nbytes(v)) for i, v in enumerate(val) if isinstance(v, torch.Tensor)]
+        return [((node, i), nbytes(v)) for i, v in enumerate(val) if isinstance(v, torch.Tensor)]
     return []
+
+
+def allocated_nbytes(val: torch.Tensor) -> int:
+    """Bytes a fresh tensor like ``val`` allocates: its storage, or its extent where the fake's
+    storage was resized to nothing after it was made (a freed parameter's fill)."""
+    nbytes = storage_nbytes(val)
+    if nbytes == 0 and val.numel() > 0:
+        return _extent_nbytes(val)
+    return nbytes
 
 
 def storage_nbytes(val: torch.Tensor) -> int:
     """Bytes of ``val``'s storage (size hints for symbolic sizes)."""
     try:
         return size_hint(val.untyped_storage().nbytes())
+    except (NotImplementedError, RuntimeError, AttributeError):
+        return _extent_nbytes(val)
+
+
+def _extent_nbytes(val: torch.Tensor) -> int:
+    """Bytes from the storage's start to one past ``val``'s last element."""
+    try:
+        last = sum((size_hint(n) - 1) * size_hint(st) for n, st in zip(val.shape, val.stride(), strict=True))
+        return (size_hint(val.storage_offset()) + last + 1) * val.dtype.itemsize
     except (NotImplementedError, RuntimeError, AttributeError):
         numel = 1
         for size in val.shape:

@@ -22,7 +22,7 @@ from ..ir import Decision
 from ..units import fmt_bytes, fmt_seconds
 from .columns import BENCH_COLUMNS, PEAK_METHOD, bench_cells
 from .graphs import draw_graph
-from .timeline import KIND_STYLES, plot_pareto, plot_timeline
+from .timeline import KIND_STYLES, plot_pareto, plot_timeline, shown_kinds
 
 CSS = """
 body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2em auto; max-width: 1200px;
@@ -134,7 +134,23 @@ def _timeline_section(plan: Any, budget_bytes: int | None, eager_peak_bytes: int
             + (" and the dashed line is the budget" if budget_bytes else "")
             + ("; the dash-dotted line is eager's measured peak" if eager_peak_bytes else "")
             + ". The x-axis names the layer each stretch of nodes belongs to.</p>"
-            + _img("image/png", png, "memory timeline", "plot") + note + _peak_split(plan) + _live_at_peak(plan))
+            + _img("image/png", png, "memory timeline", "plot") + note + _resharding_note(plan) + _peak_split(plan)
+            + _live_at_peak(plan))
+
+
+def _resharding_note(plan: Any) -> str:
+    """Note [Inputs the caller reshards]: which inputs leave after the forward and come back."""
+    resharded = getattr(plan, "resharded_bytes", 0)
+    if not resharded:
+        return ""
+    gather = getattr(plan, "gather_bytes", 0)
+    buffer = (f" FSDP's all-gather buffer ({fmt_bytes(gather)}) lives through the forward and briefly at the "
+              "backward's start." if gather else "")
+    return (f"<p class='note' id='resharding'>FSDP2 reshards {fmt_bytes(resharded)} of parameters: gathered right "
+            "before the forward, freed after it (<code>resharded inputs freed</code>) and gathered again before the "
+            f"backward (<code>resharded inputs gathered</code>).{buffer} Live before the step: "
+            f"{fmt_bytes(plan.entry_bytes or 0)}; simulated peak above it: "
+            f"{fmt_bytes(plan.peak_bytes - (plan.entry_bytes or 0))}.</p>")
 
 
 def _peak_split(plan: Any) -> str:
@@ -145,7 +161,7 @@ def _peak_split(plan: Any) -> str:
     i = max(range(len(plan.timeline)), key=lambda j: plan.timeline[j][2])
     phase, node, live = plan.timeline[i]
     cells = "".join(f"<tr><th>{html.escape(label)}</th><td class='num'>{_bytes(by_kind[i].get(kind, 0))}</td></tr>"
-                    for kind, (label, _) in KIND_STYLES.items())
+                    for kind, (label, _) in KIND_STYLES.items() if kind in shown_kinds(by_kind))
     return (f"<table id='peak-by-kind'><tr><th colspan='2'>live at the peak ({html.escape(phase)}: "
             f"{html.escape(node)})</th></tr>{cells}<tr><th>total</th><td class='num'>{_bytes(live)}</td></tr></table>")
 

@@ -19,6 +19,7 @@ from ..units import BYTE_UNITS
 # Bottom to top: what is live all step, then what the step accumulates, then what comes and goes.
 KIND_STYLES = {
     "inputs": ("parameters and inputs", "#9e9e9e"),
+    "communication": ("the caller's all-gather buffer", "#9467bd"),
     "gradients": ("gradients", "#2ca02c"),
     "saved": ("saved for the backward", "#1f77b4"),
     "temporaries": ("temporaries", "#ff7f0e"),
@@ -107,10 +108,16 @@ def plot_pareto(points: list, *, chosen_peak_bytes: int | None = None, budget_by
     return _png(fig)
 
 
+def shown_kinds(by_kind: list[dict[str, int]]) -> list[str]:
+    """The kinds of ``KIND_STYLES`` to show: all but ``communication`` when no entry has any (a plan
+    without resharded inputs, Note [Inputs the caller reshards])."""
+    return [k for k in KIND_STYLES if k != "communication" or any(entry.get(k) for entry in by_kind)]
+
+
 ### Implementation
 
 def _stacked(ax: Any, xs: list[int], by_kind: list[dict[str, int]], scale: float) -> None:
-    kinds = list(KIND_STYLES)
+    kinds = shown_kinds(by_kind)
     series = [[by_kind[min(i, len(by_kind) - 1)].get(k, 0) / scale for i in xs] for k in kinds]
     ax.stackplot(xs, *series, step="post", labels=[KIND_STYLES[k][0] for k in kinds],
                  colors=[KIND_STYLES[k][1] for k in kinds], alpha=0.8, linewidth=0)
