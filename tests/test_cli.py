@@ -156,6 +156,18 @@ def _user_models(tmp_path, monkeypatch):
 
         def unsupported():
             return Unsupported(), (torch.randn(3, 8),), lambda out: out
+
+        class Resized(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = torch.nn.Linear(8, 8)
+
+            def forward(self, x):
+                x.resize_(32)   # eager grows the input's storage
+                return self.fc(x.view(4, 8))
+
+        def resized():
+            return Resized(), (torch.randn(3, 8),), lambda out: out.sum()
     """))
     monkeypatch.syspath_prepend(str(tmp_path))
 
@@ -164,6 +176,7 @@ def _user_models(tmp_path, monkeypatch):
     (["explain", "cli_failing_models:frozen"], 1, "does not train"),
     (["explain", "cli_failing_models:broken"], 1, "the model failed: RuntimeError"),
     (["explain", "cli_failing_models:unsupported"], 1, "data-dependent Python control flow"),
+    (["explain", "cli_failing_models:resized"], 1, "resize_() to (32,) grows the storage"),
     (["explain", "gpt", "--layers", "1", "--width", "32", "--batch", "2", "--seq", "16", "--budget", "0.1"], 1,
      "below the minimum achievable peak"),
 ])
