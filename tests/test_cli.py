@@ -168,6 +168,9 @@ def _user_models(tmp_path, monkeypatch):
 
         def resized():
             return Resized(), (torch.randn(3, 8),), lambda out: out.sum()
+
+        def raises_while_building():
+            raise RuntimeError("checkpoint file is missing")
     """))
     monkeypatch.syspath_prepend(str(tmp_path))
 
@@ -177,6 +180,8 @@ def _user_models(tmp_path, monkeypatch):
     (["explain", "cli_failing_models:broken"], 1, "the model failed: RuntimeError"),
     (["explain", "cli_failing_models:unsupported"], 1, "data-dependent Python control flow"),
     (["explain", "cli_failing_models:resized"], 1, "resize_() to (32,) grows the storage"),
+    (["explain", "cli_failing_models:raises_while_building"], 1,
+     "building the model cli_failing_models:raises_while_building failed: RuntimeError: checkpoint file is missing"),
     (["explain", "gpt", "--layers", "1", "--width", "32", "--batch", "2", "--seq", "16", "--budget", "0.1"], 1,
      "below the minimum achievable peak"),
 ])
@@ -198,6 +203,14 @@ def test_debug_shows_the_traceback(tmp_path, monkeypatch):
 @pytest.mark.parametrize("argv, message", [
     (["bench", "mlp", *TINY, "--json", "/nonexistent-dir-xyz/x.json"], "--json /nonexistent-dir-xyz/x.json: the"),
     (["report", "mlp", *TINY, "-o", "/nonexistent-dir-xyz/r.html"], "does not exist"),
+    (["report", "mlp", *TINY, "-o", "/proc/r.html"], "--output /proc/r.html: cannot be written"),   # root too
+    (["bench", "mlp", *TINY, "--report", "/proc/r.html"], "--report /proc/r.html: cannot be written"),
+    (["explain", "no-such-model"], "unknown model 'no-such-model'"),
+    (["explain", "mlp", "--budget", "1.5"], "a float must lie in (0, 1]"),
+    (["explain", "mlp", "--partitioner", "budget"], "--partitioner budget needs --budget"),
+    (["explain", "cli_no_such_module_xyz:build"], "cannot import 'cli_no_such_module_xyz'"),
+    (["cache", "info", "--dir", "/nonexistent-dir-xyz/cache"], "--dir /nonexistent-dir-xyz/cache: no such directory"),
+    (["cache", "clear", "--dir", __file__], "is a file, not a cache directory"),
     (["bench", "mlp", "--budgett", "0.5"], "did you mean: --budgett -> --budget"),
     (["bnech", "mlp"], "did you mean 'bench'?"),
     (["bench", "mlp", "--partitioner", "mincutt"], "did you mean 'mincut'?"),
@@ -240,3 +253,23 @@ def test_version_and_python_m(capsys):
 def test_offload_on_cpu_says_host_memory_is_the_same(capsys):
     assert main(["explain", "mlp", *TINY, "--saved-tensors", "offload", "--device", "cpu"]) == 0
     assert "host memory is the same memory" in capsys.readouterr().err
+
+
+def test_cache_info_on_an_empty_or_absent_directory(tmp_path, monkeypatch, capsys):
+    assert main(["cache", "info", "--dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"cache directory: {tmp_path}" in out and "entries: 0, 0 bytes" in out and "no runs recorded yet" in out
+    monkeypatch.setenv("JOINTGRAPH_CACHE_DIR", str(tmp_path / "never-made"))
+    assert main(["cache", "info"]) == 0
+    assert "no cache yet" in capsys.readouterr().out
+    assert not (tmp_path / "never-made").exists()
+
+
+def test_output_checks_leave_no_file_behind(tmp_path):
+    from jointgraph.cli import _check_writable
+
+    _check_writable("--json", str(tmp_path / "x.json"))
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "kept.json").write_text("old")
+    _check_writable("--json", str(tmp_path / "kept.json"))
+    assert (tmp_path / "kept.json").read_text() == "old"
