@@ -56,6 +56,16 @@ def test_bench_mlp_writes_real_figures(tmp_path, capsys):
         assert c["measured_peak_bytes"] > 0 and c["saved_bytes_measured"] > 0
         assert c["step_seconds"] > 0 and len(c["step_seconds_all"]) == 2
         assert c["max_grad_diff"] < 1e-5
+        # the live-memory curve of the measured step (Note [Eager's memory curve]): its peak is the
+        # measured peak, it starts at the bytes live before the step, the forward ends holding what it saved
+        curve = c["memory_curve"]
+        values = [b for _, b in curve["forward"] + curve["backward"]]
+        assert max(values) == c["measured_peak_bytes"]
+        assert curve["forward"][0][0] == 0.0 and curve["forward"][-1][1] - curve["forward"][0][1] == \
+            c["saved_bytes_measured"]
+        for phase in ("forward", "backward"):
+            fractions = [f for f, _ in curve[phase]]
+            assert fractions == sorted(fractions) and 0 <= fractions[0] and fractions[-1] <= 1
     ours = data["contenders"][-1]
     assert ours["saved_bytes_planned"] > 0 and ours["compile_seconds"] >= 0
     assert data["references"] == ["torch.compile aot_eager"]
@@ -120,6 +130,7 @@ def test_bench_with_budget_and_saved_tensors_end_to_end(tmp_path, capsys):
     assert ours["simulated_peak_bytes"] <= data["budget_bytes"] and "below the minimum" not in out
     page = report.read_text(encoding="utf-8")
     assert "<tr><th>memory budget</th>" in page and "the dashed line is the budget" in page
+    assert "the purple curve is eager's live memory, measured by the bench" in page
 
 
 ### User failures: one message, the right exit code, no traceback (issue 17)

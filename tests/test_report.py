@@ -197,3 +197,31 @@ def test_graph_drawing_coloured_by_decision_and_summarized(tmp_path):
     svg = drawing.svg.decode()
     assert "summarized per layer" in drawing.note and "model.blocks.1" in svg
     assert svg.count("<g id=\"node") < 40   # one box per layer, not hundreds
+
+
+def test_eager_memory_curve_places_allocations_by_op_fraction():
+    """Note [Eager's memory curve]: an allocation made after half of the forward's ops lies at about
+    half of the forward; values are the running sum of the allocator events on top of the base."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from jointgraph.bench.curve import BACKWARD_RANGE, FORWARD_RANGE, curve_from_events
+
+    x = torch.randn(16, requires_grad=True)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        with record_function(FORWARD_RANGE):
+            y = x
+            for _ in range(10):
+                y = y + 1
+            big = torch.ones(1 << 18)   # 1 MiB, kept to the end
+            for _ in range(9):
+                y = y * 1.5
+            loss = y.sum()
+        with record_function(BACKWARD_RANGE):
+            loss.backward()
+    curve = curve_from_events(prof.profiler.kineto_results.events(), base_bytes=1000)
+    assert curve.forward[0] == (0.0, 1000)
+    jumps = [(f, b - a) for (_, a), (f, b) in zip(curve.forward, curve.forward[1:], strict=False)]
+    fraction, size = max(jumps, key=lambda j: j[1])
+    assert size == big.numel() * 4 and 0.4 < fraction < 0.65
+    assert curve.peak_bytes >= 1000 + big.numel() * 4
+    assert curve.backward and all(0 <= f <= 1 for f, _ in curve.backward)

@@ -60,7 +60,7 @@ def write_plan_html(plan: Any, path: str, *, title: str = "jointgraph plan", ben
     sections = [_header(plan, title, budget_bytes)]
     if bench is not None:
         sections.append(_bench_section(bench))
-    sections.append(_timeline_section(plan, budget_bytes, _eager_peak(bench)))
+    sections.append(_timeline_section(plan, budget_bytes, *_eager_memory(bench)))
     if pareto is not None:
         sections.append(_pareto_section(plan, pareto, budget_bytes))
     sections += [_saved_section(plan), _graphs_section(plan)]
@@ -110,16 +110,20 @@ def _bench_section(bench: Any) -> str:
             + "".join(rows) + "</table>")
 
 
-def _eager_peak(bench: Any) -> int | None:
+def _eager_memory(bench: Any) -> tuple[int | None, Any]:
+    """Eager's measured peak and its memory curve (None on CUDA) from a bench run."""
     eager = next((r for r in getattr(bench, "results", ()) if r.kind == "eager" and not r.error), None)
-    return eager.measured_peak_bytes if eager is not None else None
+    if eager is None:
+        return None, None
+    return eager.measured_peak_bytes, getattr(eager, "memory_curve", None)
 
 
-def _timeline_section(plan: Any, budget_bytes: int | None, eager_peak_bytes: int | None = None) -> str:
+def _timeline_section(plan: Any, budget_bytes: int | None, eager_peak_bytes: int | None = None,
+                      eager_curve: Any = None) -> str:
     from .explain import timeline_layers
 
     png = plot_timeline(plan, budget_bytes=budget_bytes, layers=timeline_layers(plan),
-                        eager_peak_bytes=eager_peak_bytes)
+                        eager_peak_bytes=eager_peak_bytes, eager_curve=eager_curve)
     if png is None:
         return ("<h2>Memory timeline</h2><p class='note'>No memory timeline: the simulator returned none for this "
                 "plan (simulated peak: n/a).</p>")
@@ -132,7 +136,10 @@ def _timeline_section(plan: Any, budget_bytes: int | None, eager_peak_bytes: int
             "backward, stacked by kind: parameters and inputs, gradients, values saved for the backward (from their "
             "allocation in the forward) and temporaries, each freed after its last use. The peak is marked"
             + (" and the dashed line is the budget" if budget_bytes else "")
-            + ("; the dash-dotted line is eager's measured peak" if eager_peak_bytes else "")
+            + ("; the purple curve is eager's live memory, measured by the bench (torch.profiler allocator "
+               "events), its forward drawn over the forward and its backward over the backward, each at the "
+               "fraction of the phase's ATen ops it had run" if eager_curve is not None else
+               "; the dash-dotted line is eager's measured peak" if eager_peak_bytes else "")
             + ". The x-axis names the layer each stretch of nodes belongs to.</p>"
             + _img("image/png", png, "memory timeline", "plot") + note + _peak_split(plan) + _live_at_peak(plan))
 

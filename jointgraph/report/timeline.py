@@ -25,26 +25,31 @@ KIND_STYLES = {
 }
 PHASE_COLORS = {"forward": "#1f77b4", "backward": "#d62728"}
 BUDGET_COLOR = "#d62728"
+EAGER_COLOR = "#6a3d9a"
 
 
 ### Main API
 
 def plot_timeline(plan: Any, *, budget_bytes: int | None = None, figsize: tuple[float, float] = (10, 4.2),
-                  dpi: int = 110, layers: list[str] | None = None, eager_peak_bytes: int | None = None
-                  ) -> bytes | None:
+                  dpi: int = 110, layers: list[str] | None = None, eager_peak_bytes: int | None = None,
+                  eager_curve: Any = None) -> bytes | None:
     """A PNG of ``plan.timeline`` (``[(phase, node_name, live_bytes), ...]``) stacked by
     ``plan.timeline_by_kind`` when the plan has it; ``None`` when the timeline is empty.
 
     The peak is marked with its node; ``budget_bytes`` draws the budget as a horizontal line;
     ``layers`` (one name per timeline entry, ``report.explain.timeline_layers``) labels the x-axis
-    where the layer changes; ``eager_peak_bytes`` (measured by ``jointgraph bench``) draws eager's
-    measured peak for comparison.
+    where the layer changes; ``eager_curve`` (a ``jointgraph.bench.curve.MemoryCurve`` measured by
+    ``jointgraph bench``) overlays eager's live memory, each phase stretched over the same phase of the
+    timeline (Note [Eager's memory curve]); without it ``eager_peak_bytes`` draws eager's measured peak
+    as a line.
     """
     timeline = list(plan.timeline or [])
     if not timeline:
         return None
     by_kind = list(getattr(plan, "timeline_by_kind", None) or [])
     peak = max(live for _, _, live in timeline)
+    if eager_curve is not None:
+        eager_peak_bytes = eager_curve.peak_bytes
     top = max(peak, budget_bytes or 0, eager_peak_bytes or 0)
     scale, unit = _unit(top)
     fig, ax = _figure(figsize, dpi)
@@ -65,8 +70,10 @@ def plot_timeline(plan: Any, *, budget_bytes: int | None = None, figsize: tuple[
     if budget_bytes:
         ax.axhline(budget_bytes / scale, color=BUDGET_COLOR, linestyle="--", linewidth=1.5,
                    label=f"budget {budget_bytes / scale:.2f} {unit}", zorder=4)
-    if eager_peak_bytes:
-        ax.axhline(eager_peak_bytes / scale, color="#6a3d9a", linestyle="-.", linewidth=1.2,
+    if eager_curve is not None:
+        _eager_curve(ax, eager_curve, timeline, scale, unit)
+    elif eager_peak_bytes:
+        ax.axhline(eager_peak_bytes / scale, color=EAGER_COLOR, linestyle="-.", linewidth=1.2,
                    label=f"eager's measured peak {eager_peak_bytes / scale:.2f} {unit}", zorder=4)
     if layers and len(layers) == len(timeline):
         _layer_ticks(ax, layers)
@@ -116,6 +123,35 @@ def _stacked(ax: Any, xs: list[int], by_kind: list[dict[str, int]], scale: float
                  colors=[KIND_STYLES[k][1] for k in kinds], alpha=0.8, linewidth=0)
     total = [sum(column) for column in zip(*series, strict=True)]
     ax.step(xs, total, where="post", color="#333333", linewidth=0.8)
+
+
+def _eager_curve(ax: Any, curve: Any, timeline: list, scale: float, unit: str) -> None:
+    """Eager's measured live memory, its forward over the timeline's forward and its backward over
+    the backward (each at its fraction of the phase's ops), and its peak marked."""
+    spans = dict(_phase_spans(timeline))
+    xs, ys = [], []
+    for phase, points in (("forward", curve.forward), ("backward", curve.backward)):
+        start, length = spans.get(phase, (len(timeline), 0))
+        for fraction, value in points:
+            xs.append(start + fraction * length)
+            ys.append(value / scale)
+    if not xs:
+        return
+    xs.append(len(timeline))
+    ys.append(ys[-1])
+    peak = max(range(len(ys)), key=ys.__getitem__)
+    ax.step(xs, ys, where="post", color=EAGER_COLOR, linewidth=1.3, zorder=4,
+            label=f"eager, measured (peak {ys[peak]:.2f} {unit})")
+    ax.plot([xs[peak]], [ys[peak]], marker="o", color=EAGER_COLOR, markersize=4, zorder=5)
+
+
+def _phase_spans(timeline: list) -> list[tuple[str, tuple[int, int]]]:
+    """(phase, (first index, length)) of each run of one phase."""
+    spans, start = [], 0
+    for phase, length in _phases(timeline):
+        spans.append((phase, (start, length)))
+        start += length
+    return spans
 
 
 def _layer_ticks(ax: Any, layers: list[str], max_ticks: int = 24) -> None:
