@@ -37,6 +37,9 @@ pre { background: #f7f7f7; padding: 1em; overflow-x: auto; font-size: 0.78em; ma
 img.plot { max-width: 100%; }
 table.sortable th { cursor: pointer; } tr.recomputed td { color: #777; }
 .graph { max-width: 100%; overflow: auto; max-height: 60em; border: 1px solid #eee; }
+.legend > span { margin-right: 1.5em; font-size: .85em; white-space: nowrap; }
+.swatch { display: inline-block; width: 1em; height: 1em; border: 1px solid #999; vertical-align: middle;
+          margin-right: .35em; border-radius: 2px; }
 .graph img { max-width: 100%; cursor: zoom-in; } .graph img.zoom { max-width: none; cursor: zoom-out; }
 """
 
@@ -240,7 +243,7 @@ def _graphs_section(plan: Any) -> str:
     decisions = {s.name: DECISION_WORDS[s.decision] for s in plan.saved}
     names = [(phase, node) for phase, node, _ in plan.timeline]
     layers = dict(zip(names, timeline_layers(plan), strict=True)) if names else {}
-    parts = ["<h2>Graphs</h2>"]
+    parts = ["<h2>Graphs</h2>", _graph_legend()]
     for name, gm in (("forward", plan.forward), ("backward", plan.backward)):
         if gm is None:
             parts.append(f"<h3>{name}</h3><p class='note'>no {name} graph</p>")
@@ -258,6 +261,18 @@ def _graphs_section(plan: Any) -> str:
             parts.append(f"<p class='note'>Not drawn: {html.escape(drawing.note)}</p>"
                          f"<pre>{html.escape(drawing.code)}</pre>")
     return "\n".join(parts)
+
+
+def _graph_legend() -> str:
+    from .graphs import DECISION_COLORS, INPUT_COLOR
+
+    swatches = [(f"{word}: {what}", colour) for (word, colour), what in zip(DECISION_COLORS.items(), (
+        "saved by the forward for the backward", "recomputed in the backward from other values",
+        "saved compressed", "saved offloaded to host memory"), strict=True)]
+    swatches.append(("parameters and inputs", INPUT_COLOR))
+    return ("<p class='legend'>" + "".join(
+        f"<span><span class='swatch' style='background:{colour}'></span>{html.escape(text)}</span>"
+        for text, colour in swatches) + "</p>")
 
 
 ### Helpers
