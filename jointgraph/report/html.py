@@ -36,6 +36,7 @@ th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: ta
 pre { background: #f7f7f7; padding: 1em; overflow-x: auto; font-size: 0.78em; max-height: 40em; }
 img.plot { max-width: 100%; }
 table.sortable th { cursor: pointer; } tr.recomputed td { color: #777; }
+td.num, #saved td:nth-child(1), #saved td:nth-child(4) { white-space: nowrap; }
 .graph { max-width: 100%; overflow: auto; max-height: 60em; border: 1px solid #eee; }
 .legend > span { margin-right: 1.5em; font-size: .85em; white-space: nowrap; }
 .swatch { display: inline-block; width: 1em; height: 1em; border: 1px solid #999; vertical-align: middle;

@@ -58,7 +58,7 @@ def plot_timeline(plan: Any, *, budget_bytes: int | None = None, figsize: tuple[
         _stacked(ax, xs, by_kind, scale)
     else:
         _by_phase(ax, xs, timeline, scale)
-    _phase_marks(ax, timeline, peak / scale)
+    _phase_marks(ax, timeline)
     peak_index = max(range(len(timeline)), key=lambda i: timeline[i][2])
     phase, node, _ = timeline[peak_index]
     ax.plot([peak_index + 0.5], [peak / scale], marker="v", color="black", markersize=7, zorder=5)
@@ -81,7 +81,7 @@ def plot_timeline(plan: Any, *, budget_bytes: int | None = None, figsize: tuple[
     else:
         ax.set_xlabel("node (execution order: forward, then backward)")
     ax.set_ylabel(f"live memory ({unit})")
-    ax.set_ylim(bottom=0, top=top / scale * 1.18)
+    ax.set_ylim(bottom=0, top=top / scale * 1.22)
     ax.set_xlim(0, len(timeline))
     ax.legend(loc="lower left", bbox_to_anchor=(0, 1.01), fontsize=8, ncols=5, frameon=False)
     ax.grid(alpha=0.3)
@@ -104,7 +104,8 @@ def plot_pareto(points: list, *, chosen_peak_bytes: int | None = None, budget_by
         ax.annotate(f"{p.peak_bytes / scale:.1f}", (p.peak_bytes / scale, p.est_seconds * 1e3), fontsize=7,
                     textcoords="offset points", xytext=(4, 4))
     if budget_bytes:
-        ax.axvline(budget_bytes / scale, color=BUDGET_COLOR, linestyle="--", label=f"budget {budget_bytes / scale:.2f}")
+        ax.axvline(budget_bytes / scale, color=BUDGET_COLOR, linestyle="--",
+                   label=f"budget {budget_bytes / scale:.2f} {unit}")
     if chosen_peak_bytes is not None:
         ax.axvline(chosen_peak_bytes / scale, color="black", linestyle=":", label="this plan's peak")
     ax.set_xlabel(f"simulated peak ({unit})")
@@ -154,7 +155,7 @@ def _phase_spans(timeline: list) -> list[tuple[str, tuple[int, int]]]:
     return spans
 
 
-def _layer_ticks(ax: Any, layers: list[str], max_ticks: int = 24) -> None:
+def _layer_ticks(ax: Any, layers: list[str], max_ticks: int = 18) -> None:
     """A tick where a run of one layer starts, named by the layer's last two path parts; the longest
     runs are labelled first and a label too close to another is left out."""
     runs, start = [], 0   # (first index, layer, length) of each run of one layer
@@ -184,13 +185,15 @@ def _by_phase(ax: Any, xs: list[int], timeline: list, scale: float) -> None:
         start += length
 
 
-def _phase_marks(ax: Any, timeline: list, top: float) -> None:
-    """A dotted line where the backward starts, and each phase's name above its span."""
+def _phase_marks(ax: Any, timeline: list) -> None:
+    """A dotted line where the backward starts, and each phase's name at the top of its span (in
+    axes height, above the curves: the y-limit leaves that room)."""
     start = 0
     for phase, length in _phases(timeline):
         if start:
             ax.axvline(start, color="#555555", linestyle=":", linewidth=1)
-        ax.text(start + length / 2, top * 1.1, phase, ha="center", va="center", fontsize=9, color="#555555",
+        ax.text(start + length / 2, 0.95, phase, ha="center", va="center", fontsize=9, color="#555555",
+                transform=ax.get_xaxis_transform(), zorder=6,
                 bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.8, "edgecolor": "none"})
         start += length
 
