@@ -174,6 +174,12 @@ def test_report_names_layers_and_what_is_live_at_the_peak(tmp_path):
     assert "<table id='saved' class='sortable'>" in page and "<script>" in page
     for row in explain(plan).rows:
         assert f"<tr class='{row.decision}'>" in page
+    # parameters and inputs are folded into a closed <details>, each still listed there
+    held = explain(plan).held_anyway
+    folded = page[page.index("<table id='held-anyway'"):]
+    assert held and f"{len(held)} parameters and inputs the backward reads" in page
+    assert all(f"<td>{r.name}</td>" in folded for r in held)
+    assert all(f"<td>{r.name}</td>" not in page[:page.index("<table id='held-anyway'")] for r in held)
 
 
 def _drawn_fills(svg: str) -> dict[str, str]:

@@ -36,7 +36,7 @@ th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: ta
 pre { background: #f7f7f7; padding: 1em; overflow-x: auto; font-size: 0.78em; max-height: 40em; }
 img.plot { max-width: 100%; }
 table.sortable th { cursor: pointer; } tr.recomputed td { color: #777; }
-td.num, #saved td:nth-child(1), #saved td:nth-child(4) { white-space: nowrap; }
+td.num, table.sortable td:nth-child(1), table.sortable td:nth-child(4) { white-space: nowrap; }
 .graph { max-width: 100%; overflow: auto; max-height: 60em; border: 1px solid #eee; }
 .legend > span { margin-right: 1.5em; font-size: .85em; white-space: nowrap; }
 .swatch { display: inline-block; width: 1em; height: 1em; border: 1px solid #999; vertical-align: middle;
@@ -204,18 +204,25 @@ def _saved_section(plan: Any) -> str:
     for group in explanation.groups:
         for r in group.rows:
             rows.append(_saved_row(r, group.module))
-    rows += [_saved_row(r, "(parameters and inputs)") for r in explanation.held_anyway]
     if not rows:
         rows = ["<tr><td colspan='8'>nothing is saved (no backward, or the backward needs no forward value)</td></tr>"]
     subtotals = "".join(f"<tr><td>{html.escape(g.module or '(top level)')}</td><td class='num'>{_bytes(g.nbytes)}"
                         "</td></tr>" for g in explanation.groups)
-    headers = ("layer", "bytes", "value", "shape", "dtype", "decision", "reason", "module (line)")
+    held = explanation.held_anyway
+    folded = ("<details><summary>" + html.escape(f"{len(held)} parameters and inputs the backward reads: held "
+                                                 "anyway, not counted above") + "</summary>"
+              + _saved_table("held-anyway", [_saved_row(r, "(parameters and inputs)") for r in held])
+              + "</details>") if held else ""
     return ("<h2>Saved for the backward</h2>"
             f"<p class='meta'>{html.escape(explanation.footer())}. Click a column header to sort.</p>"
             "<table id='saved-by-layer'><tr><th>layer</th><th>bytes held</th></tr>" + subtotals + "</table>"
-            "<table id='saved' class='sortable'><thead><tr>"
-            + "".join(f"<th>{h}</th>" for h in headers) + "</tr></thead><tbody>" + "".join(rows)
-            + "</tbody></table>" + SORT_SCRIPT)
+            + _saved_table("saved", rows) + folded + SORT_SCRIPT)
+
+
+def _saved_table(table_id: str, rows: list[str]) -> str:
+    headers = ("layer", "bytes", "value", "shape", "dtype", "decision", "reason", "module (line)")
+    return (f"<table id='{table_id}' class='sortable'><thead><tr>" + "".join(f"<th>{h}</th>" for h in headers)
+            + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
 
 
 def _saved_row(r: Any, layer: str) -> str:

@@ -66,7 +66,7 @@ def plot_timeline(plan: Any, *, budget_bytes: int | None = None, figsize: tuple[
     ax.annotate(f"peak {peak / scale:.2f} {unit}\n{phase}: {node}", (peak_index + 0.5, peak / scale),
                 textcoords="offset points", xytext=(-12 if right_half else 12, -34), fontsize=8,
                 ha="right" if right_half else "left", zorder=6,
-                bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.9, "edgecolor": "#999999"})
+                bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.7, "edgecolor": "#999999"})
     if budget_bytes:
         ax.axhline(budget_bytes / scale, color=BUDGET_COLOR, linestyle="--", linewidth=1.5,
                    label=f"budget {budget_bytes / scale:.2f} {unit}", zorder=4)
