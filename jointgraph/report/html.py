@@ -171,7 +171,7 @@ def _live_at_peak(plan: Any) -> str:
                 "gradients and temporaries, which recomputing, compressing or offloading saved values does not "
                 "lower.</p>") if plan.timeline and plan.backward is not None else ""
     cells = "".join(f"<tr><td class='num'>{_bytes(r.nbytes)}</td><td>{html.escape(r.name)}</td>"
-                    f"<td>{html.escape(r.where)}</td>"
+                    f"<td>{html.escape(r.where or '(top level)')}</td>"
                     f"<td>{html.escape(r.reason)}</td></tr>" for r in rows)
     budget = "a smaller <code>memory_budget</code> (the budget planner recomputes, compresses or offloads them)"
     return ("<table id='live-at-peak'><tr><th colspan='4'>largest kept values live at the peak: recomputing, "
