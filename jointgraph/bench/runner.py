@@ -276,7 +276,7 @@ def _compile(run: _Run, work: Workload, options: BenchOptions) -> None:
 
 def _memory_and_grads(run: _Run, work: Workload, options: BenchOptions) -> None:
     result = run.result
-    result.measured_peak_bytes, result.saved_bytes_measured, result.memory_curve = _measure_memory(
+    result.measured_peak_bytes, result.saved_bytes_measured, result.memory_curve = _measure_memory_curve(
         run.fn, work, options.device, options.seed)
     _timed_step(run.fn, work, options.device, options.seed)
     run.grads = [p.grad.detach().clone() if p.grad is not None else None for p in work.step.parameters()]
@@ -332,9 +332,16 @@ def live_bytes_at_start(work: Workload) -> int:
     return sum(storages.values())
 
 
-def _measure_memory(fn: Callable, work: Workload, device: str, seed: int) -> tuple[int, int, MemoryCurve | None]:
-    """(peak bytes of one step, bytes the forward leaves for the backward, the live-memory curve on CPU);
-    Note [Measuring peak memory], Note [Eager's memory curve]."""
+def _measure_memory(fn: Callable, work: Workload, device: str, seed: int) -> tuple[int, int]:
+    """(peak bytes of one step, bytes the forward leaves for the backward); Note [Measuring peak memory]."""
+    peak, saved, _ = _measure_memory_curve(fn, work, device, seed)
+    return peak, saved
+
+
+def _measure_memory_curve(fn: Callable, work: Workload, device: str, seed: int
+                          ) -> tuple[int, int, MemoryCurve | None]:
+    """``_measure_memory``'s figures and the live-memory curve of the step (CPU; None on CUDA);
+    Note [Eager's memory curve]."""
     _zero_grads(work.step)
     torch.manual_seed(seed)
     base = live_bytes_at_start(work)
