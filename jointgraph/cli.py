@@ -216,14 +216,31 @@ def _resolve(args: argparse.Namespace) -> argparse.Namespace:
 
 
 def _check_writable(flag: str, path: str) -> None:
-    """Fail before a long run, not after it, on an output path that cannot be written."""
+    """Fail before a long run, not after it, on an output path that cannot be written: the file is
+    opened for appending (and removed again when it did not exist), which is the only check that
+    holds for root, read-only mounts and pseudo file systems alike (``os.access`` says yes to root)."""
     folder = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
         raise UsageError(f"{flag} {path}: is a directory; give a file path")
     if not os.path.isdir(folder):
         raise UsageError(f"{flag} {path}: the folder {folder} does not exist")
-    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
-        raise UsageError(f"{flag} {path}: not writable")
+    existed = os.path.exists(path)
+    try:
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: cannot be written ({exc.strerror or exc})") from exc
+    if not existed:
+        with contextlib.suppress(OSError):
+            os.remove(path)
+
+
+def _write_output(flag: str, path: str, write) -> None:
+    """``write(path)``; an OSError (disk full, folder removed meanwhile) is the output's failure, not the model's."""
+    try:
+        write(path)
+    except OSError as exc:
+        raise CommandFailure(f"{flag} {path}: could not write it ({exc.strerror or exc})") from exc
 
 
 def _options(args: argparse.Namespace) -> dict[str, Any]:
@@ -244,10 +261,16 @@ def _workload(args: argparse.Namespace):
     import torch
 
     from .bench import ZooShape, build_workload
+    from .bench.zoo import ModelSpecError
 
     shape = ZooShape(layers=args.layers, width=args.width, batch=args.batch, seq=args.seq,
                      dtype=getattr(torch, args.dtype), device=args.device)
-    return build_workload(args.model, shape)
+    try:
+        return build_workload(args.model, shape)
+    except ModelSpecError:
+        raise
+    except Exception as exc:   # the user's model function raised: the model cannot run (exit 1)
+        raise CommandFailure(f"building the model {args.model} failed: {type(exc).__name__}: {exc}") from exc
 
 
 ### Commands
@@ -267,9 +290,9 @@ def cmd_bench_distributed(args: argparse.Namespace, console) -> int:
                              "scenario checked against eager first"))
     blocks = _block_plans(args, console)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"scenarios": [[r.__dict__ for r in results] for results in ranks],
-                       "block_plans": [[r.__dict__ for r in results] for results in blocks]}, f, indent=2)
+        _write_output("--json", args.json, lambda path: _dump_json(path, {
+            "scenarios": [[r.__dict__ for r in results] for results in ranks],
+            "block_plans": [[r.__dict__ for r in results] for results in blocks]}))
     return 1 if any(not r.ok for results in ranks for r in results) else 0
 
 
@@ -323,8 +346,7 @@ def cmd_bench(args: argparse.Namespace, console) -> int:
         console.print(line)
     _print_notes(console, notes)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result.to_json(), f, indent=2, default=str)
+        _write_output("--json", args.json, lambda path: _dump_json(path, result.to_json()))
         console.print(f"figures written to {args.json}")
     if args.report:
         if result.plan is None:
@@ -333,7 +355,8 @@ def cmd_bench(args: argparse.Namespace, console) -> int:
         from .report.html import write_plan_html
 
         points = _pareto(work, args, console) if args.pareto else None
-        write_plan_html(result.plan, args.report, title=f"jointgraph bench {work.name}", bench=result, pareto=points)
+        _write_output("--report", args.report, lambda path: write_plan_html(
+            result.plan, path, title=f"jointgraph bench {work.name}", bench=result, pareto=points))
         console.print(f"report written to {args.report}")
     if any(_below_floor(n) for n in notes):
         return 1
@@ -347,7 +370,8 @@ def cmd_report(args: argparse.Namespace, console) -> int:
     plan, work = _plan(args, console)
     budget = budget_bytes(work, args.budget, args.compiler)
     points = _pareto(work, args, console) if args.pareto else None
-    write_plan_html(plan, args.output, title=f"jointgraph report {work.name}", budget_bytes=budget, pareto=points)
+    _write_output("--output", args.output, lambda path: write_plan_html(
+        plan, path, title=f"jointgraph report {work.name}", budget_bytes=budget, pareto=points))
     console.print(f"report written to {args.output}")
     return 0
 
@@ -419,6 +443,11 @@ def _warnings_once(notes: list[Warning]) -> Iterator[None]:
 def _print_notes(console, notes: list[Warning]) -> None:
     for message in notes:
         console.print(f"[yellow]note:[/yellow] {message}", highlight=False)
+
+
+def _dump_json(path: str, data: Any) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2, default=str)
 
 
 ### Tables
@@ -512,6 +541,14 @@ def cmd_cache(args: argparse.Namespace, console) -> int:
 
     # JOINTGRAPH_CACHE_DIR=off still names the default directory here: there is a cache to inspect.
     store = open_store(args.dir or cache_option_from_env(True)) or DiskStore(default_dir())
+    if store.root.exists() and not store.root.is_dir():
+        raise UsageError(f"{store.root} is a file, not a cache directory")
+    if not store.root.exists():
+        if args.dir:   # named on the command line: most likely a typo
+            raise UsageError(f"--dir {args.dir}: no such directory")
+        console.print(f"no cache yet: {store.root} does not exist (nothing has been compiled with the cache on)",
+                      highlight=False)
+        return 0
     if args.action == "clear":
         console.print(f"removed {store.clear()} entries from {store.root}", highlight=False)
     else:
@@ -545,6 +582,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             raise
         parser.exit(2, f"jointgraph {args.command}: error: {exc}\n")
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        sys.stderr.write(f"jointgraph {args.command}: interrupted\n")
+        return 130
     except Exception as exc:   # the model's failures (CommandFailure, UnsupportedError, its own errors): exit 1
         if args.debug:
             raise

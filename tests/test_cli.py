@@ -56,6 +56,16 @@ def test_bench_mlp_writes_real_figures(tmp_path, capsys):
         assert c["measured_peak_bytes"] > 0 and c["saved_bytes_measured"] > 0
         assert c["step_seconds"] > 0 and len(c["step_seconds_all"]) == 2
         assert c["max_grad_diff"] < 1e-5
+        # the live-memory curve of the measured step (Note [Eager's memory curve]): its peak is the
+        # measured peak, it starts at the bytes live before the step, the forward ends holding what it saved
+        curve = c["memory_curve"]
+        values = [b for _, b in curve["forward"] + curve["backward"]]
+        assert max(values) == c["measured_peak_bytes"]
+        assert curve["forward"][0][0] == 0.0 and curve["forward"][-1][1] - curve["forward"][0][1] == \
+            c["saved_bytes_measured"]
+        for phase in ("forward", "backward"):
+            fractions = [f for f, _ in curve[phase]]
+            assert fractions == sorted(fractions) and 0 <= fractions[0] and fractions[-1] <= 1
     ours = data["contenders"][-1]
     assert ours["saved_bytes_planned"] > 0 and ours["compile_seconds"] >= 0
     assert data["references"] == ["torch.compile aot_eager"]
@@ -123,6 +133,7 @@ def test_bench_with_budget_and_saved_tensors_end_to_end(tmp_path, capsys):
     assert "jointgraph budget 0.9 saved=bf16: simulated peak" in out and "within it" in out
     page = report.read_text(encoding="utf-8")
     assert "<tr><th>memory budget</th>" in page and "the dashed line is the budget" in page
+    assert "the purple curve is eager's live memory, measured by the bench" in page
 
 
 ### User failures: one message, the right exit code, no traceback (issue 17)
@@ -159,6 +170,21 @@ def _user_models(tmp_path, monkeypatch):
 
         def unsupported():
             return Unsupported(), (torch.randn(3, 8),), lambda out: out
+
+        class Resized(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = torch.nn.Linear(8, 8)
+
+            def forward(self, x):
+                x.resize_(32)   # eager grows the input's storage
+                return self.fc(x.view(4, 8))
+
+        def resized():
+            return Resized(), (torch.randn(3, 8),), lambda out: out.sum()
+
+        def raises_while_building():
+            raise RuntimeError("checkpoint file is missing")
     """))
     monkeypatch.syspath_prepend(str(tmp_path))
 
@@ -167,6 +193,9 @@ def _user_models(tmp_path, monkeypatch):
     (["explain", "cli_failing_models:frozen"], 1, "does not train"),
     (["explain", "cli_failing_models:broken"], 1, "the model failed: RuntimeError"),
     (["explain", "cli_failing_models:unsupported"], 1, "data-dependent Python control flow"),
+    (["explain", "cli_failing_models:resized"], 1, "resize_() to (32,) grows the storage"),
+    (["explain", "cli_failing_models:raises_while_building"], 1,
+     "building the model cli_failing_models:raises_while_building failed: RuntimeError: checkpoint file is missing"),
     (["explain", "gpt", "--layers", "1", "--width", "32", "--batch", "2", "--seq", "16", "--budget", "0.1"], 1,
      "below the minimum achievable peak"),
 ])
@@ -188,6 +217,14 @@ def test_debug_shows_the_traceback(tmp_path, monkeypatch):
 @pytest.mark.parametrize("argv, message", [
     (["bench", "mlp", *TINY, "--json", "/nonexistent-dir-xyz/x.json"], "--json /nonexistent-dir-xyz/x.json: the"),
     (["report", "mlp", *TINY, "-o", "/nonexistent-dir-xyz/r.html"], "does not exist"),
+    (["report", "mlp", *TINY, "-o", "/proc/r.html"], "--output /proc/r.html: cannot be written"),   # root too
+    (["bench", "mlp", *TINY, "--report", "/proc/r.html"], "--report /proc/r.html: cannot be written"),
+    (["explain", "no-such-model"], "unknown model 'no-such-model'"),
+    (["explain", "mlp", "--budget", "1.5"], "a float must lie in (0, 1]"),
+    (["explain", "mlp", "--partitioner", "budget"], "--partitioner budget needs --budget"),
+    (["explain", "cli_no_such_module_xyz:build"], "cannot import 'cli_no_such_module_xyz'"),
+    (["cache", "info", "--dir", "/nonexistent-dir-xyz/cache"], "--dir /nonexistent-dir-xyz/cache: no such directory"),
+    (["cache", "clear", "--dir", __file__], "is a file, not a cache directory"),
     (["bench", "mlp", "--budgett", "0.5"], "did you mean: --budgett -> --budget"),
     (["bnech", "mlp"], "did you mean 'bench'?"),
     (["bench", "mlp", "--partitioner", "mincutt"], "did you mean 'mincut'?"),
@@ -230,3 +267,23 @@ def test_version_and_python_m(capsys):
 def test_offload_on_cpu_says_host_memory_is_the_same(capsys):
     assert main(["explain", "mlp", *TINY, "--saved-tensors", "offload", "--device", "cpu"]) == 0
     assert "host memory is the same memory" in capsys.readouterr().err
+
+
+def test_cache_info_on_an_empty_or_absent_directory(tmp_path, monkeypatch, capsys):
+    assert main(["cache", "info", "--dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"cache directory: {tmp_path}" in out and "entries: 0, 0 bytes" in out and "no runs recorded yet" in out
+    monkeypatch.setenv("JOINTGRAPH_CACHE_DIR", str(tmp_path / "never-made"))
+    assert main(["cache", "info"]) == 0
+    assert "no cache yet" in capsys.readouterr().out
+    assert not (tmp_path / "never-made").exists()
+
+
+def test_output_checks_leave_no_file_behind(tmp_path):
+    from jointgraph.cli import _check_writable
+
+    _check_writable("--json", str(tmp_path / "x.json"))
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "kept.json").write_text("old")
+    _check_writable("--json", str(tmp_path / "kept.json"))
+    assert (tmp_path / "kept.json").read_text() == "old"

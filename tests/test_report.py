@@ -174,22 +174,77 @@ def test_report_names_layers_and_what_is_live_at_the_peak(tmp_path):
     assert "<table id='saved' class='sortable'>" in page and "<script>" in page
     for row in explain(plan).rows:
         assert f"<tr class='{row.decision}'>" in page
+    # parameters and inputs are folded into a closed <details>, each still listed there
+    held = explain(plan).held_anyway
+    folded = page[page.index("<table id='held-anyway'"):]
+    assert held and f"{len(held)} parameters and inputs the backward reads" in page
+    assert all(f"<td>{r.name}</td>" in folded for r in held)
+    assert all(f"<td>{r.name}</td>" not in page[:page.index("<table id='held-anyway'")] for r in held)
+
+
+def _drawn_fills(svg: str) -> dict[str, str]:
+    """node name -> fill colour of its box in graphviz's SVG."""
+    import re
+
+    return dict(re.findall(r'class="node">\s*<title>([^<]+)</title>\s*<path fill="([^"]+)"', svg))
+
+
+def _svgs(page: str) -> list[str]:
+    import base64
+    import re
+
+    return [base64.b64decode(data).decode() for data in re.findall(r"data:image/svg\+xml;base64,([^']+)'", page)]
+
+
+def test_report_graphs_coloured_by_decision(tmp_path):
+    """The graphs section always prints both graphs; with graphviz's dot it draws them, each value
+    the backward needs filled with its decision's colour (real decisions of a real plan)."""
+    import shutil
+
+    from jointgraph.report.explain import DECISION_WORDS
+    from jointgraph.report.graphs import DECISION_COLORS, INPUT_COLOR
+
+    plan, _ = _gpt_plan()   # mincut keeps some values and recomputes others
+    decisions = {s.name: DECISION_WORDS[s.decision] for s in plan.saved}
+    assert {"kept", "recomputed"} <= set(decisions.values())
+    page = open(report_html.write_plan_html(plan, str(tmp_path / "r.html")), encoding="utf-8").read()
+    assert "<h3>forward</h3>" in page and "<h3>backward</h3>" in page and "def forward" in page
+    for word, colour in DECISION_COLORS.items():   # the legend names every colour
+        assert f"background:{colour}" in page and word in page
+    if shutil.which("dot") is None:
+        pytest.skip("graphviz's dot is not on PATH (apt-get install graphviz; .ci/run tries): the drawing "
+                    "assertions need it")
+    pytest.importorskip("pydot", reason="pydot (the report extra) draws the graphs")
+    svgs = _svgs(page)
+    assert len(svgs) == 2 and "Not drawn" not in page
+    fills = _drawn_fills(svgs[0])   # the forward, drawn node by node (under MAX_NODE_DRAWING)
+    forward_names = {n.name for n in plan.forward.graph.nodes}
+    assert fills.keys() == forward_names
+    for node in plan.forward.graph.nodes:
+        expected = DECISION_COLORS[decisions[node.name]] if node.name in decisions else \
+            INPUT_COLOR if node.op == "placeholder" else "white"
+        assert fills[node.name] == expected, node.name
+    assert {fills[n] for n in decisions if n in fills} == {DECISION_COLORS["kept"], DECISION_COLORS["recomputed"]}
 
 
 def test_graph_drawing_coloured_by_decision_and_summarized(tmp_path):
     import shutil
 
-    pytest.importorskip("pydot")
+    pytest.importorskip("pydot", reason="pydot (the report extra) draws the graphs")
     if shutil.which("dot") is None:
-        pytest.skip("graphviz's dot is not installed")
+        pytest.skip("graphviz's dot is not on PATH (apt-get install graphviz; .ci/run tries)")
     from jointgraph.bench import ZooShape, build_workload
     from jointgraph.report.graphs import DECISION_COLORS, MAX_NODE_DRAWING, draw_graph
 
     small = _plan()
-    decisions = {s.name: "kept" for s in small.saved}
+    words = list(DECISION_COLORS)   # every decision, one per saved value in turn
+    decisions = {s.name: words[i % len(words)] for i, s in enumerate(small.saved)}
     drawing = draw_graph(small.forward, "forward", decisions)
-    svg = drawing.svg.decode()
-    assert DECISION_COLORS["kept"] in svg and "summarized" not in drawing.note
+    fills = _drawn_fills(drawing.svg.decode())
+    assert "summarized" not in drawing.note and decisions.keys() & fills.keys()
+    for name, word in decisions.items():
+        if name in fills:
+            assert fills[name] == DECISION_COLORS[word], name
     work = build_workload("gpt", ZooShape(layers=2, width=32, batch=2, seq=16))
     big = jointgraph.plan(work.step, *work.inputs)
     assert len(big.backward.graph.nodes) > MAX_NODE_DRAWING
@@ -197,3 +252,32 @@ def test_graph_drawing_coloured_by_decision_and_summarized(tmp_path):
     svg = drawing.svg.decode()
     assert "summarized per layer" in drawing.note and "model.blocks.1" in svg
     assert svg.count("<g id=\"node") < 40   # one box per layer, not hundreds
+    assert DECISION_COLORS["recomputed"] in _drawn_fills(svg).values()
+
+
+def test_eager_memory_curve_places_allocations_by_op_fraction():
+    """Note [Eager's memory curve]: an allocation made after half of the forward's ops lies at about
+    half of the forward; values are the running sum of the allocator events on top of the base."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from jointgraph.bench.curve import BACKWARD_RANGE, FORWARD_RANGE, curve_from_events
+
+    x = torch.randn(16, requires_grad=True)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        with record_function(FORWARD_RANGE):
+            y = x
+            for _ in range(10):
+                y = y + 1
+            big = torch.ones(1 << 18)   # 1 MiB, kept to the end
+            for _ in range(9):
+                y = y * 1.5
+            loss = y.sum()
+        with record_function(BACKWARD_RANGE):
+            loss.backward()
+    curve = curve_from_events(prof.profiler.kineto_results.events(), base_bytes=1000)
+    assert curve.forward[0] == (0.0, 1000)
+    jumps = [(f, b - a) for (_, a), (f, b) in zip(curve.forward, curve.forward[1:], strict=False)]
+    fraction, size = max(jumps, key=lambda j: j[1])
+    assert size == big.numel() * 4 and 0.4 < fraction < 0.65
+    assert curve.peak_bytes >= 1000 + big.numel() * 4
+    assert curve.backward and all(0 <= f <= 1 for f, _ in curve.backward)

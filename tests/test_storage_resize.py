@@ -291,3 +291,58 @@ def test_random_programs_with_fsdp_storage_cycles_match_eager():
     bad = {seed: (o.status, o.message) for seed, o in outcomes.items() if o.status in ("wrong", "crash")}
     assert not bad, bad
     assert sum(o.status == "pass" for o in outcomes.values()) >= 6
+
+
+### Tensor.resize_ (issue 17: an internal RuntimeError before)
+
+def _grow_input(x, w):
+    x.resize_(32)
+    return (x[:24].view(3, 8) @ w).sum()
+
+
+def _grow_made_inside(x, w):
+    y = x * 2
+    y.resize_(32)
+    y[24:] = 1.0
+    return (y.view(4, 8) @ w).sum()
+
+
+def _same_elements(x, w):
+    x.resize_(4, 6)
+    return (x.view(3, 8) @ w).sum()
+
+
+def _shrink(x, w):
+    x.resize_(16)
+    return (x.view(2, 8) @ w).sum()
+
+
+@pytest.mark.parametrize("fn", [_grow_input, _grow_made_inside])
+def test_resize_that_grows_a_storage_is_refused_by_name(fn):
+    x, w = torch.randn(3, 8), torch.randn(8, 8, requires_grad=True)
+    with pytest.raises(jointgraph.UnsupportedError, match=r"resize_\(\) to \(32,\) grows the storage") as info:
+        jointgraph.aot_function(fn)(x.clone(), w)
+    assert "test_storage_resize.py" in str(info.value) and "on_unsupported" in str(info.value)
+    # the way out it names works, and gives eager's result
+    expected_x = x.clone()
+    expected = fn(expected_x, w)
+    actual_x = x.clone()
+    with pytest.warns(UserWarning):
+        actual = jointgraph.aot_function(fn, on_unsupported="eager")(actual_x, w)
+    if fn is _grow_made_inside:   # deterministic: the new elements are written before they are read
+        torch.testing.assert_close(actual, expected)
+    assert actual_x.shape == expected_x.shape == ((32,) if fn is _grow_input else (3, 8))
+
+
+@pytest.mark.parametrize("fn", [_same_elements, _shrink])
+def test_resize_within_the_storage_compiles_like_eager(fn):
+    x, w = torch.randn(3, 8), torch.randn(8, 8, requires_grad=True)
+    expected_x, actual_x = x.clone(), x.clone()
+    expected = fn(expected_x, w)
+    (expected_grad,) = torch.autograd.grad(expected, w)
+    actual = jointgraph.aot_function(fn)(actual_x, w)
+    (actual_grad,) = torch.autograd.grad(actual, w)
+    torch.testing.assert_close(actual, expected)
+    torch.testing.assert_close(actual_grad, expected_grad)
+    assert actual_x.shape == expected_x.shape and actual_x.stride() == expected_x.stride()
+    torch.testing.assert_close(actual_x, expected_x)

@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from ..report.columns import PEAK_METHOD
+from .curve import BACKWARD_RANGE, FORWARD_RANGE, MemoryCurve, curve_from_events
 from .zoo import Workload
 
 RATIO_FIGURES = ("measured_peak_bytes", "saved_bytes_measured", "step_seconds", "compile_seconds")
@@ -106,6 +107,7 @@ class ContenderResult:
     max_grad_diff: float | None = None
     loss: float | None = None
     error: str | None = None
+    memory_curve: MemoryCurve | None = None     # live bytes over the measured step (CPU; Note [Eager's memory curve])
 
 
 @dataclasses.dataclass
@@ -285,8 +287,8 @@ def _compile(run: _Run, work: Workload, options: BenchOptions) -> None:
 
 def _memory_and_grads(run: _Run, work: Workload, options: BenchOptions) -> None:
     result = run.result
-    result.measured_peak_bytes, result.saved_bytes_measured = _measure_memory(run.fn, work, options.device,
-                                                                              options.seed)
+    result.measured_peak_bytes, result.saved_bytes_measured, result.memory_curve = _measure_memory_curve(
+        run.fn, work, options.device, options.seed)
     _timed_step(run.fn, work, options.device, options.seed)
     run.grads = [p.grad.detach().clone() if p.grad is not None else None for p in work.step.parameters()]
     _zero_grads(work.step)
@@ -343,6 +345,14 @@ def live_bytes_at_start(work: Workload) -> int:
 
 def _measure_memory(fn: Callable, work: Workload, device: str, seed: int) -> tuple[int, int]:
     """(peak bytes of one step, bytes the forward leaves for the backward); Note [Measuring peak memory]."""
+    peak, saved, _ = _measure_memory_curve(fn, work, device, seed)
+    return peak, saved
+
+
+def _measure_memory_curve(fn: Callable, work: Workload, device: str, seed: int
+                          ) -> tuple[int, int, MemoryCurve | None]:
+    """``_measure_memory``'s figures and the live-memory curve of the step (CPU; None on CUDA);
+    Note [Eager's memory curve]."""
     _zero_grads(work.step)
     torch.manual_seed(seed)
     base = live_bytes_at_start(work)
@@ -354,22 +364,23 @@ def _measure_memory(fn: Callable, work: Workload, device: str, seed: int) -> tup
         saved = torch.cuda.memory_allocated() - before
         loss.backward()
         torch.cuda.synchronize()
-        return base + torch.cuda.max_memory_allocated() - before, saved
+        return base + torch.cuda.max_memory_allocated() - before, saved, None
     from torch.profiler import ProfilerActivity, profile, record_function
 
     with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        loss = fn(*work.inputs)
-        with record_function("jointgraph.bench.backward"):
+        with record_function(FORWARD_RANGE):
+            loss = fn(*work.inputs)
+        with record_function(BACKWARD_RANGE):
             loss.backward()
     events = prof.profiler.kineto_results.events()
-    backward_start = min(e.start_ns() for e in events if e.name() == "jointgraph.bench.backward")
+    backward_start = min(e.start_ns() for e in events if e.name() == BACKWARD_RANGE)
     running = peak = saved = 0
     for event in sorted((e for e in events if e.name() == "[memory]"), key=lambda e: e.start_ns()):
         if event.start_ns() < backward_start:
             saved = running + event.nbytes()
         running += event.nbytes()
         peak = max(peak, running)
-    return base + peak, saved
+    return base + peak, saved, curve_from_events(events, base)
 
 
 @contextlib.contextmanager

@@ -15,8 +15,9 @@ from torch._subclasses.fake_tensor import (
     UnsupportedOperatorException,
 )
 from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
+from torch.fx.experimental.symbolic_shapes import guard_or_true
 
-from ..errors import UnsupportedError, source_from_traceback
+from ..errors import UnsupportedError, source_from_traceback, user_source_line
 
 try:  # the name moved between releases
     from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode as _DataDependentGuard
@@ -48,11 +49,35 @@ class JointFunctionalMode(FunctionalTensorMode):
         if func is self._fsdp_copy:
             super().__torch_dispatch__(torch.ops.aten.copy_.default, types, tuple(args), kwargs)
             return None
+        if func is torch.ops.aten.resize_.default:
+            _refuse_growing_resize(args[0], args[1])
         out = super().__torch_dispatch__(func, types, args, kwargs)
         if func._schema.is_mutable and torch.Tag.inplace_view not in func.tags:
             for written in _written_args(func, args, kwargs or {}):
                 _keep_layout(written)
         return out
+
+
+def _refuse_growing_resize(t: torch.Tensor, size) -> None:
+    """``t.resize_(size)`` past the end of ``t``'s storage: eager re-allocates the storage (its new
+    elements are uninitialized memory); functionalization has no functional form for a storage that
+    grows (PyTorch's FunctionalTensorMode fails inside its aliasing fix-up), so it is refused by name,
+    for inputs and for tensors made inside the function alike. A resize within the storage (smaller,
+    or another shape of as many elements) is a metadata change and compiles."""
+    if not isinstance(t, FunctionalTensor):
+        return
+    numel = 1
+    for n in size:
+        numel *= n
+    needed = (t.storage_offset() + numel) * t.element_size()
+    have = torch._from_functional_tensor(t.elem).untyped_storage().nbytes()
+    if guard_or_true(needed > have):
+        raise UnsupportedError(
+            f"resize_() to {tuple(size)} grows the storage of a tensor of shape {tuple(t.shape)} "
+            f"({have} bytes) to {needed} bytes: a storage that grows has no functional form, so it cannot be "
+            "compiled", source=user_source_line(),
+            hint="make the larger tensor instead (torch.empty(...) filled with copy_(), or torch.cat) and use it, "
+                 'or pass on_unsupported="eager"')
 
 
 def _written_args(func, args, kwargs) -> list:

@@ -29,7 +29,7 @@ from torch.fx import traceback as fx_traceback
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _OUR_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-_OUR_MODELS = os.path.join(_OUR_DIR, "bench") + os.sep   # the zoo's models are user code here
+_OUR_MODELS = tuple(os.path.join(_OUR_DIR, "bench", name) for name in ("zoo.py", "gpt.py"))   # user code here
 
 
 @contextlib.contextmanager

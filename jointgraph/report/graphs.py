@@ -3,8 +3,9 @@
 Each value the backward needs is coloured by what the plan decided for it: kept (blue),
 recomputed in the backward (orange), compressed (purple), offloaded (green); inputs are grey.
 A graph of more than ``MAX_NODE_DRAWING`` nodes is summarized per layer (``model.blocks.0``):
-one box per layer with its op count and its kept / recomputed values, arrows where values flow
-between layers, instead of hundreds of boxes.
+one box per layer with its op count and its kept / recomputed values (a backward's saved inputs
+join the layer that made them), the graph's inputs in one grey box and its outputs in another,
+arrows where values flow between layers, instead of hundreds of boxes.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import torch.fx
 
 from ..capture.scopes import node_scope
+from .explain import layer_of
 
 MAX_NODE_DRAWING = 150   # past this a drawing of every node is unreadable: one box per layer
 DECISION_COLORS = {"kept": "#9ecae1", "recomputed": "#fdae6b", "compressed": "#bcbddc", "offloaded": "#a1d99b"}
@@ -74,24 +76,25 @@ def _layer_graph(pydot: Any, gm: torch.fx.GraphModule, name: str, decisions: dic
                  layers: dict[str, str]) -> Any:
     groups: dict[str, dict[str, int]] = {}
     edges: dict[tuple[str, str], int] = {}
-    layer_of = {}
+    node_layer: dict[torch.fx.Node, str] = {}
     for node in gm.graph.nodes:
-        layer = layers.get(node.name) or node_scope(node)[0] or ("inputs" if node.op == "placeholder" else "(top)")
-        layer_of[node] = layer
+        layer = ("outputs" if node.op == "output" else layers.get(node.name) or layer_of(node_scope(node)[0])
+                 or ("inputs" if node.op == "placeholder" else "(top level)"))
+        node_layer[node] = layer
         counts = groups.setdefault(layer, {"ops": 0})
         counts["ops"] += node.op == "call_function"
         decision = decisions.get(node.name)
         if decision:
             counts[decision] = counts.get(decision, 0) + 1
         for arg in node.all_input_nodes:
-            source = layer_of.get(arg)
+            source = node_layer.get(arg)
             if source is not None and source != layer:
                 edges[(source, layer)] = edges.get((source, layer), 0) + 1
     dot = pydot.Dot(name, graph_type="digraph", rankdir="TB", fontsize="10")
     for layer, counts in groups.items():
         parts = [f"{counts['ops']} ops"] + [f"{counts[d]} {d}" for d in DECISION_COLORS if counts.get(d)]
         main = max(DECISION_COLORS, key=lambda d: counts.get(d, 0))
-        color = DECISION_COLORS[main] if counts.get(main) else (INPUT_COLOR if layer == "inputs" else "white")
+        color = INPUT_COLOR if layer == "inputs" else DECISION_COLORS[main] if counts.get(main) else "white"
         dot.add_node(pydot.Node(_quote(layer), label=_quote(f"{layer}\\n" + ", ".join(parts)), shape="box",
                                 style="filled,rounded", fillcolor=color, fontsize="10"))
     for (source, target), count in edges.items():

@@ -36,7 +36,11 @@ th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: ta
 pre { background: #f7f7f7; padding: 1em; overflow-x: auto; font-size: 0.78em; max-height: 40em; }
 img.plot { max-width: 100%; }
 table.sortable th { cursor: pointer; } tr.recomputed td { color: #777; }
+td.num, table.sortable td:nth-child(1), table.sortable td:nth-child(4) { white-space: nowrap; }
 .graph { max-width: 100%; overflow: auto; max-height: 60em; border: 1px solid #eee; }
+.legend > span { margin-right: 1.5em; font-size: .85em; white-space: nowrap; }
+.swatch { display: inline-block; width: 1em; height: 1em; border: 1px solid #999; vertical-align: middle;
+          margin-right: .35em; border-radius: 2px; }
 .graph img { max-width: 100%; cursor: zoom-in; } .graph img.zoom { max-width: none; cursor: zoom-out; }
 """
 
@@ -60,7 +64,7 @@ def write_plan_html(plan: Any, path: str, *, title: str = "jointgraph plan", ben
     sections = [_header(plan, title, budget_bytes)]
     if bench is not None:
         sections.append(_bench_section(bench))
-    sections.append(_timeline_section(plan, budget_bytes, _eager_peak(bench)))
+    sections.append(_timeline_section(plan, budget_bytes, *_eager_memory(bench)))
     if pareto is not None:
         sections.append(_pareto_section(plan, pareto, budget_bytes))
     sections += [_saved_section(plan), _graphs_section(plan)]
@@ -110,16 +114,20 @@ def _bench_section(bench: Any) -> str:
             + "".join(rows) + "</table>")
 
 
-def _eager_peak(bench: Any) -> int | None:
+def _eager_memory(bench: Any) -> tuple[int | None, Any]:
+    """Eager's measured peak and its memory curve (None on CUDA) from a bench run."""
     eager = next((r for r in getattr(bench, "results", ()) if r.kind == "eager" and not r.error), None)
-    return eager.measured_peak_bytes if eager is not None else None
+    if eager is None:
+        return None, None
+    return eager.measured_peak_bytes, getattr(eager, "memory_curve", None)
 
 
-def _timeline_section(plan: Any, budget_bytes: int | None, eager_peak_bytes: int | None = None) -> str:
+def _timeline_section(plan: Any, budget_bytes: int | None, eager_peak_bytes: int | None = None,
+                      eager_curve: Any = None) -> str:
     from .explain import timeline_layers
 
     png = plot_timeline(plan, budget_bytes=budget_bytes, layers=timeline_layers(plan),
-                        eager_peak_bytes=eager_peak_bytes)
+                        eager_peak_bytes=eager_peak_bytes, eager_curve=eager_curve)
     if png is None:
         return ("<h2>Memory timeline</h2><p class='note'>No memory timeline: the simulator returned none for this "
                 "plan (simulated peak: n/a).</p>")
@@ -132,7 +140,10 @@ def _timeline_section(plan: Any, budget_bytes: int | None, eager_peak_bytes: int
             "backward, stacked by kind: parameters and inputs, gradients, values saved for the backward (from their "
             "allocation in the forward) and temporaries, each freed after its last use. The peak is marked"
             + (" and the dashed line is the budget" if budget_bytes else "")
-            + ("; the dash-dotted line is eager's measured peak" if eager_peak_bytes else "")
+            + ("; the purple curve is eager's live memory, measured by the bench (torch.profiler allocator "
+               "events), its forward drawn over the forward and its backward over the backward, each at the "
+               "fraction of the phase's ATen ops it had run" if eager_curve is not None else
+               "; the dash-dotted line is eager's measured peak" if eager_peak_bytes else "")
             + ". The x-axis names the layer each stretch of nodes belongs to.</p>"
             + _img("image/png", png, "memory timeline", "plot") + note + _resharding_note(plan) + _peak_split(plan)
             + _live_at_peak(plan))
@@ -176,7 +187,7 @@ def _live_at_peak(plan: Any) -> str:
                 "gradients and temporaries, which recomputing, compressing or offloading saved values does not "
                 "lower.</p>") if plan.timeline and plan.backward is not None else ""
     cells = "".join(f"<tr><td class='num'>{_bytes(r.nbytes)}</td><td>{html.escape(r.name)}</td>"
-                    f"<td>{html.escape(r.where)}</td>"
+                    f"<td>{html.escape(r.where or '(top level)')}</td>"
                     f"<td>{html.escape(r.reason)}</td></tr>" for r in rows)
     budget = "a smaller <code>memory_budget</code> (the budget planner recomputes, compresses or offloads them)"
     return ("<table id='live-at-peak'><tr><th colspan='4'>largest kept values live at the peak: recomputing, "
@@ -209,18 +220,25 @@ def _saved_section(plan: Any) -> str:
     for group in explanation.groups:
         for r in group.rows:
             rows.append(_saved_row(r, group.module))
-    rows += [_saved_row(r, "(parameters and inputs)") for r in explanation.held_anyway]
     if not rows:
         rows = ["<tr><td colspan='8'>nothing is saved (no backward, or the backward needs no forward value)</td></tr>"]
     subtotals = "".join(f"<tr><td>{html.escape(g.module or '(top level)')}</td><td class='num'>{_bytes(g.nbytes)}"
                         "</td></tr>" for g in explanation.groups)
-    headers = ("layer", "bytes", "value", "shape", "dtype", "decision", "reason", "module (line)")
+    held = explanation.held_anyway
+    folded = ("<details><summary>" + html.escape(f"{len(held)} parameters and inputs the backward reads: held "
+                                                 "anyway, not counted above") + "</summary>"
+              + _saved_table("held-anyway", [_saved_row(r, "(parameters and inputs)") for r in held])
+              + "</details>") if held else ""
     return ("<h2>Saved for the backward</h2>"
             f"<p class='meta'>{html.escape(explanation.footer())}. Click a column header to sort.</p>"
             "<table id='saved-by-layer'><tr><th>layer</th><th>bytes held</th></tr>" + subtotals + "</table>"
-            "<table id='saved' class='sortable'><thead><tr>"
-            + "".join(f"<th>{h}</th>" for h in headers) + "</tr></thead><tbody>" + "".join(rows)
-            + "</tbody></table>" + SORT_SCRIPT)
+            + _saved_table("saved", rows) + folded + SORT_SCRIPT)
+
+
+def _saved_table(table_id: str, rows: list[str]) -> str:
+    headers = ("layer", "bytes", "value", "shape", "dtype", "decision", "reason", "module (line)")
+    return (f"<table id='{table_id}' class='sortable'><thead><tr>" + "".join(f"<th>{h}</th>" for h in headers)
+            + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
 
 
 def _saved_row(r: Any, layer: str) -> str:
@@ -249,7 +267,7 @@ def _graphs_section(plan: Any) -> str:
     decisions = {s.name: DECISION_WORDS[s.decision] for s in plan.saved}
     names = [(phase, node) for phase, node, _ in plan.timeline]
     layers = dict(zip(names, timeline_layers(plan), strict=True)) if names else {}
-    parts = ["<h2>Graphs</h2>"]
+    parts = ["<h2>Graphs</h2>", _graph_legend()]
     for name, gm in (("forward", plan.forward), ("backward", plan.backward)):
         if gm is None:
             parts.append(f"<h3>{name}</h3><p class='note'>no {name} graph</p>")
@@ -267,6 +285,18 @@ def _graphs_section(plan: Any) -> str:
             parts.append(f"<p class='note'>Not drawn: {html.escape(drawing.note)}</p>"
                          f"<pre>{html.escape(drawing.code)}</pre>")
     return "\n".join(parts)
+
+
+def _graph_legend() -> str:
+    from .graphs import DECISION_COLORS, INPUT_COLOR
+
+    swatches = [(f"{word}: {what}", colour) for (word, colour), what in zip(DECISION_COLORS.items(), (
+        "saved by the forward for the backward", "recomputed in the backward from other values",
+        "saved compressed", "saved offloaded to host memory"), strict=True)]
+    swatches.append(("parameters and inputs", INPUT_COLOR))
+    return ("<p class='legend'>" + "".join(
+        f"<span><span class='swatch' style='background:{colour}'></span>{html.escape(text)}</span>"
+        for text, colour in swatches) + "</p>")
 
 
 ### Helpers

@@ -26,26 +26,31 @@ KIND_STYLES = {
 }
 PHASE_COLORS = {"forward": "#1f77b4", "backward": "#d62728"}
 BUDGET_COLOR = "#d62728"
+EAGER_COLOR = "#6a3d9a"
 
 
 ### Main API
 
 def plot_timeline(plan: Any, *, budget_bytes: int | None = None, figsize: tuple[float, float] = (10, 4.2),
-                  dpi: int = 110, layers: list[str] | None = None, eager_peak_bytes: int | None = None
-                  ) -> bytes | None:
+                  dpi: int = 110, layers: list[str] | None = None, eager_peak_bytes: int | None = None,
+                  eager_curve: Any = None) -> bytes | None:
     """A PNG of ``plan.timeline`` (``[(phase, node_name, live_bytes), ...]``) stacked by
     ``plan.timeline_by_kind`` when the plan has it; ``None`` when the timeline is empty.
 
     The peak is marked with its node; ``budget_bytes`` draws the budget as a horizontal line;
     ``layers`` (one name per timeline entry, ``report.explain.timeline_layers``) labels the x-axis
-    where the layer changes; ``eager_peak_bytes`` (measured by ``jointgraph bench``) draws eager's
-    measured peak for comparison.
+    where the layer changes; ``eager_curve`` (a ``jointgraph.bench.curve.MemoryCurve`` measured by
+    ``jointgraph bench``) overlays eager's live memory, each phase stretched over the same phase of the
+    timeline (Note [Eager's memory curve]); without it ``eager_peak_bytes`` draws eager's measured peak
+    as a line.
     """
     timeline = list(plan.timeline or [])
     if not timeline:
         return None
     by_kind = list(getattr(plan, "timeline_by_kind", None) or [])
     peak = max(live for _, _, live in timeline)
+    if eager_curve is not None:
+        eager_peak_bytes = eager_curve.peak_bytes
     top = max(peak, budget_bytes or 0, eager_peak_bytes or 0)
     scale, unit = _unit(top)
     fig, ax = _figure(figsize, dpi)
@@ -54,7 +59,7 @@ def plot_timeline(plan: Any, *, budget_bytes: int | None = None, figsize: tuple[
         _stacked(ax, xs, by_kind, scale)
     else:
         _by_phase(ax, xs, timeline, scale)
-    _phase_marks(ax, timeline, peak / scale)
+    _phase_marks(ax, timeline)
     peak_index = max(range(len(timeline)), key=lambda i: timeline[i][2])
     phase, node, _ = timeline[peak_index]
     ax.plot([peak_index + 0.5], [peak / scale], marker="v", color="black", markersize=7, zorder=5)
@@ -62,12 +67,14 @@ def plot_timeline(plan: Any, *, budget_bytes: int | None = None, figsize: tuple[
     ax.annotate(f"peak {peak / scale:.2f} {unit}\n{phase}: {node}", (peak_index + 0.5, peak / scale),
                 textcoords="offset points", xytext=(-12 if right_half else 12, -34), fontsize=8,
                 ha="right" if right_half else "left", zorder=6,
-                bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.9, "edgecolor": "#999999"})
+                bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.7, "edgecolor": "#999999"})
     if budget_bytes:
         ax.axhline(budget_bytes / scale, color=BUDGET_COLOR, linestyle="--", linewidth=1.5,
                    label=f"budget {budget_bytes / scale:.2f} {unit}", zorder=4)
-    if eager_peak_bytes:
-        ax.axhline(eager_peak_bytes / scale, color="#6a3d9a", linestyle="-.", linewidth=1.2,
+    if eager_curve is not None:
+        _eager_curve(ax, eager_curve, timeline, scale, unit)
+    elif eager_peak_bytes:
+        ax.axhline(eager_peak_bytes / scale, color=EAGER_COLOR, linestyle="-.", linewidth=1.2,
                    label=f"eager's measured peak {eager_peak_bytes / scale:.2f} {unit}", zorder=4)
     if layers and len(layers) == len(timeline):
         _layer_ticks(ax, layers)
@@ -75,7 +82,7 @@ def plot_timeline(plan: Any, *, budget_bytes: int | None = None, figsize: tuple[
     else:
         ax.set_xlabel("node (execution order: forward, then backward)")
     ax.set_ylabel(f"live memory ({unit})")
-    ax.set_ylim(bottom=0, top=top / scale * 1.18)
+    ax.set_ylim(bottom=0, top=top / scale * 1.22)
     ax.set_xlim(0, len(timeline))
     ax.legend(loc="lower left", bbox_to_anchor=(0, 1.01), fontsize=8, ncols=5, frameon=False)
     ax.grid(alpha=0.3)
@@ -98,7 +105,8 @@ def plot_pareto(points: list, *, chosen_peak_bytes: int | None = None, budget_by
         ax.annotate(f"{p.peak_bytes / scale:.1f}", (p.peak_bytes / scale, p.est_seconds * 1e3), fontsize=7,
                     textcoords="offset points", xytext=(4, 4))
     if budget_bytes:
-        ax.axvline(budget_bytes / scale, color=BUDGET_COLOR, linestyle="--", label=f"budget {budget_bytes / scale:.2f}")
+        ax.axvline(budget_bytes / scale, color=BUDGET_COLOR, linestyle="--",
+                   label=f"budget {budget_bytes / scale:.2f} {unit}")
     if chosen_peak_bytes is not None:
         ax.axvline(chosen_peak_bytes / scale, color="black", linestyle=":", label="this plan's peak")
     ax.set_xlabel(f"simulated peak ({unit})")
@@ -125,7 +133,36 @@ def _stacked(ax: Any, xs: list[int], by_kind: list[dict[str, int]], scale: float
     ax.step(xs, total, where="post", color="#333333", linewidth=0.8)
 
 
-def _layer_ticks(ax: Any, layers: list[str], max_ticks: int = 24) -> None:
+def _eager_curve(ax: Any, curve: Any, timeline: list, scale: float, unit: str) -> None:
+    """Eager's measured live memory, its forward over the timeline's forward and its backward over
+    the backward (each at its fraction of the phase's ops), and its peak marked."""
+    spans = dict(_phase_spans(timeline))
+    xs, ys = [], []
+    for phase, points in (("forward", curve.forward), ("backward", curve.backward)):
+        start, length = spans.get(phase, (len(timeline), 0))
+        for fraction, value in points:
+            xs.append(start + fraction * length)
+            ys.append(value / scale)
+    if not xs:
+        return
+    xs.append(len(timeline))
+    ys.append(ys[-1])
+    peak = max(range(len(ys)), key=ys.__getitem__)
+    ax.step(xs, ys, where="post", color=EAGER_COLOR, linewidth=1.3, zorder=4,
+            label=f"eager, measured (peak {ys[peak]:.2f} {unit})")
+    ax.plot([xs[peak]], [ys[peak]], marker="o", color=EAGER_COLOR, markersize=4, zorder=5)
+
+
+def _phase_spans(timeline: list) -> list[tuple[str, tuple[int, int]]]:
+    """(phase, (first index, length)) of each run of one phase."""
+    spans, start = [], 0
+    for phase, length in _phases(timeline):
+        spans.append((phase, (start, length)))
+        start += length
+    return spans
+
+
+def _layer_ticks(ax: Any, layers: list[str], max_ticks: int = 18) -> None:
     """A tick where a run of one layer starts, named by the layer's last two path parts; the longest
     runs are labelled first and a label too close to another is left out."""
     runs, start = [], 0   # (first index, layer, length) of each run of one layer
@@ -155,13 +192,15 @@ def _by_phase(ax: Any, xs: list[int], timeline: list, scale: float) -> None:
         start += length
 
 
-def _phase_marks(ax: Any, timeline: list, top: float) -> None:
-    """A dotted line where the backward starts, and each phase's name above its span."""
+def _phase_marks(ax: Any, timeline: list) -> None:
+    """A dotted line where the backward starts, and each phase's name at the top of its span (in
+    axes height, above the curves: the y-limit leaves that room)."""
     start = 0
     for phase, length in _phases(timeline):
         if start:
             ax.axvline(start, color="#555555", linestyle=":", linewidth=1)
-        ax.text(start + length / 2, top * 1.1, phase, ha="center", va="center", fontsize=9, color="#555555",
+        ax.text(start + length / 2, 0.95, phase, ha="center", va="center", fontsize=9, color="#555555",
+                transform=ax.get_xaxis_transform(), zorder=6,
                 bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.8, "edgecolor": "none"})
         start += length
 
