@@ -331,8 +331,9 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         version_bumps=tuple(i for i, info in enumerate(joint.inputs) if info.version_bumped),
         written_with_grad=tuple(i for i, info in enumerate(joint.inputs) if info.written_with_grad),
         saved_mutated=saved_mutated,
-        early_views=tuple(k for k, info in enumerate(outputs) if info.kind == "input_view" and info.made_before_write
-                          and info.input_index in mutated),
+        # made before a write to its storage: before the epilogue writes (or bumps the version of) the
+        # input, or another input sharing its storage (a.copy_(a) under no_grad, a a detach of b)
+        early_views=tuple(k for k, info in enumerate(outputs) if info.kind == "input_view" and info.made_before_write),
         saved_copies=tuple(saved_copies),
         saved_aliases=tuple(saved_aliases),
         num_saved_tensors=graphs.num_saved_tensors,

@@ -248,6 +248,11 @@ SCENARIOS = {
                                                "leaf0 = torch.randn(3, requires_grad=True)\na = leaf0 * 1\n"
                                                "leaf1 = torch.randn(3, requires_grad=True)\nb = leaf1 * 1\n"
                                                "b.set_(a)\nb, a"),
+    # fuzz12 seeds 7103, 7104, 7160, 7202, 7269: a chunk of the input, then a write to the input: eager's
+    # multi-output view then raises on its grad_fn (the view is made before the epilogue writes)
+    "chunk_of_an_input_made_before_a_write": ("def f(a):\n    t0 = a.chunk(2)[0]\n    a.clamp_(-0.5, 0.5)\n"
+                                              "    return a.sum(), t0",
+                                              "leaf = torch.randn(6, 3, requires_grad=True)\nx = leaf.clone()[3:]\nx,"),
 }
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.

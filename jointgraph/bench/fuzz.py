@@ -25,9 +25,9 @@ second call runs the cached entry). Compared, in order:
     ``.grad`` of every leaf that requires grad, None and zeros told apart; when that backward
     raises, which of those items raise when each is differentiated alone (on fresh inputs).
 ``UnsupportedError`` (also when Dynamo wraps it) makes the program ``refused``, as does an error of
-Dynamo's own fake-tensor pass that ``backend="eager"`` raises too (no backend saw the program); a mismatch, or an
-exception eager raised that the contender did not (or raised in the other phase), ``wrong``; any
-other exception from the contender ``crash``.
+Dynamo's own (its fake-tensor pass, or an internal error) that ``backend="eager"`` raises too (no
+backend saw the program); a mismatch, or an exception eager raised that the contender did not (or
+raised in the other phase), ``wrong``; any other exception from the contender ``crash``.
 
 Issue 12's opt-in steps (``fuzz_semantics.SEMANTICS12_WRITERS``, whose ``Writers.steps`` turn them on):
 a program with ``mutate_outputs`` gets ``o.mul_(2)`` on every float output right after the call (an
@@ -970,14 +970,16 @@ def check(program: Program, contender: Contender, eager: Observation | None = No
 
 
 def _dynamo_itself_fails(program: Program, observed: Observation) -> bool:
-    """The error is Dynamo's own (its fake-tensor pass, ``TorchRuntimeError``), before any backend:
-    confirmed by ``backend="eager"`` failing the same way. Not a jointgraph result."""
-    if not isinstance(observed.error, torch._dynamo.exc.TorchRuntimeError):
+    """The error is Dynamo's own (its fake-tensor pass, ``TorchRuntimeError``, or an
+    ``InternalTorchDynamoError``), before any backend: confirmed by ``backend="eager"`` failing
+    the same way. Not a jointgraph result."""
+    own = (torch._dynamo.exc.TorchRuntimeError, torch._dynamo.exc.InternalTorchDynamoError)
+    if not isinstance(observed.error, own):
         return False
     torch._dynamo.reset()
     reference = observe(program, torch.compile(program.function(), backend="eager"))
     torch._dynamo.reset()
-    return isinstance(reference.error, torch._dynamo.exc.TorchRuntimeError)
+    return type(reference.error) is type(observed.error)
 
 
 def _guard_change(guard: str, fn: Callable) -> Callable[[], Any]:

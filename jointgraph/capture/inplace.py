@@ -290,6 +290,10 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         result = func(*args, **kwargs)
         if isinstance(result, torch.Tensor):
             self._track(func, name, target, result)
+        elif isinstance(result, (tuple, list)):   # chunk, split, unbind: each view is made here
+            for item in result:
+                if isinstance(item, torch.Tensor):
+                    self._track(func, name, target, item)
         return result
 
     def _track(self, func, name: str, target, result: torch.Tensor) -> None:
