@@ -15,13 +15,8 @@ PLANS = [{"partitioner": "default"}, {"partitioner": "mincut"},
 
 
 @pytest.fixture(scope="module")
-def group(tmp_path_factory):
-    if dist.is_initialized():
-        pytest.skip("a process group is already initialized in this process")
-    store = tmp_path_factory.mktemp("store") / "file"
-    dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
-    yield dist.group.WORLD
-    dist.destroy_process_group()
+def group(gloo_world):
+    return gloo_world
 
 
 def _gathers(gm):

@@ -105,13 +105,8 @@ def test_a_freed_parameter_is_counted_from_its_fill_and_matches_the_measured_pea
 
 
 @pytest.fixture(scope="module")
-def one_rank(tmp_path_factory):
-    if dist.is_initialized():
-        pytest.skip("a process group is already initialized in this process")
-    store = tmp_path_factory.mktemp("store") / "file"
-    dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
-    yield dist.group.WORLD
-    dist.destroy_process_group()
+def one_rank(gloo_world):
+    return gloo_world
 
 
 @gloo

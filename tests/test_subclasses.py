@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.distributed as dist
 from torch.testing._internal.two_tensor import TwoTensor
 
 import jointgraph
@@ -251,17 +250,10 @@ def test_captured_subclass_is_refused():
 
 
 @pytest.fixture(scope="module")
-def mesh(tmp_path_factory):
-    if not dist.is_available() or not dist.is_gloo_available():
-        pytest.skip("needs gloo")
-    if dist.is_initialized():
-        pytest.skip("a process group is already initialized in this process")
+def mesh(gloo_world):
     from torch.distributed.device_mesh import init_device_mesh
 
-    store = tmp_path_factory.mktemp("store") / "file"
-    dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
-    yield init_device_mesh("cpu", (1,))
-    dist.destroy_process_group()
+    return init_device_mesh("cpu", (1,))
 
 
 def _dtensors(mesh):
