@@ -6,6 +6,7 @@ into UnsupportedError. Eager's checks of in-place ops are in ``inplace.py``.
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 
 import torch
@@ -49,8 +50,8 @@ class JointFunctionalMode(FunctionalTensorMode):
         if func is self._fsdp_copy:
             super().__torch_dispatch__(torch.ops.aten.copy_.default, types, tuple(args), kwargs)
             return None
-        if func is torch.ops.aten.resize_.default:
-            _refuse_growing_resize(args[0], args[1])
+        if func in _RESIZES:
+            func, args, kwargs = _as_resize(func, args, kwargs or {})
         out = super().__torch_dispatch__(func, types, args, kwargs)
         if func._schema.is_mutable and torch.Tag.inplace_view not in func.tags:
             for written in _written_args(func, args, kwargs or {}):
@@ -58,22 +59,52 @@ class JointFunctionalMode(FunctionalTensorMode):
         return out
 
 
-def _refuse_growing_resize(t: torch.Tensor, size) -> None:
-    """``t.resize_(size)`` past the end of ``t``'s storage: eager re-allocates the storage (its new
-    elements are uninitialized memory); functionalization has no functional form for a storage that
-    grows (PyTorch's FunctionalTensorMode fails inside its aliasing fix-up), so it is refused by name,
-    for inputs and for tensors made inside the function alike. A resize within the storage (smaller,
-    or another shape of as many elements) is a metadata change and compiles."""
-    if not isinstance(t, FunctionalTensor):
-        return
-    numel = 1
-    for n in size:
-        numel *= n
-    needed = (t.storage_offset() + numel) * t.element_size()
+_RESIZE = torch.ops.aten.resize_.default
+_RESIZE_AS = torch.ops.aten.resize_as_.default
+_RESIZES = frozenset((_RESIZE, _RESIZE_AS))
+
+
+def _as_resize(func, args: tuple, kwargs: dict) -> tuple:
+    """A ``resize_`` or ``resize_as_`` as the ``resize_(t, size)`` it is, refused where it cannot be compiled.
+
+    Note [resize_as_]: ATen's ``resize_as_(t, template)`` is ``t.resize_(template.shape)`` (restrided to
+    ``memory_format`` when one is given). Functionalization has no kernel of its own for it and records a data
+    mutation whose new value has the new shape, which the epilogue cannot copy into the caller's tensor
+    of the old shape; as ``resize_`` it is the metadata mutation it is, replayed as eager's is."""
+    t, size = args[0], (args[1] if func is _RESIZE else args[1].shape)
+    memory_format = kwargs.get("memory_format")
+    if func is _RESIZE_AS and memory_format is torch.preserve_format:
+        memory_format = torch._prims_common.suggest_memory_format(args[1])
+    if isinstance(t, FunctionalTensor):
+        _refuse_growing_resize(func, t, size)
+        _refuse_restride(func, memory_format)
+    return _RESIZE, (t, size), ({} if memory_format is None else {"memory_format": memory_format})
+
+
+def _refuse_restride(func, memory_format) -> None:
+    """A resize to a channels-last layout: functionalization's resize keeps the new layout on the
+    wrapper only, and the value computed behind it is contiguous, so it is refused by name."""
+    if memory_format in (torch.channels_last, torch.channels_last_3d):
+        raise UnsupportedError(
+            f"{func._opname}() with memory_format={memory_format} is not supported: functionalization keeps "
+            "the new layout on the tensor's wrapper only", source=user_source_line(),
+            hint="resize to the contiguous layout and call .contiguous(memory_format=...) on the result, "
+                 'or pass on_unsupported="eager"')
+
+
+def _refuse_growing_resize(func, t: FunctionalTensor, size) -> None:
+    """``t.resize_(size)`` (or ``resize_as_``) past the end of ``t``'s storage: eager re-allocates the
+    storage (its new elements are uninitialized memory); functionalization has no functional form for a
+    storage that grows (PyTorch's FunctionalTensorMode fails inside its aliasing fix-up), so it is refused
+    by name, for inputs and for tensors made inside the function alike. A resize within the storage
+    (smaller, or another shape of as many elements) is a metadata change and compiles."""
+    needed = (t.storage_offset() + math.prod(size)) * t.element_size()
+    # The inner tensor is read directly, not through from_fun: that would sync the wrapper, an op
+    # dispatched from inside this mode's own dispatch; only the storage's size is needed here.
     have = torch._from_functional_tensor(t.elem).untyped_storage().nbytes()
     if guard_or_true(needed > have):
         raise UnsupportedError(
-            f"resize_() to {tuple(size)} grows the storage of a tensor of shape {tuple(t.shape)} "
+            f"{func._opname}() to {tuple(size)} grows the storage of a tensor of shape {tuple(t.shape)} "
             f"({have} bytes) to {needed} bytes: a storage that grows has no functional form, so it cannot be "
             "compiled", source=user_source_line(),
             hint="make the larger tensor instead (torch.empty(...) filled with copy_(), or torch.cat) and use it, "

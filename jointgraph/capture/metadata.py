@@ -301,10 +301,6 @@ def _input_info(f_arg, fake_arg, role: Role, grad_fn_before, writes_before: int 
     new_metadata = None
     if torch._functionalize_has_metadata_mutation(elem):
         new_metadata = _replayable_metadata(f_arg)
-        value = from_fun(f_arg)   # its strides are the new value's: an expanded input's are not stride 0
-        if value.numel() > fake_arg.numel() and _full_storage_bytes(value) > fake_arg.untyped_storage().nbytes():
-            raise UnsupportedError("resize_() of an input to a larger size is not supported",
-                                   hint='resize a clone and return it, or pass on_unsupported="eager"')
     requires_grad_set = bool(f_arg.requires_grad and f_arg.grad_fn is None and not fake_arg.requires_grad)
     if requires_grad_set and new_metadata is not None:
         # Its gradient would have the final geometry, the graph's the one the input came in with.
