@@ -430,8 +430,7 @@ class ExpandedViews:
         if value is _NOT_A_FILL:
             return False
         basic = name == "__setitem__" and _basic_index(rest[0])
-        overlaps = has_internal_overlap(_indexed(t, rest[0])) if basic else True
-        if overlaps and basic:   # copied into an overlapping view: eager's copy_ raises
+        if basic and has_internal_overlap(_indexed(t, rest[0])):   # copied into an overlapping view: eager raises
             raise RuntimeError(INTERNAL_OVERLAP)
         marks = torch.zeros(t.shape, dtype=torch.bool, device=t.device)
         _mark(name, marks, rest, kwargs)
@@ -439,7 +438,7 @@ class ExpandedViews:
         counts = counts.index_put((_offsets(t).reshape(-1),), marks.reshape(-1).to(torch.int32), accumulate=True)
         written = counts[_offsets(s)] > 0
         source.masked_fill_(written, value)
-        if torch.is_grad_enabled() and source.requires_grad and overlaps:
+        if torch.is_grad_enabled() and source.requires_grad and not basic:   # a write into overlapping elements
             _BackwardRaisesOverlap.apply(source)   # eager records the write on the overlapping view
         return True
 
