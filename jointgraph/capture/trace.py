@@ -141,10 +141,10 @@ def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fak
                                 non_leaf=non_leaf, decompositions=decompositions, meta=meta)
         except BackwardRaises as raised:   # Note [Errors in the backward] in runtime/function.py
             error, outputs, inputs = raised.error, raised.outputs, raised.inputs
-        probe = ErrorProbe()
+        probe = ErrorProbe()   # meta was collected with a backward: only a traced backward raises
         try:
             joint = _trace_joint(leaves, fake_args, roles, fake_mode, with_backward=True, names=names,
-                                 non_leaf=non_leaf, decompositions=decompositions, probe=probe)
+                                 non_leaf=non_leaf, decompositions=decompositions, meta=meta, probe=probe)
         except BackwardRaises:
             joint = None
         if joint is not None and probe.apart(joint):   # some outputs' backward runs: only the others raise
@@ -183,7 +183,7 @@ class ErrorProbe:
             try:
                 got = torch.autograd.grad([out], wrt, grad_outputs=[tangent], allow_unused=True, retain_graph=True)
             except RuntimeError as exc:
-                if type(exc) is not RuntimeError or not any(m in str(exc) for m in _EAGER_BACKWARD_ERRORS):
+                if not _eager_backward_error(exc):
                     raise
                 (outputs if k < len(diff_out_idx) else inputs).append(k)
                 continue
@@ -205,6 +205,11 @@ def _with_slots(leaves: LeafSlots, fake_args: list, roles: tuple[Role, ...], nam
 # eager's memory-overlap checks on backward kernels.
 _EAGER_BACKWARD_ERRORS = ("modified by an inplace operation", "unsupported operation:", "is not implemented",
                           "has been modified inplace")
+
+
+def _eager_backward_error(exc: RuntimeError) -> bool:
+    """``exc`` is an error eager's backward raises, not a tracer's own limit (data-dependent op, ...)."""
+    return type(exc) is RuntimeError and any(m in str(exc) for m in _EAGER_BACKWARD_ERRORS)
 
 
 _STALE_VIEW = "returned an invalid gradient at index"   # autograd's check of a regenerated view's gradient
@@ -282,7 +287,7 @@ def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], f
                         raise stale_view_error("a view taken before an in-place view op on the tensor it views, "
                                                "or on another view of its base, is differentiated: its gradient "
                                                "comes from the new geometry") from exc
-                    if type(exc) is not RuntimeError or not any(m in str(exc) for m in _EAGER_BACKWARD_ERRORS):
+                    if not _eager_backward_error(exc):
                         raise   # a tracer's own limit (data-dependent op, ...), not an error eager's backward raises
                     raise BackwardRaises(exc, _differentiable_outputs(meta.outputs), tuple(recorded_idx)) from exc
                 refuse_subclass_gradients(got, [names[i] if names else f"arg{i}" for i in grad_idx])
