@@ -45,7 +45,6 @@ a resize up, use, and back down is no net mutation at all. An input that require
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 
 import torch
 import torch._C._functionalization as functionalization
@@ -69,6 +68,7 @@ from .fallbacks import MetaFallbacks
 from .generators import GeneratorArgs, rng_state_as_effects
 from .hooks_inside import HooksInside, HookTable
 from .inplace import VIEW_OF_LEAF, EagerInPlaceChecks
+from .leaves import LeafSlots
 from .unbacked import fresh_symbols_ignored
 
 
@@ -83,20 +83,19 @@ class TraceMetadata:
     uncloned: frozenset[int] = frozenset()  # non-leaf expanded inputs given as they are, not copied
 
 
-def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode,
+def collect_metadata(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_mode,
                      *, with_backward: bool, non_leaf: frozenset[int] = frozenset(),
-                     as_views: frozenset[int] = frozenset(), uncloned: frozenset[int] = frozenset(),
-                     leaves=None) -> TraceMetadata:
+                     as_views: frozenset[int] = frozenset(), uncloned: frozenset[int] = frozenset()) -> TraceMetadata:
     """Run ``flat_fn`` once on functional fakes; record mutations, aliasing and grad-requiring outputs.
 
     Inputs in ``non_leaf`` (the caller's tensor requires grad and is not a leaf) are
     cloned first, so an in-place op on them is legal, as it is in eager. Inputs in
-    ``as_views`` are passed as views (see ``_outputs_after_requires_grad``). ``leaves``: the
-    LeafSlots that ``flat_fn`` is, once it has slots (Note [New leaves]).
+    ``as_views`` are passed as views (see ``_outputs_after_requires_grad``). ``flat_fn`` is the
+    user's function with its slots for new leaves (Note [New leaves]), if it has any.
     """
     try:
         return _collect(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, non_leaf=non_leaf,
-                        as_views=as_views, uncloned=uncloned, leaves=leaves)
+                        as_views=as_views, uncloned=uncloned)
     except RuntimeError as exc:
         views = frozenset(i for i, a in enumerate(fake_args) if isinstance(a, torch.Tensor) and a._base is not None
                           and not a.requires_grad) - as_views
@@ -105,12 +104,11 @@ def collect_metadata(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...]
     # ``x.requires_grad_()`` on an input that is the caller's view, then an in-place op on a view of
     # ``x`` taken before: in eager that view hangs off the caller's base, which does not require grad.
     return collect_metadata(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, non_leaf=non_leaf,
-                            as_views=as_views | views, uncloned=uncloned, leaves=leaves)
+                            as_views=as_views | views, uncloned=uncloned)
 
 
-def _collect(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode, *, with_backward: bool,
-             non_leaf: frozenset[int], as_views: frozenset[int], uncloned: frozenset[int],
-             leaves) -> TraceMetadata:
+def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_mode, *, with_backward: bool,
+             non_leaf: frozenset[int], as_views: frozenset[int], uncloned: frozenset[int]) -> TraceMetadata:
     # Note [Unbacked sizes]: the graph is not kept, so neither are the symbols the pass allocates.
     with translate_errors(), rng_state_as_effects(), fake_mode, fresh_symbols_ignored(fake_mode):
         with JointFunctionalMode():
@@ -151,7 +149,7 @@ def _collect(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_m
                                            "storage it aliases is not tracked",
                                            hint='return a new tensor instead, or pass on_unsupported="eager"')
                 info = _output_view_info(out, flat_outs, outputs, with_backward) or \
-                    _output_info(out, call_args, input_storages, with_backward, leaves)
+                    _output_info(out, call_args, input_storages, with_backward, flat_fn)
                 if info.kind == "input_view" and checks.written_since_made(out):
                     info = dataclasses.replace(info, made_before_write=True)
                 outputs.append(info)
@@ -168,23 +166,22 @@ def _collect(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_m
         # does not write needs no copy (the joint trace takes an alias where it changes the input's
         # metadata), and a second run classifies its outputs on the input itself.
         return collect_metadata(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, non_leaf=non_leaf,
-                                as_views=as_views, uncloned=uncloned | overlapping, leaves=leaves)
+                                as_views=as_views, uncloned=uncloned | overlapping)
     views = frozenset(i for i, info in enumerate(inputs) if info.requires_grad_set and fake_args[i]._base is not None)
     if views and not as_views and with_backward:
-        return _outputs_after_requires_grad(flat_fn, fake_args, roles, fake_mode, inputs, non_leaf, views, uncloned,
-                                            leaves)
+        return _outputs_after_requires_grad(flat_fn, fake_args, roles, fake_mode, inputs, non_leaf, views, uncloned)
     return TraceMetadata(inputs, outputs, tangents, as_views, uncloned)
 
 
-def _outputs_after_requires_grad(flat_fn, fake_args, roles, fake_mode, inputs, non_leaf, views,
-                                 uncloned, leaves) -> TraceMetadata:
+def _outputs_after_requires_grad(flat_fn: LeafSlots, fake_args, roles, fake_mode, inputs, non_leaf, views,
+                                 uncloned) -> TraceMetadata:
     """``x.requires_grad_()`` inside the function on an input that is a view of another tensor (the
     caller's ``base[1:3]``): in eager, views of ``x`` taken before the call hang off the caller's base,
     which does not require grad, so values computed from them do not either. The functional input
     is a base of its own, whose views would follow it; a second run passes such inputs as views,
     for the outputs' ``requires_grad`` (the first run's input analysis stands)."""
     again = collect_metadata(flat_fn, fake_args, roles, fake_mode, with_backward=True, non_leaf=non_leaf,
-                             as_views=views, uncloned=uncloned, leaves=leaves)
+                             as_views=views, uncloned=uncloned)
     return dataclasses.replace(again, inputs=inputs)
 
 
@@ -431,13 +428,13 @@ def _moved_onto_input(out, index: int) -> OutputInfo:
                       view_base=plain if view_meta is not None else None, on_input=(index, *geometry(plain)))
 
 
-def _output_info(out, f_args: list, input_storages: dict, with_backward: bool, leaves=None) -> OutputInfo:
+def _output_info(out, f_args: list, input_storages: dict, with_backward: bool, flat_fn: LeafSlots) -> OutputInfo:
     if not isinstance(out, torch.Tensor):
         return OutputInfo(kind="constant", constant=out)
     for i, f in enumerate(f_args):
         if out is f:
             return OutputInfo(kind="input", requires_grad=f.requires_grad, input_index=i)
-    slot = leaves.slot_of_view(out) if leaves is not None else None
+    slot = flat_fn.slot_of_view(out)   # None while the function has no slots
     if slot is not None:   # Note [New leaves]: a view of a leaf made inside is a view of its slot
         requires_grad = bool(out.requires_grad)
         return OutputInfo(kind="input_view", requires_grad=requires_grad, input_index=slot,

@@ -238,7 +238,7 @@ def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], f
                  decompositions: dict | None = None, meta=None, probe: ErrorProbe | None = None) -> JointGraph:
     if meta is None:
         meta = collect_metadata(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward,
-                                non_leaf=non_leaf, leaves=flat_fn if flat_fn.found else None)
+                                non_leaf=non_leaf)
     tensor_out_idx = [i for i, o in enumerate(meta.outputs) if o.kind == "tensor"]
     diff_out_idx = [i for i in tensor_out_idx if meta.outputs[i].requires_grad]
     mutated_idx = [i for i, info in enumerate(meta.inputs) if info.mutates_data]
