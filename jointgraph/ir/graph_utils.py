@@ -9,6 +9,7 @@ import math
 import torch
 import torch.fx
 
+from .graph import _COLLECTIVE_NAMESPACES
 from .roles import Decision, Role
 from .sizes import size_hint
 
@@ -92,19 +93,14 @@ def shares_storage(target) -> bool:
     """The op's output shares its first input's storage: a view per its schema, or an op that
     shares it without saying so (``aten._unsafe_view``; a collective's ``wait_tensor``, which
     returns the tensor the collective wrote)."""
-    return target is torch.ops.aten._unsafe_view.default or target in _wait_ops() or (
+    return target is torch.ops.aten._unsafe_view.default or _wait_op(target) or (
         isinstance(target, torch._ops.OpOverload) and is_view(target))
 
 
-@functools.cache
-def _wait_ops() -> frozenset:
-    ops = set()
-    for namespace in ("_c10d_functional", "c10d_functional"):
-        try:
-            ops.add(getattr(torch.ops, namespace).wait_tensor.default)
-        except (AttributeError, RuntimeError):   # torch.distributed not built in
-            continue
-    return frozenset(ops)
+def _wait_op(target) -> bool:
+    """A collective's ``wait_tensor``."""
+    return isinstance(target, torch._ops.OpOverload) and target.namespace in _COLLECTIVE_NAMESPACES \
+        and target._opname == "wait_tensor"
 
 
 def is_pointwise(node: torch.fx.Node) -> bool:
