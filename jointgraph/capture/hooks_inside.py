@@ -19,6 +19,7 @@ from torch._subclasses.fake_tensor import is_fake
 
 from ..errors import UnsupportedError, user_source_line
 from ..ir.hook_ops import HOOK_OP
+from .captured import _cell_getter
 
 _REGISTER_HOOK = torch.Tensor.register_hook
 _POST_ACCUMULATE = torch.Tensor.register_post_accumulate_grad_hook
@@ -203,11 +204,9 @@ def _closed_over(fn) -> list[tuple[str, object]]:
         found.append(("self", self_))
         fn = getattr(fn, "__func__", fn)
     code = getattr(fn, "__code__", None)
-    for name, cell in zip(code.co_freevars if code else (), getattr(fn, "__closure__", None) or (), strict=False):
-        try:
-            found.append((name, cell.cell_contents))
-        except ValueError:   # an empty cell
-            continue
+    found += [(name, _cell_getter(cell)())   # an empty cell reads None
+              for name, cell in zip(code.co_freevars if code else (), getattr(fn, "__closure__", None) or (),
+                                    strict=False)]
     found += [(f"default {i}", d) for i, d in enumerate(getattr(fn, "__defaults__", None) or ())]
     found += list((getattr(fn, "__kwdefaults__", None) or {}).items())
     return found
