@@ -201,25 +201,24 @@ class _Wrap(torch.autograd.Function):
 
 
 class _Unwrap(torch.autograd.Function):
-    """A subclass -> its plain inner tensors; the backward rebuilds the subclass gradient with the
-    meta ``grad_meta()`` gives."""
+    """A subclass -> its plain inner tensors ``plain`` (``flatten(t)``'s, taken by the caller); the
+    backward rebuilds the subclass gradient with the meta ``grad_meta()`` gives."""
 
     @staticmethod
-    def forward(ctx, meta: SubclassMeta, grad_meta: Callable, t):
+    def forward(ctx, meta: SubclassMeta, grad_meta: Callable, t, plain: list):
         ctx.grad_meta = grad_meta
         ctx.set_materialize_grads(False)
-        plain, _ = flatten(t)
         ctx.specs = [(p.shape, p.dtype, p.device) for p in plain]
         return tuple(p.detach() for p in plain)
 
     @staticmethod
     def backward(ctx, *grads):
         if all(g is None for g in grads):
-            return None, None, None
+            return None, None, None, None
         grads = [torch.zeros(size, dtype=dtype, device=device) if g is None else g
                  for g, (size, dtype, device) in zip(grads, ctx.specs, strict=True)]
         grad, _ = unflatten(ctx.grad_meta(), list(grads))
-        return None, None, grad.detach() if grad.requires_grad else grad
+        return None, None, grad.detach() if grad.requires_grad else grad, None
 
 
 class GradientMetas:
@@ -306,9 +305,9 @@ def plain_function(fn: Callable, spec, in_metas: tuple, gradients: GradientMetas
         flat, metas = [], []
         for leaf in out_leaves:
             if is_subclass(leaf):
-                _, meta = flatten(leaf)
+                inner, meta = flatten(leaf)
                 tangent = _tangent_meta(leaf)
-                flat.extend(_Unwrap.apply(meta, lambda tangent=tangent: tangent, leaf))
+                flat.extend(_Unwrap.apply(meta, lambda tangent=tangent: tangent, leaf, inner))
                 metas.append((meta, tangent))
             else:
                 flat.append(leaf)
@@ -360,6 +359,20 @@ def refuse_subclass_gradients(grads, names: list[str]) -> None:
 # ### Run time
 
 
+@dataclasses.dataclass
+class _Structure:
+    """One structure's compiled function and what its calls pass it, computed on its first call;
+    ``layout`` / ``unflatten``: the output layout of the entry that ran last, and its unflatten."""
+
+    compiled: Any
+    gradients: GradientMetas
+    metas: tuple[SubclassMeta | None, ...]
+    plain_spec: Any
+    roles: list | None
+    layout: OutputLayout | None = None
+    unflatten: Callable | None = None
+
+
 class SubclassEntry:
     """The compiled entry of calls with subclass leaves: one plain ``CompiledFunction`` per
     structure (the metas of the subclass leaves; Note [Tensor subclasses])."""
@@ -369,7 +382,7 @@ class SubclassEntry:
         self.spec = spec
         self.leaf_roles = leaf_roles
         self._make_compiled = make_compiled
-        self._functions: dict[tuple, tuple[Any, GradientMetas, tuple]] = {}
+        self._functions: dict[tuple, _Structure] = {}
 
     @property
     def plan(self):
@@ -378,58 +391,75 @@ class SubclassEntry:
 
     @property
     def plans(self) -> list:
-        return [p for compiled, _, _ in self._functions.values() for p in compiled.plans]
+        return [p for structure in self._functions.values() for p in structure.compiled.plans]
 
     def __call__(self, leaves: list) -> Any:
-        spec, leaf_roles = self.spec, self.leaf_roles
+        from .inputs import unflattener
+
+        spec = self.spec
         leaves = leaves[:spec.num_leaves]   # captured tensors are the plain function's (Note [Captured tensors])
-        metas = [flatten(leaf)[1] if is_subclass(leaf) else None for leaf in leaves]
-        key = (spec, tuple(m.key() if m is not None else None for m in metas))
+        flat = [flatten(leaf) if is_subclass(leaf) else None for leaf in leaves]
+        key = (spec, tuple(f[1].key() if f is not None else None for f in flat))
         found = self._functions.get(key)
         if found is None:
+            metas = tuple(f[1] if f is not None else None for f in flat)
             gradients = GradientMetas()
-            compiled = self._make_compiled(plain_function(self.fn, spec, tuple(metas), gradients))
-            found = self._functions[key] = (compiled, gradients, tuple(metas))
-        compiled, gradients, metas = found
-        plain, roles = [], [] if leaf_roles is not None else None
+            compiled = self._make_compiled(plain_function(self.fn, spec, metas, gradients))
+            found = self._functions[key] = _Structure(compiled, gradients, metas, _plain_spec(metas),
+                                                      _plain_roles(metas, self.leaf_roles))
+        gradients, metas = found.gradients, found.metas
         grad = torch.is_grad_enabled()
-        for i, (leaf, meta) in enumerate(zip(leaves, metas, strict=True)):
-            if meta is None:
-                plain.append(leaf)
-                n = 1
-            elif grad and leaf.requires_grad:
-                inner = _Unwrap.apply(meta, functools.partial(gradients.get, i, meta), leaf)
-                plain.extend(inner)
-                n = len(inner)
-            else:
-                inner = flatten(leaf)[0]
-                plain.extend(inner)
-                n = len(inner)
-            if roles is not None:
-                roles += [leaf_roles[i]] * n
-        plain_spec = pytree.tree_flatten((tuple(plain), {}))[1]
-        outputs, layout = compiled.call_flat(plain, plain_spec, roles)
-        return _rebuild_outputs(outputs, layout)
+
+        def inner_of(i: int, leaf: torch.Tensor, inner: list) -> Any:
+            if grad and leaf.requires_grad:   # linked to the caller's tensor for autograd
+                return _Unwrap.apply(metas[i], functools.partial(gradients.get, i, metas[i]), leaf, inner)
+            return inner
+
+        outputs, layout = found.compiled.call_flat(_plain_leaves(leaves, flat, inner_of), found.plain_spec,
+                                                   found.roles)
+        if layout is not found.layout:
+            found.layout, found.unflatten = layout, unflattener(layout.spec)
+        return _rebuild_outputs(outputs, layout, found.unflatten)
+
+
+def _plain_leaves(leaves: list, flat: list, inner_of: Callable) -> list:
+    """The call's leaves with each subclass leaf ``i`` (``flat[i]``: its ``flatten``) replaced by
+    ``inner_of(i, leaf, its inner tensors)``."""
+    plain: list = []
+    for i, (leaf, f) in enumerate(zip(leaves, flat, strict=True)):
+        if f is None:
+            plain.append(leaf)
+        else:
+            plain.extend(inner_of(i, leaf, f[0]))
+    return plain
+
+
+def _plain_spec(metas: tuple) -> Any:
+    """The spec of the plain function's call ``(plain leaves, {})``: as many leaves as the metas give."""
+    count = sum(1 if meta is None else meta.num_plain for meta in metas)
+    return pytree.tree_flatten(((0,) * count, {}))[1]
+
+
+def _plain_roles(metas: tuple, leaf_roles) -> list | None:
+    """Each plain leaf's role: its leaf's, once per inner tensor of a subclass leaf."""
+    if leaf_roles is None:
+        return None
+    return [role for meta, role in zip(metas, leaf_roles, strict=True)
+            for _ in range(1 if meta is None else meta.num_plain)]
 
 
 def flatten_call(fn: Callable, leaves: list, spec, leaf_roles) -> tuple[Callable, list, Any, list | None]:
     """``fn`` and its call's leaves, flattened (for ``jointgraph.plan``, which runs nothing): the plain
     function, its leaves (inner tensors detached, requiring grad as their subclass), spec and roles."""
-    metas = [flatten(leaf)[1] if is_subclass(leaf) else None for leaf in leaves]
-    plain, roles = [], [] if leaf_roles is not None else None
-    for i, (leaf, meta) in enumerate(zip(leaves, metas, strict=True)):
-        inner = [leaf] if meta is None else [p.detach().requires_grad_(leaf.requires_grad and p.is_floating_point())
-                                             for p in flatten(leaf)[0]]
-        plain += inner
-        if roles is not None:
-            roles += [leaf_roles[i]] * len(inner)
-    plain_fn = plain_function(fn, spec, tuple(metas), GradientMetas())
-    return plain_fn, plain, pytree.tree_flatten((tuple(plain), {}))[1], roles
+    flat = [flatten(leaf) if is_subclass(leaf) else None for leaf in leaves]
+    metas = tuple(f[1] if f is not None else None for f in flat)
+    plain = _plain_leaves(leaves, flat, lambda i, leaf, inner: [
+        p.detach().requires_grad_(leaf.requires_grad and p.is_floating_point()) for p in inner])
+    plain_fn = plain_function(fn, spec, metas, GradientMetas())
+    return plain_fn, plain, _plain_spec(metas), _plain_roles(metas, leaf_roles)
 
 
-def _rebuild_outputs(outputs: list, layout: OutputLayout) -> Any:
-    from .inputs import unflattener
-
+def _rebuild_outputs(outputs: list, layout: OutputLayout, unflatten: Callable) -> Any:
     leaves, k = [], 0
     for metas in layout.metas:
         if metas is None:
@@ -440,4 +470,4 @@ def _rebuild_outputs(outputs: list, layout: OutputLayout) -> Any:
         n = meta.num_plain
         leaves.append(_Wrap.apply(meta, functools.partial(gradient_inner, meta=tangent), *outputs[k:k + n]))
         k += n
-    return unflattener(layout.spec)(leaves)
+    return unflatten(leaves)
