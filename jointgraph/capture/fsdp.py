@@ -44,9 +44,10 @@ import sys
 from collections.abc import Sequence
 
 import torch
+from torch._subclasses.fake_tensor import is_fake
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from ..ir import Resharding
+from ..ir import NO_RESHARDING, Resharding
 
 _FSDP_STATE_MODULE = "torch.distributed.fsdp._fully_shard._fsdp_state"
 
@@ -56,14 +57,14 @@ def resharding_of(tensors: Sequence) -> Resharding:
     and gathered again before the backward, and the bytes of the all-gather output they are filled
     from (Note [Inputs the caller reshards])."""
     if _FSDP_STATE_MODULE not in sys.modules:   # FSDP2 never imported: no fully_shard module exists
-        return Resharding()
+        return NO_RESHARDING
     position: dict[StorageWeakRef, list[int]] = {}
     for i, t in enumerate(tensors):
-        storage = _storage(t) if isinstance(t, torch.Tensor) and not _is_fake(t) else None
+        storage = _storage(t) if isinstance(t, torch.Tensor) and not is_fake(t) else None
         if storage is not None:
             position.setdefault(storage, []).append(i)
     if not position:
-        return Resharding()
+        return NO_RESHARDING
     inputs: set[int] = set()
     gather_bytes = 0
     for group in _resharded_groups():
@@ -90,7 +91,7 @@ def _resharded_groups() -> list:
 
 def _unsharded_params(group) -> list[torch.Tensor]:
     params = (getattr(p, "_unsharded_param", None) for p in group.fsdp_params)
-    return [p for p in params if isinstance(p, torch.Tensor) and not _is_fake(p)]
+    return [p for p in params if isinstance(p, torch.Tensor) and not is_fake(p)]
 
 
 def _gather_buffer_bytes(group) -> int:
@@ -112,9 +113,3 @@ def _storage(t: torch.Tensor) -> StorageWeakRef | None:
         return StorageWeakRef(t.untyped_storage())
     except (RuntimeError, NotImplementedError):   # a tensor subclass without a storage of its own (DTensor)
         return None
-
-
-def _is_fake(t: torch.Tensor) -> bool:
-    from torch._subclasses.fake_tensor import is_fake
-
-    return is_fake(t)
