@@ -142,14 +142,14 @@ def _simulate_into(plan: Plan, resharding: Resharding) -> None:
 
 
 def plan_call(flat_fn: Callable, signature: FlatSignature, tensors: list, options: CompileOptions, *,
-              dynamic: bool, saved_hooks=None, fakes: list | None = None):
+              dynamic: bool, resharding: Resharding, saved_hooks=None, fakes: list | None = None):
     """Fake-ify the graph inputs ``tensors`` (unless ``fakes`` are given: the cache made them, Note
-    [Cached symbolic sizes]) and run build_plan on them.
+    [Cached symbolic sizes]) and run build_plan on them. ``resharding``: ``resharding_of(tensors)``,
+    read off the real tensors before they are fake-ified.
 
     Returns (Plan, JointGraph, SplitGraphs, fake_mode, fakes). The backward is traced when
     grad mode is on and an input requires grad.
     """
-    resharding = resharding_of(tensors)   # read off the real tensors before they are fake-ified
     if fakes is None:
         fake_mode = make_fake_mode(dynamic=dynamic)
         captured = frozenset(k for k, role in enumerate(signature.roles) if role is Role.CAPTURED)
@@ -176,9 +176,9 @@ def build_entry(flat_fn: Callable, out_box: list, signature: FlatSignature, tens
                 options: CompileOptions, *, dynamic: bool, saved_hooks=None, source=None) -> CompiledEntry:
     """Compile one entry for graph inputs like ``tensors`` (under the ambient ``saved_hooks``),
     or load it from the on-disk cache (``source``: the function's fingerprint, jointgraph/cache)."""
+    resharding = resharding_of(tensors)   # Note [Inputs the caller reshards] in capture/fsdp.py
     request, hit = cache.lookup(options.cache, source, signature, tensors, options, dynamic=dynamic,
-                                saved_hooks=saved_hooks, ambient=ambient_state(),
-                                resharding=resharding_of(tensors))
+                                saved_hooks=saved_hooks, ambient=ambient_state(), resharding=resharding)
     if hit is not None and hit.fakes is not None:   # symbolic sizes: the fakes its guards are on
         fakes = hit.fakes
         from torch._guards import detect_fake_mode
@@ -192,7 +192,8 @@ def build_entry(flat_fn: Callable, out_box: list, signature: FlatSignature, tens
         entry = compile_entry(hit.plan, None, options, fakes, hit.layout)
     else:
         plan, joint, graphs, fake_mode, fakes = plan_call(flat_fn, signature, tensors, options, dynamic=dynamic,
-                                                          saved_hooks=saved_hooks, fakes=request and request.fakes)
+                                                          resharding=resharding, saved_hooks=saved_hooks,
+                                                          fakes=request and request.fakes)
         layout = make_layout(joint, graphs, signature, out_box[0], fakes)
         store_entry(request, plan, layout, joint)   # before the graph compilers run: they may rewrite the graphs
         entry = compile_entry(plan, joint, options, fakes, layout)
@@ -375,7 +376,8 @@ def plan(fn_or_module: Any, *example_args: Any, **options: Any) -> Plan:
     fn, leaves, spec, leaf_roles = _bind(fn_or_module, example_args, {})
 
     def build(signature, flat_fn, out_box, tensors):
-        return plan_call(flat_fn, signature, tensors, opts, dynamic=bool(opts.dynamic))[0]
+        return plan_call(flat_fn, signature, tensors, opts, dynamic=bool(opts.dynamic),
+                         resharding=resharding_of(tensors))[0]
 
     try:
         if any_subclass(leaves):
