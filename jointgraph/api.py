@@ -138,7 +138,7 @@ def _simulate_into(plan: Plan, resharding: Resharding) -> None:
     plan.timeline_by_kind = result.timeline_by_kind
     plan.entry_bytes = result.entry_bytes
     plan.resharded_bytes = result.resharded_bytes
-    plan.gather_bytes = resharding.gather_bytes if result.resharded_bytes else 0
+    plan.gather_bytes = result.gather_bytes
 
 
 def plan_call(flat_fn: Callable, signature: FlatSignature, tensors: list, options: CompileOptions, *,

@@ -76,6 +76,7 @@ class SimulationResult:
     timeline_by_kind: list[dict[str, int]] = dataclasses.field(default_factory=list)
     entry_bytes: int = 0        # live before the step: the inputs the caller holds
     resharded_bytes: int = 0    # inputs the caller gathers for the forward and again for the backward
+    gather_bytes: int = 0       # the caller's all-gather buffer, counted with them (0 when none is gathered)
 
 
 class _Storage:
@@ -147,7 +148,8 @@ def simulate(forward: torch.fx.GraphModule, backward: torch.fx.GraphModule | Non
     fw_values = list(fw_out.args[0])
     kept = _run_graph(forward.graph, "forward", storage_of, ledger, timeline,
                       keep=[v for v in fw_values if isinstance(v, torch.fx.Node)], compiler=compilers[0])
-    result = functools.partial(SimulationResult, entry_bytes=entry, resharded_bytes=sum(s.nbytes for s in gathered))
+    result = functools.partial(SimulationResult, entry_bytes=entry, resharded_bytes=sum(s.nbytes for s in gathered),
+                               gather_bytes=gather.nbytes)
     if backward is None:
         return result(_peak(timeline, ledger.live), timeline, ledger.by_kind())
 

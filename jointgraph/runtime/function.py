@@ -95,7 +95,6 @@ class CompiledEntry:
         self.backward = backward
         self.layout = layout
         self.plan = plan
-        self.hooks = hooks   # Note [Hooks inside the function] in ir/hook_ops.py
         self._input_hooks = hooks.prologue if hooks is not None else ()
         self.function = _make_function(forward, backward, layout, hooks) if backward is not None else None
         self._mutation_check = bool(layout.mutated_inputs)
