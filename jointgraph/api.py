@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
+from torch._guards import detect_fake_mode
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx import traceback as fx_traceback
 
@@ -155,8 +156,6 @@ def plan_call(flat_fn: Callable, signature: FlatSignature, tensors: list, option
         captured = frozenset(k for k, role in enumerate(signature.roles) if role is Role.CAPTURED)
         fakes = fakeify(tensors, fake_mode, dynamic=dynamic, static=captured)
     else:
-        from torch._guards import detect_fake_mode
-
         fake_mode = detect_fake_mode(fakes)
     # Traced with grad mode on whenever it is on: the function may make tensors require grad
     # (requires_grad_() on an input, a leaf created inside); has_backward says if it did.
@@ -179,16 +178,15 @@ def build_entry(flat_fn: Callable, out_box: list, signature: FlatSignature, tens
     resharding = resharding_of(tensors)   # Note [Inputs the caller reshards] in capture/fsdp.py
     request, hit = cache.lookup(options.cache, source, signature, tensors, options, dynamic=dynamic,
                                 saved_hooks=saved_hooks, ambient=ambient_state(), resharding=resharding)
-    if hit is not None and hit.fakes is not None:   # symbolic sizes: the fakes its guards are on
-        fakes = hit.fakes
-        from torch._guards import detect_fake_mode
-
-        fake_mode = detect_fake_mode(fakes)
-        entry = compile_entry(hit.plan, None, options, fakes, hit.layout)
-    elif hit is not None:   # "eager" runs the graphs as they are: no example inputs to make
-        eager = options.fw_compiler == "eager" and options.bw_compiler == "eager"
-        fake_mode = None if eager else FakeTensorMode()
-        fakes = [] if eager else fakeify(tensors, fake_mode, dynamic=False)
+    if hit is not None:
+        if hit.fakes is not None:   # symbolic sizes: the fakes its guards are on
+            fakes = hit.fakes
+            fake_mode = detect_fake_mode(fakes)
+        elif options.fw_compiler == "eager" and options.bw_compiler == "eager":   # runs the graphs as they are
+            fakes, fake_mode = [], None   # no example inputs to make
+        else:
+            fake_mode = FakeTensorMode()
+            fakes = fakeify(tensors, fake_mode, dynamic=False)
         entry = compile_entry(hit.plan, None, options, fakes, hit.layout)
     else:
         plan, joint, graphs, fake_mode, fakes = plan_call(flat_fn, signature, tensors, options, dynamic=dynamic,
