@@ -30,6 +30,7 @@ from .capture.trace import trace_joint
 from .capture.unbacked import estimated_sizes, make_fake_mode
 from .hooks import apply_policy, check_policy, user_hook_codecs
 from .ir import NO_RESHARDING, Decision, Plan, Resharding, Role, verify
+from .ir.graph import output_roles, output_values, placeholders
 from .ir.graph_utils import backward_nodes, storage_root
 from .logs import compile_log, configure_from_env, graphs_log, plan_log
 from .options import CompileOptions
@@ -246,7 +247,7 @@ def compile_entry(plan: Plan, joint, options: CompileOptions, fakes: list, layou
     backward = None
     if plan.backward is not None:
         eager = options.bw_compiler == "eager"   # reads no examples: a cache hit's values stay unmade
-        bw_examples = [] if eager else [n.meta.get("val") for n in plan.backward.graph.nodes if n.op == "placeholder"]
+        bw_examples = [] if eager else [n.meta.get("val") for n in placeholders(plan.backward.graph)]
         backward = compile_graph(plan.backward, bw_examples, options.bw_compiler, boxed=True)
     plan.timings["compile"] = time.perf_counter() - start
     compile_log.info("stages: %s", ", ".join(f"{k} {v:.3f} s" for k, v in plan.timings.items()))
@@ -259,8 +260,8 @@ def _inputs_without_gradient(joint) -> tuple[int, ...]:
     cannot differentiate, ``set_``'s, would raise though no gradient flows)."""
     if not joint.has_backward:
         return ()
-    out = next(n for n in reversed(joint.gm.graph.nodes) if n.op == "output")
-    grads = [v for v, r in zip(out.args[0], out.meta["roles"], strict=True) if r is Role.GRADIENT]
+    graph = joint.gm.graph
+    grads = [v for v, r in zip(output_values(graph), output_roles(graph), strict=True) if r is Role.GRADIENT]
     return tuple(i for i, (g, info) in enumerate(zip(grads, joint.inputs, strict=True))
                  if g is None and info.requires_grad and not info.requires_grad_set)
 
@@ -297,11 +298,10 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
     saved_inputs, saved_copies, saved_aliases, read_outputs, saved_mutated, detach_shared = [], [], [], [], (), ()
     reshaped = {i for i, info in enumerate(joint.inputs) if info.new_metadata is not None}
     if graphs.backward is not None:
-        fw_out = [n for n in graphs.forward.graph.nodes if n.op == "output"][0]
-        roles = fw_out.meta["roles"]
-        saved_nodes = [v for v, r in zip(fw_out.args[0], roles, strict=True) if r is Role.SAVED_TENSOR]
-        new_values = [v for v, r in zip(fw_out.args[0], roles, strict=True) if r is Role.MUTATED_INPUT]
-        detach_shared = _shared_with_differentiable(fw_out.args[0][:n_user + len(mutated)], non_diff)
+        values, roles = output_values(graphs.forward.graph), output_roles(graphs.forward.graph)
+        saved_nodes = [v for v, r in zip(values, roles, strict=True) if r is Role.SAVED_TENSOR]
+        new_values = [v for v, r in zip(values, roles, strict=True) if r is Role.MUTATED_INPUT]
+        detach_shared = _shared_with_differentiable(values[:n_user + len(mutated)], non_diff)
         # An input's new value saved for the backward: eager saved the input itself, whose later
         # in-place use makes the backward raise (Note [Saved mutated inputs] in runtime/function.py).
         saved_mutated = tuple(sorted({i for node, i in zip(new_values, mutated, strict=True) if node in saved_nodes}))
@@ -360,8 +360,7 @@ def _outputs_the_backward_reads(graph, num_user_tensors: int) -> list[int]:
     """User tensor outputs (not inputs) whose value the joint graph's backward reads: eager would
     save them, so modifying one in place before the backward raises (runtime/function.py)."""
     backward = backward_nodes(graph)
-    out = next(n for n in reversed(graph.nodes) if n.op == "output")
-    return [k for k, node in enumerate(out.args[0][:num_user_tensors])
+    return [k for k, node in enumerate(output_values(graph)[:num_user_tensors])
             if isinstance(node, torch.fx.Node) and node.op != "placeholder" and any(u in backward for u in node.users)]
 
 
