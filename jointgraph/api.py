@@ -240,7 +240,7 @@ def compile_entry(plan: Plan, joint, options: CompileOptions, fakes: list, layou
     """Compile the plan's graphs (``joint``: None on a cache hit); ``layout`` is made before, as the
     graph compilers may rewrite the graphs."""
     # Read off the backward graph before a graph compiler rewrites it (Note [Hooks eager does not reach]).
-    hooks = entry_hooks(joint.hooks, plan.backward) if joint is not None else None
+    hooks = entry_hooks(joint.hooks, plan.forward, plan.backward) if joint is not None else None
     start = time.perf_counter()
     examples = [*fakes, *slot_examples(layout.new_leaves, fakes)]   # Note [New leaves]
     forward = compile_graph(plan.forward, examples, options.fw_compiler, boxed=False)
