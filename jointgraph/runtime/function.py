@@ -111,6 +111,11 @@ class CompiledEntry:
         self.saved_hooks = None   # the ambient saved_tensors_hooks pair this entry was compiled under
 
     @property
+    def plans(self) -> list:
+        """``[plan]``, as ``SubclassEntry.plans`` lists its structures' (``CompiledFunction.plans``)."""
+        return [self.plan] if self.plan is not None else []
+
+    @property
     def cacheable(self) -> bool:
         """False when the entry depends on saved-tensor hooks without a stable hash
         (``jointgraph.hooks.cache_hash``): the on-disk cache must skip it."""
