@@ -57,7 +57,8 @@ import torch.fx
 
 from ..ir import NO_RESHARDING, Resharding, Role
 from ..ir.graph import output_node
-from ..ir.graph_utils import is_pointwise, shares_storage, size_hint
+from ..ir.graph_utils import is_pointwise, shares_storage, tensor_bytes
+from ..ir.sizes import extent, size_hint
 
 MEMORY_KINDS = ("inputs", "communication", "gradients", "saved", "temporaries")
 # Timeline entries of the caller's resharding (Note [Inputs the caller reshards] in capture/fsdp.py)
@@ -330,12 +331,11 @@ def storage_nbytes(val: torch.Tensor) -> int:
 
 
 def _extent_nbytes(val: torch.Tensor) -> int:
-    """Bytes from the storage's start to one past ``val``'s last element."""
+    """Bytes from the storage's start to one past ``val``'s last element (its elements' bytes
+    when it has no strides)."""
     try:
-        last = sum((size_hint(n) - 1) * size_hint(st) for n, st in zip(val.shape, val.stride(), strict=True))
-        return (size_hint(val.storage_offset()) + last + 1) * val.dtype.itemsize
+        hinted = ([size_hint(n) for n in val.shape], [size_hint(st) for st in val.stride()],
+                  size_hint(val.storage_offset()))
     except (NotImplementedError, RuntimeError, AttributeError):
-        numel = 1
-        for size in val.shape:
-            numel *= size_hint(size)
-        return numel * val.dtype.itemsize
+        return tensor_bytes(val)
+    return extent(*hinted) * val.dtype.itemsize
