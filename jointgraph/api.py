@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
+from torch._guards import detect_fake_mode
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx import traceback as fx_traceback
 
@@ -29,6 +30,7 @@ from .capture.trace import trace_joint
 from .capture.unbacked import estimated_sizes, make_fake_mode
 from .hooks import apply_policy, check_policy, user_hook_codecs
 from .ir import NO_RESHARDING, Decision, Plan, Resharding, Role, verify
+from .ir.graph import output_roles, output_values, placeholders
 from .ir.graph_utils import backward_nodes, storage_root
 from .logs import compile_log, configure_from_env, graphs_log, plan_log
 from .options import CompileOptions
@@ -138,25 +140,23 @@ def _simulate_into(plan: Plan, resharding: Resharding) -> None:
     plan.timeline_by_kind = result.timeline_by_kind
     plan.entry_bytes = result.entry_bytes
     plan.resharded_bytes = result.resharded_bytes
-    plan.gather_bytes = resharding.gather_bytes if result.resharded_bytes else 0
+    plan.gather_bytes = result.gather_bytes
 
 
 def plan_call(flat_fn: Callable, signature: FlatSignature, tensors: list, options: CompileOptions, *,
-              dynamic: bool, saved_hooks=None, fakes: list | None = None):
+              dynamic: bool, resharding: Resharding, saved_hooks=None, fakes: list | None = None):
     """Fake-ify the graph inputs ``tensors`` (unless ``fakes`` are given: the cache made them, Note
-    [Cached symbolic sizes]) and run build_plan on them.
+    [Cached symbolic sizes]) and run build_plan on them. ``resharding``: ``resharding_of(tensors)``,
+    read off the real tensors before they are fake-ified.
 
     Returns (Plan, JointGraph, SplitGraphs, fake_mode, fakes). The backward is traced when
     grad mode is on and an input requires grad.
     """
-    resharding = resharding_of(tensors)   # read off the real tensors before they are fake-ified
     if fakes is None:
         fake_mode = make_fake_mode(dynamic=dynamic)
         captured = frozenset(k for k, role in enumerate(signature.roles) if role is Role.CAPTURED)
         fakes = fakeify(tensors, fake_mode, dynamic=dynamic, static=captured)
     else:
-        from torch._guards import detect_fake_mode
-
         fake_mode = detect_fake_mode(fakes)
     # Traced with grad mode on whenever it is on: the function may make tensors require grad
     # (requires_grad_() on an input, a leaf created inside); has_backward says if it did.
@@ -176,23 +176,23 @@ def build_entry(flat_fn: Callable, out_box: list, signature: FlatSignature, tens
                 options: CompileOptions, *, dynamic: bool, saved_hooks=None, source=None) -> CompiledEntry:
     """Compile one entry for graph inputs like ``tensors`` (under the ambient ``saved_hooks``),
     or load it from the on-disk cache (``source``: the function's fingerprint, jointgraph/cache)."""
+    resharding = resharding_of(tensors)   # Note [Inputs the caller reshards] in capture/fsdp.py
     request, hit = cache.lookup(options.cache, source, signature, tensors, options, dynamic=dynamic,
-                                saved_hooks=saved_hooks, ambient=ambient_state(),
-                                resharding=resharding_of(tensors))
-    if hit is not None and hit.fakes is not None:   # symbolic sizes: the fakes its guards are on
-        fakes = hit.fakes
-        from torch._guards import detect_fake_mode
-
-        fake_mode = detect_fake_mode(fakes)
-        entry = compile_entry(hit.plan, None, options, fakes, hit.layout)
-    elif hit is not None:   # "eager" runs the graphs as they are: no example inputs to make
-        eager = options.fw_compiler == "eager" and options.bw_compiler == "eager"
-        fake_mode = None if eager else FakeTensorMode()
-        fakes = [] if eager else fakeify(tensors, fake_mode, dynamic=False)
+                                saved_hooks=saved_hooks, ambient=ambient_state(), resharding=resharding)
+    if hit is not None:
+        if hit.fakes is not None:   # symbolic sizes: the fakes its guards are on
+            fakes = hit.fakes
+            fake_mode = detect_fake_mode(fakes)
+        elif options.fw_compiler == "eager" and options.bw_compiler == "eager":   # runs the graphs as they are
+            fakes, fake_mode = [], None   # no example inputs to make
+        else:
+            fake_mode = FakeTensorMode()
+            fakes = fakeify(tensors, fake_mode, dynamic=False)
         entry = compile_entry(hit.plan, None, options, fakes, hit.layout)
     else:
         plan, joint, graphs, fake_mode, fakes = plan_call(flat_fn, signature, tensors, options, dynamic=dynamic,
-                                                          saved_hooks=saved_hooks, fakes=request and request.fakes)
+                                                          resharding=resharding, saved_hooks=saved_hooks,
+                                                          fakes=request and request.fakes)
         layout = make_layout(joint, graphs, signature, out_box[0], fakes)
         store_entry(request, plan, layout, joint)   # before the graph compilers run: they may rewrite the graphs
         entry = compile_entry(plan, joint, options, fakes, layout)
@@ -240,14 +240,14 @@ def compile_entry(plan: Plan, joint, options: CompileOptions, fakes: list, layou
     """Compile the plan's graphs (``joint``: None on a cache hit); ``layout`` is made before, as the
     graph compilers may rewrite the graphs."""
     # Read off the backward graph before a graph compiler rewrites it (Note [Hooks eager does not reach]).
-    hooks = entry_hooks(joint.hooks, plan.backward) if joint is not None else None
+    hooks = entry_hooks(joint.hooks, plan.forward, plan.backward) if joint is not None else None
     start = time.perf_counter()
     examples = [*fakes, *slot_examples(layout.new_leaves, fakes)]   # Note [New leaves]
     forward = compile_graph(plan.forward, examples, options.fw_compiler, boxed=False)
     backward = None
     if plan.backward is not None:
         eager = options.bw_compiler == "eager"   # reads no examples: a cache hit's values stay unmade
-        bw_examples = [] if eager else [n.meta.get("val") for n in plan.backward.graph.nodes if n.op == "placeholder"]
+        bw_examples = [] if eager else [n.meta.get("val") for n in placeholders(plan.backward.graph)]
         backward = compile_graph(plan.backward, bw_examples, options.bw_compiler, boxed=True)
     plan.timings["compile"] = time.perf_counter() - start
     compile_log.info("stages: %s", ", ".join(f"{k} {v:.3f} s" for k, v in plan.timings.items()))
@@ -260,8 +260,8 @@ def _inputs_without_gradient(joint) -> tuple[int, ...]:
     cannot differentiate, ``set_``'s, would raise though no gradient flows)."""
     if not joint.has_backward:
         return ()
-    out = next(n for n in reversed(joint.gm.graph.nodes) if n.op == "output")
-    grads = [v for v, r in zip(out.args[0], out.meta["roles"], strict=True) if r is Role.GRADIENT]
+    graph = joint.gm.graph
+    grads = [v for v, r in zip(output_values(graph), output_roles(graph), strict=True) if r is Role.GRADIENT]
     return tuple(i for i, (g, info) in enumerate(zip(grads, joint.inputs, strict=True))
                  if g is None and info.requires_grad and not info.requires_grad_set)
 
@@ -298,11 +298,10 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
     saved_inputs, saved_copies, saved_aliases, read_outputs, saved_mutated, detach_shared = [], [], [], [], (), ()
     reshaped = {i for i, info in enumerate(joint.inputs) if info.new_metadata is not None}
     if graphs.backward is not None:
-        fw_out = [n for n in graphs.forward.graph.nodes if n.op == "output"][0]
-        roles = fw_out.meta["roles"]
-        saved_nodes = [v for v, r in zip(fw_out.args[0], roles, strict=True) if r is Role.SAVED_TENSOR]
-        new_values = [v for v, r in zip(fw_out.args[0], roles, strict=True) if r is Role.MUTATED_INPUT]
-        detach_shared = _shared_with_differentiable(fw_out.args[0][:n_user + len(mutated)], non_diff)
+        values, roles = output_values(graphs.forward.graph), output_roles(graphs.forward.graph)
+        saved_nodes = [v for v, r in zip(values, roles, strict=True) if r is Role.SAVED_TENSOR]
+        new_values = [v for v, r in zip(values, roles, strict=True) if r is Role.MUTATED_INPUT]
+        detach_shared = _shared_with_differentiable(values[:n_user + len(mutated)], non_diff)
         # An input's new value saved for the backward: eager saved the input itself, whose later
         # in-place use makes the backward raise (Note [Saved mutated inputs] in runtime/function.py).
         saved_mutated = tuple(sorted({i for node, i in zip(new_values, mutated, strict=True) if node in saved_nodes}))
@@ -361,8 +360,7 @@ def _outputs_the_backward_reads(graph, num_user_tensors: int) -> list[int]:
     """User tensor outputs (not inputs) whose value the joint graph's backward reads: eager would
     save them, so modifying one in place before the backward raises (runtime/function.py)."""
     backward = backward_nodes(graph)
-    out = next(n for n in reversed(graph.nodes) if n.op == "output")
-    return [k for k, node in enumerate(out.args[0][:num_user_tensors])
+    return [k for k, node in enumerate(output_values(graph)[:num_user_tensors])
             if isinstance(node, torch.fx.Node) and node.op != "placeholder" and any(u in backward for u in node.users)]
 
 
@@ -375,7 +373,8 @@ def plan(fn_or_module: Any, *example_args: Any, **options: Any) -> Plan:
     fn, leaves, spec, leaf_roles = _bind(fn_or_module, example_args, {})
 
     def build(signature, flat_fn, out_box, tensors):
-        return plan_call(flat_fn, signature, tensors, opts, dynamic=bool(opts.dynamic))[0]
+        return plan_call(flat_fn, signature, tensors, opts, dynamic=bool(opts.dynamic),
+                         resharding=resharding_of(tensors))[0]
 
     try:
         if any_subclass(leaves):

@@ -42,6 +42,8 @@ class _EagerEntry:
         self.spec = spec
         self._unflatten = unflattener(spec)
 
+    plans = ()   # it runs the function as it is: no plan
+
     def __call__(self, leaves: list) -> Any:
         args, kwargs = self._unflatten(leaves[:self.spec.num_leaves])
         return self.fn(*args, **kwargs)
@@ -71,9 +73,7 @@ class CompiledFunction:
     @property
     def plans(self) -> list:
         """The ``Plan`` of every compiled entry, oldest first (entries run eagerly have none)."""
-        entries = sorted(self.entries, key=lambda e: getattr(e, "number", 0))
-        plans = [p for e in entries for p in (e.plans if isinstance(e, SubclassEntry) else [getattr(e, "plan", None)])]
-        return [p for p in plans if p is not None]
+        return [p for e in sorted(self.entries, key=lambda e: getattr(e, "number", 0)) for p in e.plans]
 
     def __repr__(self) -> str:
         name = self._name

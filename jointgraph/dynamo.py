@@ -133,6 +133,7 @@ def _compile_flat(gm: Callable, example_inputs: list, options: CompileOptions) -
             return synthetic(inputs, spec, entry.layout, aliased)
 
     compiled.plan = plan  # for inspection
+    compiled.plans = [plan]   # as CompiledFunction.plans: what jointgraph.plans reads (dynamo_plans)
     _record(compiled)
     return compiled
 
@@ -145,22 +146,9 @@ def _compile_subclass_graph(gm: Callable, options: CompileOptions) -> Callable:
     def call_graph(*inputs):
         return gm(*inputs)
 
-    compiled = _SubclassGraph(CompiledFunction(call_graph, options))
+    compiled = CompiledFunction(call_graph, options)   # its .plans: one per structure compiled
     _record(compiled)
     return compiled
-
-
-class _SubclassGraph:
-    def __init__(self, compiled):
-        self.compiled = compiled
-
-    def __call__(self, *args):
-        return self.compiled(*args)
-
-    @property
-    def plan(self):
-        plans = self.compiled.plans
-        return plans[-1] if plans else None
 
 
 ### Plans of what Dynamo compiled (jointgraph.plans)
@@ -170,7 +158,9 @@ class _SubclassGraph:
 # callable; dropped when Dynamo drops it) with the code objects Dynamo traced for it, so
 # ``dynamo_plans(model)`` picks the graphs traced from the model's ``forward`` (or the
 # function's code). Dynamo keys its cache on code, so two instances of one module class share
-# their compiled graphs, and so do their plans. Inspection only: nothing at run time reads it.
+# their compiled graphs, and so do their plans. Each recorded callable has a ``plans`` list: one
+# plan, or for a graph with tensor-subclass inputs or outputs (a CompiledFunction) one per
+# structure it was compiled for. Inspection only: nothing at run time reads it.
 _COMPILED: list[tuple[weakref.ref, frozenset]] = []
 
 
@@ -196,7 +186,8 @@ def dynamo_plans(model: Any) -> list | None:
         code = type(getattr(model, "_orig_mod", original)).forward.__code__
     else:
         code = getattr(getattr(original, "__func__", original), "__code__", None)
-    return [compiled.plan for ref, traced in _COMPILED if (compiled := ref()) is not None and code in traced]
+    return [plan for ref, traced in _COMPILED if (compiled := ref()) is not None and code in traced
+            for plan in compiled.plans]
 
 
 def _is_fake(x: torch.Tensor) -> bool:

@@ -11,7 +11,7 @@ from torch.fx.immutable_collections import immutable_list
 from .errors import UnsupportedError
 from .ir import Decision, Role, SavedValue
 from .ir.effects import must_run
-from .ir.graph import lazy_graph_module, output_node
+from .ir.graph import lazy_graph_module, output_node, placeholders
 from .ir.graph_utils import (
     SavedChoice,
     aliases_input,
@@ -60,8 +60,8 @@ def split(joint_gm: torch.fx.GraphModule, choices: list[SavedChoice], *, has_bac
 
     saved_sizes = [c for c in choices if is_symbolic_scalar(c.node)]
     saved_tensors = [c for c in choices if not is_symbolic_scalar(c.node)]
-    input_phs = [n for n in graph.nodes if n.op == "placeholder" and n.meta["role"] is not Role.TANGENT]
-    tangent_phs = [n for n in graph.nodes if n.op == "placeholder" and n.meta["role"] is Role.TANGENT]
+    input_phs = [n for n in placeholders(graph) if n.meta["role"] is not Role.TANGENT]
+    tangent_phs = [n for n in placeholders(graph) if n.meta["role"] is Role.TANGENT]
 
     # Forward side effects with no users (error checks such as _linalg_check_errors) still run.
     from_tangents = tangent_dependent(graph)

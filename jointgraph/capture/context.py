@@ -221,11 +221,6 @@ def static(size, stride, offset) -> bool:
     return all(isinstance(v, int) for v in (*size, *stride, offset))
 
 
-def extent(size, stride, offset) -> int:
-    """Storage elements a geometry reaches, from the storage's start (for a non-empty geometry)."""
-    return offset + sum((n - 1) * st for n, st in zip(size, stride, strict=True)) + 1
-
-
 def has_internal_overlap(t: torch.Tensor) -> bool:
     """Eager's definite overlap (MemOverlap::Yes): a dimension of stride 0 and size > 1, in a tensor
     with elements (an empty one overlaps nothing)."""

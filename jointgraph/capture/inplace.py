@@ -54,7 +54,8 @@ import numpy as np
 import torch
 
 from ..errors import UnsupportedError, user_source_line
-from .context import _AS_INPUTS, _dense, extent, from_fun, geometry, has_internal_overlap, static
+from ..ir.sizes import extent
+from .context import _AS_INPUTS, _dense, from_fun, geometry, has_internal_overlap, static
 
 INTERNAL_OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a single "
                     "memory location. Please clone() the tensor before performing the operation.")

@@ -41,7 +41,8 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from ..errors import UnsupportedError, user_source_line
-from .context import _AS_INPUTS, _REQUIRES_GRAD, extent, geometry, static
+from ..ir.sizes import extent
+from .context import _AS_INPUTS, _REQUIRES_GRAD, geometry, static
 
 
 @dataclasses.dataclass(frozen=True)

@@ -52,10 +52,10 @@ from torch.multiprocessing.reductions import StorageWeakRef
 
 from ..errors import UnsupportedError
 from ..ir import InputInfo, OutputInfo, Role
+from ..ir.sizes import extent
 from .context import (
     JointFunctionalMode,
     clone_as_is,
-    extent,
     from_fun,
     geometry,
     grad_context,

@@ -19,6 +19,7 @@ import torch.utils._pytree as pytree
 from torch._guards import detect_fake_mode
 
 from ..ir import Decision
+from ..ir.graph_utils import call
 from . import ops as _ops  # noqa: F401  (registers torch.ops.jointgraph.*)
 
 Emit = Callable[[torch.fx.Graph, list], list]
@@ -36,19 +37,6 @@ class Codec:
     decision: Decision
     pack: Emit
     unpack: Emit
-
-
-def call(graph: torch.fx.Graph, target, args: tuple, **meta) -> torch.fx.Node:
-    """A call node with its fake value computed by running ``target`` on the args' fake values."""
-    node = graph.call_function(target, args)
-    vals = [a.meta["val"] if isinstance(a, torch.fx.Node) else a for a in args]
-    if target is operator.getitem:
-        node.meta["val"] = vals[0][vals[1]]
-    else:
-        with detect_fake_mode([v for v in vals if isinstance(v, torch.Tensor)]):
-            node.meta["val"] = target(*vals)
-    node.meta.update(meta)
-    return node
 
 
 def _bf16_pack(graph, nodes):

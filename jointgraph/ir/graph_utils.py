@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import operator
 
 import torch
 import torch.fx
@@ -140,3 +141,21 @@ def is_random(node: torch.fx.Node) -> bool:
     target = node.target
     return isinstance(target, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded in target.tags
 
+
+
+def call(graph: torch.fx.Graph, target, args: tuple, kwargs: dict | None = None, **meta) -> torch.fx.Node:
+    """A call node at the graph's insertion point, its fake ``meta["val"]`` computed by running
+    ``target`` on the fake values of the nodes in ``args`` (under their fake mode, else the active
+    one); ``meta``: more entries of the node's meta."""
+    from torch._guards import detect_fake_mode
+
+    kwargs = kwargs or {}
+    node = graph.call_function(target, args, kwargs)
+    vals = torch.fx.node.map_arg(args, lambda n: n.meta["val"])
+    if target is operator.getitem:
+        node.meta["val"] = vals[0][vals[1]]
+    else:
+        with detect_fake_mode([v for v in vals if isinstance(v, torch.Tensor)]):
+            node.meta["val"] = target(*vals, **kwargs)
+    node.meta.update(meta)
+    return node

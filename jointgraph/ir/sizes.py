@@ -50,3 +50,8 @@ def binds_symbols(node) -> bool:
     """The fx node creates unbacked symbols (``meta["unbacked_bindings"]``): re-running it to
     recompute its value would give new ones, so it is never recomputed (Note [Unbacked sizes])."""
     return bool(node.meta.get("unbacked_bindings"))
+
+
+def extent(size, stride, offset) -> int:
+    """Storage elements a geometry reaches, from the storage's start (for a non-empty geometry)."""
+    return offset + sum((n - 1) * st for n, st in zip(size, stride, strict=True)) + 1

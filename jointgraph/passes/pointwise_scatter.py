@@ -25,6 +25,8 @@ import torch.fx
 from torch._guards import detect_fake_mode
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
+from ..ir.graph_utils import call
+
 aten = torch.ops.aten
 
 
@@ -38,87 +40,62 @@ def pointwise_scatter(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     graph = gm.graph
     changed = False
     for node in list(graph.nodes):
-        if _rewritable(node):
-            changed |= _rewrite(graph, node)
+        dim = _rewritable_dim(node)
+        if dim is not None:
+            changed |= _rewrite(graph, node, dim)
     if changed:
         graph.eliminate_dead_code()
         gm.recompile()
     return gm
 
 
-def _rewritable(node: torch.fx.Node) -> bool:
+def _rewritable_dim(node: torch.fx.Node) -> int | None:
+    """The scatter's dimension (non-negative) if Note [Pointwise scatter] rewrites it, else None."""
     if node.op != "call_function" or node.target is not aten.scatter.value or node.meta.get("phase") != "backward":
-        return False
+        return None
     base, dim, index, value = node.args
     if not (isinstance(base, torch.fx.Node) and base.op == "call_function" and base.target is aten.full.default
             and isinstance(index, torch.fx.Node) and isinstance(value, (int, float, bool))):
-        return False
+        return None
     fill = base.args[1]
     if base.kwargs.get("layout", torch.strided) is not torch.strided or not isinstance(fill, (int, float, bool)):
-        return False
+        return None
     out, index_val = node.meta.get("val"), index.meta.get("val")
     if not isinstance(out, torch.Tensor) or not isinstance(index_val, torch.Tensor) or index_val.dim() != out.dim():
-        return False
+        return None
     dim = dim % out.dim()
-    return all(statically_known_true(index_val.shape[d] == (1 if d == dim else out.shape[d])) for d in range(out.dim()))
+    if all(statically_known_true(index_val.shape[d] == (1 if d == dim else out.shape[d])) for d in range(out.dim())):
+        return dim
+    return None
 
 
-def _rewrite(graph: torch.fx.Graph, scatter: torch.fx.Node) -> bool:
-    """Insert the select before ``scatter`` and use it instead; False if its strides would differ."""
-    base, dim, index, value = scatter.args
+# Where a new node came from (phase, source line): the scatter's.
+_COPIED_META = ("phase", "stack_trace", "nn_module_stack", "source_fn_stack")
+
+
+def _rewrite(graph: torch.fx.Graph, scatter: torch.fx.Node, dim: int) -> bool:
+    """Insert the select before ``scatter`` and use it instead; False (and no new node) if its
+    strides would differ."""
+    base, _, index, value = scatter.args
     out = scatter.meta["val"]
-    dim = dim % out.dim()
-    fake_mode = detect_fake_mode([out])
     length = base.args[0][dim]   # an int, or the node of a symbolic size
     shape = [1] * out.dim()
     shape[dim] = length
-    steps = [
-        (torch.ops.prims.iota.default, (length,),
-         {"start": 0, "step": 1, "dtype": torch.int64, "device": out.device, "requires_grad": False}),
-        (aten.view.default, (_PREVIOUS, shape), {}),
-        (aten.eq.Tensor, (index, _PREVIOUS), {}),
-        (aten.scalar_tensor.default, (value,), {"dtype": out.dtype, "device": out.device}),
-        (aten.scalar_tensor.default, (base.args[1],), {"dtype": out.dtype, "device": out.device}),
-    ]
-    with fake_mode:
-        vals = _run(steps)
-        mask, chosen, fill = vals[2], vals[3], vals[4]
-        result = aten.where.self(mask, chosen, fill)
+    meta = {key: scatter.meta[key] for key in _COPIED_META if key in scatter.meta}
+    like = {"dtype": out.dtype, "device": out.device}
+    with graph.inserting_before(scatter), detect_fake_mode([out]):   # the scalars' values are fakes too
+        iota = call(graph, torch.ops.prims.iota.default, (length,),
+                    {"start": 0, "step": 1, "dtype": torch.int64, "device": out.device, "requires_grad": False}, **meta)
+        row = call(graph, aten.view.default, (iota, shape), **meta)
+        mask = call(graph, aten.eq.Tensor, (index, row), **meta)
+        chosen = call(graph, aten.scalar_tensor.default, (value,), like, **meta)
+        fill = call(graph, aten.scalar_tensor.default, (base.args[1],), like, **meta)
+        select = call(graph, aten.where.self, (mask, chosen, fill), **meta)
+    result = select.meta["val"]
     if result.shape != out.shape or result.stride() != out.stride() or result.dtype != out.dtype:
+        for node in (select, fill, chosen, mask, row, iota):
+            graph.erase_node(node)
         return False
-    with graph.inserting_before(scatter):
-        nodes = _insert(graph, steps, vals, scatter.meta)
-        select = graph.call_function(aten.where.self, (nodes[2], nodes[3], nodes[4]))
-        _stamp(select, result, scatter.meta)
     scatter.replace_all_uses_with(select)
     graph.erase_node(scatter)
     return True
-
-
-_PREVIOUS = object()   # in a step's arguments: the previous step's value
-
-
-def _run(steps: list) -> list:
-    """Run ``steps`` (op, args, kwargs) on the fake values of the nodes they name."""
-    vals: list = []
-    for target, args, kwargs in steps:
-        args = tuple(vals[-1] if a is _PREVIOUS else a for a in args)
-        vals.append(target(*torch.fx.node.map_arg(args, lambda n: n.meta["val"]), **kwargs))
-    return vals
-
-
-def _insert(graph: torch.fx.Graph, steps: list, vals: list, meta: dict) -> list[torch.fx.Node]:
-    nodes: list[torch.fx.Node] = []
-    for (target, args, kwargs), val in zip(steps, vals, strict=True):
-        node = graph.call_function(target, tuple(nodes[-1] if a is _PREVIOUS else a for a in args), kwargs)
-        _stamp(node, val, meta)
-        nodes.append(node)
-    return nodes
-
-
-def _stamp(node: torch.fx.Node, val, meta: dict) -> None:
-    """The new node's value, and where it came from (phase, source line) as the scatter's."""
-    node.meta["val"] = val
-    for key in ("phase", "stack_trace", "nn_module_stack", "source_fn_stack"):
-        if key in meta:
-            node.meta[key] = meta[key]

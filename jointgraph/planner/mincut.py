@@ -24,7 +24,8 @@ ops are never recomputed, attention scores excepted: Note [Attention scores are 
 suits both graph compilers: what may be recomputed is memory-bound, a kernel per op when the graphs
 run eagerly, and close to free under Inductor, where a recomputed pointwise chain fuses into the
 backward kernel that reads it (Note [Cost model] in costs.py). The attention scores are the one
-recomputation that costs FLOPs (about 7% of a GPT step on CPU under Inductor, for 0.55x of its peak).
+recomputation that costs FLOPs: what it costs a GPT step under Inductor, and the peak it saves, are
+measured by ``benchmarks/inductor_steps.py`` (README.md, "Which graph compiler", gives the command).
 """
 
 from __future__ import annotations

@@ -26,12 +26,10 @@ from ..ir.graph_utils import (
     aliases_input,
     backward_nodes,
     is_multi_output,
-    is_random,
     is_symbolic_scalar,
     storage_root,
     tensor_bytes,
 )
-from ..ir.sizes import binds_symbols
 from .costs import CODEC_RATIO, codec_seconds, device_for, node_seconds
 from .rules import COMPUTE_HEAVY_OPS, recompute_rule
 
@@ -272,7 +270,7 @@ class Regions:
         if option.mode == "save" or (boundary and option.mode != "span"):
             return False
         if option.mode == "cheap":
-            return not is_random(source) and recompute_rule(source).recomputable
+            return recompute_rule(source).recomputable   # which refuses random ops
         return _may_recompute(source)
 
     def _codec(self, v: torch.fx.Node, option: Option) -> str | None:
@@ -344,14 +342,13 @@ def _ratio(codec: str | None) -> float:
 
 def _may_recompute(v: torch.fx.Node) -> bool:
     """Recomputable under a budget: rules.recompute_rule, plus compute-heavy ops and shrinking
-    reductions, whose cost the estimate weighs. Random ops never (Note [Random ops are not
-    recomputed]); a getitem only if its tuple is."""
-    if v.op != "call_function" or is_symbolic_scalar(v) or is_random(v) or binds_symbols(v):
+    reductions, whose cost the estimate weighs; never what the rule never allows (``RecomputeRule.never``:
+    random ops, sizes, ...); a getitem only if its tuple is."""
+    rule = recompute_rule(v)
+    if rule.never:
         return False
     if v.target is operator.getitem:
         return _may_recompute(v.args[0])
-    if recompute_rule(v).recomputable:
-        return True
     target = v.target
-    return isinstance(target, torch._ops.OpOverload) and (
+    return rule.recomputable or isinstance(target, torch._ops.OpOverload) and (
         target.overloadpacket in COMPUTE_HEAVY_OPS or torch.Tag.reduction in target.tags)

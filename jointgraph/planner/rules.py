@@ -23,10 +23,14 @@ aten = torch.ops.aten
 
 @dataclasses.dataclass(frozen=True)
 class RecomputeRule:
-    """Whether a node may be recomputed in the backward, with the reason in the user's terms."""
+    """Whether a node may be recomputed in the backward, with the reason in the user's terms.
+    ``never``: refused whatever recomputing would save (a graph input, a size, a data-dependent,
+    random or collective op): the budget planner, which also weighs recomputing what is merely
+    costly (Note [Compute-heavy ops are saved]), never overrides it."""
 
     recomputable: bool
     reason: str
+    never: bool = False
 
 
 # Note [Compute-heavy ops are saved]
@@ -114,19 +118,20 @@ REDUCTION_RATIO = 4
 def recompute_rule(node: torch.fx.Node) -> RecomputeRule:
     """The recompute rule for a forward call node (see the Notes in this module)."""
     if node.op != "call_function":
-        return RecomputeRule(False, "graph input, already live")
+        return RecomputeRule(False, "graph input, already live", never=True)
     target = node.target
-    if target is operator.getitem:
-        return RecomputeRule(True, "tuple element (free)")
+    if target is operator.getitem:   # free, unless it is a size: never for the budget planner then
+        return RecomputeRule(True, "tuple element (free)", never=is_symbolic_scalar(node) or binds_symbols(node))
     if is_symbolic_scalar(node):
-        return RecomputeRule(False, "sizes are computed in the forward")
+        return RecomputeRule(False, "sizes are computed in the forward", never=True)
     if binds_symbols(node):
         return RecomputeRule(False, "data-dependent size: recomputing would run the op again "
-                                    "(Note [Unbacked sizes] in capture/unbacked.py)")
+                                    "(Note [Unbacked sizes] in capture/unbacked.py)", never=True)
     if is_random(node):
-        return RecomputeRule(False, "random op: recomputing would draw fresh randomness")
+        return RecomputeRule(False, "random op: recomputing would draw fresh randomness", never=True)
     if is_collective(node):
-        return RecomputeRule(False, "collective: recomputing would communicate again (Note [Collectives])")
+        return RecomputeRule(False, "collective: recomputing would communicate again (Note [Collectives])",
+                             never=True)
     if not isinstance(target, torch._ops.OpOverload):
         return RecomputeRule(False, f"no recompute rule for {target}")
     packet = target.overloadpacket

@@ -57,7 +57,8 @@ import torch.fx
 
 from ..ir import NO_RESHARDING, Resharding, Role
 from ..ir.graph import output_node
-from ..ir.graph_utils import is_pointwise, shares_storage, size_hint
+from ..ir.graph_utils import is_pointwise, shares_storage, tensor_bytes
+from ..ir.sizes import extent, size_hint
 
 MEMORY_KINDS = ("inputs", "communication", "gradients", "saved", "temporaries")
 # Timeline entries of the caller's resharding (Note [Inputs the caller reshards] in capture/fsdp.py)
@@ -76,6 +77,7 @@ class SimulationResult:
     timeline_by_kind: list[dict[str, int]] = dataclasses.field(default_factory=list)
     entry_bytes: int = 0        # live before the step: the inputs the caller holds
     resharded_bytes: int = 0    # inputs the caller gathers for the forward and again for the backward
+    gather_bytes: int = 0       # the caller's all-gather buffer, counted with them (0 when none is gathered)
 
 
 class _Storage:
@@ -147,7 +149,8 @@ def simulate(forward: torch.fx.GraphModule, backward: torch.fx.GraphModule | Non
     fw_values = list(fw_out.args[0])
     kept = _run_graph(forward.graph, "forward", storage_of, ledger, timeline,
                       keep=[v for v in fw_values if isinstance(v, torch.fx.Node)], compiler=compilers[0])
-    result = functools.partial(SimulationResult, entry_bytes=entry, resharded_bytes=sum(s.nbytes for s in gathered))
+    result = functools.partial(SimulationResult, entry_bytes=entry, resharded_bytes=sum(s.nbytes for s in gathered),
+                               gather_bytes=gather.nbytes)
     if backward is None:
         return result(_peak(timeline, ledger.live), timeline, ledger.by_kind())
 
@@ -328,12 +331,11 @@ def storage_nbytes(val: torch.Tensor) -> int:
 
 
 def _extent_nbytes(val: torch.Tensor) -> int:
-    """Bytes from the storage's start to one past ``val``'s last element."""
+    """Bytes from the storage's start to one past ``val``'s last element (its elements' bytes
+    when it has no strides)."""
     try:
-        last = sum((size_hint(n) - 1) * size_hint(st) for n, st in zip(val.shape, val.stride(), strict=True))
-        return (size_hint(val.storage_offset()) + last + 1) * val.dtype.itemsize
+        hinted = ([size_hint(n) for n in val.shape], [size_hint(st) for st in val.stride()],
+                  size_hint(val.storage_offset()))
     except (NotImplementedError, RuntimeError, AttributeError):
-        numel = 1
-        for size in val.shape:
-            numel *= size_hint(size)
-        return numel * val.dtype.itemsize
+        return tensor_bytes(val)
+    return extent(*hinted) * val.dtype.itemsize

@@ -63,26 +63,6 @@ def check_no_aliasing(inputs: list, mutated: tuple[int, ...]) -> None:
         raise AliasedInputs(groups)
 
 
-def check_views_apart(inputs: list, recorded: tuple[int, ...]) -> None:
-    """Refuse an input written with autograd recording it that is an autograd view of another input
-    (or shares its autograd base) without sharing its storage, as after ``a.set_(t)``: eager's write
-    through the view rewrites the base's history, which the graph, reading the base's old history,
-    cannot follow. Runs only for entries with such mutations."""
-    for i in recorded:
-        base = inputs[i]._base
-        if base is None:
-            continue
-        storage = inputs[i].untyped_storage().data_ptr()
-        for j, t in enumerate(inputs):
-            if j != i and isinstance(t, torch.Tensor) and (t is base or t._base is base) \
-                    and t.untyped_storage().data_ptr() != storage:
-                raise UnsupportedError(
-                    f"input {i} is written in place and is a view of input {j} in autograd, but no longer shares "
-                    "its storage (set_() of the base, or .data assigned): eager's autograd rewrites the base's "
-                    "history through the view, which a compiled graph cannot follow",
-                    hint='pass a clone of the view, or pass on_unsupported="eager"')
-
-
 def base_of(members: list[torch.Tensor]) -> torch.Tensor | None:
     """A contiguous 1-D tensor over the whole storage ``members`` share, differentiable
     into their common autograd root; None when no such base exists."""

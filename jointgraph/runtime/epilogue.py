@@ -7,6 +7,7 @@ import torch
 
 from ..capture.inplace import VIEW_OF_LEAF
 from ..capture.metadata import replay_views
+from ..errors import UnsupportedError
 
 
 def apply_metadata_mutations(inputs: list, mutations: tuple) -> None:
@@ -38,11 +39,37 @@ def apply_mutations(inputs: list, outs, copies: tuple) -> None:
                 inputs[i].copy_(outs[k])
 
 
-def check_leaf_mutation(inputs: list, with_grad: tuple) -> None:
-    """Eager's error for a recorded in-place op on a leaf that requires grad."""
+def check_recorded_writes(inputs: list, with_grad: tuple) -> None:
+    """Before the graph runs, for the inputs written with autograd recording it: eager's error for a
+    leaf that requires grad; then the refusal of an input that is an autograd view of another input
+    (or shares its autograd base) without sharing its storage, as after ``a.set_(t)``: eager's write
+    through the view rewrites the base's history, which the graph, reading the base's old history,
+    cannot follow (eager's error comes first, whichever input it is on)."""
+    apart = None
     for i in with_grad:
-        if inputs[i].is_leaf and inputs[i].requires_grad:
+        t = inputs[i]
+        if t.is_leaf and t.requires_grad:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+        if apart is None and t._base is not None:
+            apart = _input_apart_from_view(inputs, i)
+    if apart is not None:
+        i, j = apart
+        raise UnsupportedError(
+            f"input {i} is written in place and is a view of input {j} in autograd, but no longer shares "
+            "its storage (set_() of the base, or .data assigned): eager's autograd rewrites the base's "
+            "history through the view, which a compiled graph cannot follow",
+            hint='pass a clone of the view, or pass on_unsupported="eager"')
+
+
+def _input_apart_from_view(inputs: list, i: int) -> tuple[int, int] | None:
+    """(i, j) for an input ``j`` that is input ``i``'s autograd base (or a view of it) in another storage."""
+    base = inputs[i]._base
+    storage = inputs[i].untyped_storage().data_ptr()
+    for j, t in enumerate(inputs):
+        if j != i and isinstance(t, torch.Tensor) and (t is base or t._base is base) \
+                and t.untyped_storage().data_ptr() != storage:
+            return i, j
+    return None
 
 
 def check_view_of_leaf(inputs: list, written: tuple) -> None:

@@ -35,8 +35,8 @@ from ..capture.inputs import unflattener
 from ..capture.leaves import make_slot
 from ..capture.metadata import replay_views
 from ..ir.hook_ops import running_hooks
-from .aliasing import check_no_aliasing, check_views_apart
-from .epilogue import apply_metadata_mutations, apply_mutations, check_leaf_mutation, check_view_of_leaf
+from .aliasing import check_no_aliasing
+from .epilogue import apply_metadata_mutations, apply_mutations, check_recorded_writes, check_view_of_leaf
 from .hook_calls import EntryHooks, HookCalls, inputs_needed, register_input_hooks, skipped_hooks
 
 _keep_graph = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", lambda: True)
@@ -95,7 +95,6 @@ class CompiledEntry:
         self.backward = backward
         self.layout = layout
         self.plan = plan
-        self.hooks = hooks   # Note [Hooks inside the function] in ir/hook_ops.py
         self._input_hooks = hooks.prologue if hooks is not None else ()
         self.function = _make_function(forward, backward, layout, hooks) if backward is not None else None
         self._mutation_check = bool(layout.mutated_inputs)
@@ -112,6 +111,11 @@ class CompiledEntry:
         self.saved_hooks = None   # the ambient saved_tensors_hooks pair this entry was compiled under
 
     @property
+    def plans(self) -> list:
+        """``[plan]``, as ``SubclassEntry.plans`` lists its structures' (``CompiledFunction.plans``)."""
+        return [self.plan] if self.plan is not None else []
+
+    @property
     def cacheable(self) -> bool:
         """False when the entry depends on saved-tensor hooks without a stable hash
         (``jointgraph.hooks.cache_hash``): the on-disk cache must skip it."""
@@ -124,9 +128,7 @@ class CompiledEntry:
         layout = self.layout
         if self._mutation_check:
             check_no_aliasing(inputs, layout.mutated_inputs)
-            check_leaf_mutation(inputs, layout.mutated_with_grad)
-            if layout.mutated_with_grad:
-                check_views_apart(inputs, layout.mutated_with_grad)
+            check_recorded_writes(inputs, layout.mutated_with_grad)
         if layout.written_with_grad and torch.is_grad_enabled():
             check_view_of_leaf(inputs, layout.written_with_grad)
         if layout.new_leaves:   # after the aliasing check: a slot may share an input's storage
@@ -349,7 +351,7 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
     bumped = frozenset(layout.version_bumps)   # the epilogue's increment_version is not the user's write after
     detach_shared = layout.detach_shared
     reach = hooks.reach if hooks is not None else ()   # Note [Hooks eager does not reach]
-    tensor_inputs: list = []   # which inputs are tensors: fixed per entry, found on the first call
+    edges = hooks.edges if hooks is not None else ()
 
     class CompiledStep(torch.autograd.Function):
         @staticmethod
@@ -386,9 +388,6 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
             if reach:   # absent gradients stay None: the hooks eager would not reach are skipped
                 ctx.set_materialize_grads(False)
                 ctx.tangent_like = [(outs[i].shape, outs[i].dtype, outs[i].device) for i in tangent_positions]
-                if not tensor_inputs:
-                    tensor_inputs.append(tuple(i for i, t in enumerate(inputs) if isinstance(t, torch.Tensor)))
-                ctx.tensor_inputs = tensor_inputs[0]
             return tuple(outs[:n_fw_outs])
 
         @staticmethod
@@ -435,7 +434,7 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                 args.append(g if g.is_contiguous() else g.contiguous())
             del grads
             if reach:
-                calls = HookCalls(hooks.fns, skipped_hooks(reach, present, inputs_needed(ctx, n_grads)))
+                calls = HookCalls(hooks.fns, skipped_hooks(reach, present, inputs_needed(ctx.next_functions, edges)))
                 with running_hooks(calls):
                     result = backward(args)
             else:

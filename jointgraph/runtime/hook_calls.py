@@ -26,6 +26,7 @@ import torch
 import torch.fx
 
 from ..ir import Role
+from ..ir.graph import output_roles, output_values, placeholders
 from ..ir.hook_ops import is_hook_call
 
 
@@ -46,14 +47,13 @@ def hook_reach(backward: torch.fx.GraphModule) -> tuple[HookReach, ...]:
     calls = [n for n in graph.nodes if is_hook_call(n)]
     if not calls:
         return ()
-    tangents = [n for n in graph.nodes if n.op == "placeholder" and n.meta.get("role") is Role.TANGENT]
+    tangents = [n for n in placeholders(graph) if n.meta.get("role") is Role.TANGENT]
     from_tangent: dict[torch.fx.Node, frozenset] = {t: frozenset((k,)) for k, t in enumerate(tangents)}
     for node in graph.nodes:   # graph order is topological
         if node.op == "call_function":
             from_tangent[node] = frozenset().union(*(from_tangent.get(a, frozenset()) for a in node.all_input_nodes))
-    out = next(n for n in reversed(graph.nodes) if n.op == "output")
     feeds: dict[torch.fx.Node, set] = {n: set() for n in graph.nodes}
-    for position, (value, role) in enumerate(zip(out.args[0], out.meta["roles"], strict=True)):
+    for position, (value, role) in enumerate(zip(output_values(graph), output_roles(graph), strict=True)):
         if isinstance(value, torch.fx.Node) and role is Role.GRADIENT:
             feeds[value].add(position)
     for node in reversed(graph.nodes):   # each node passes what it feeds to its inputs
@@ -78,25 +78,28 @@ class HookCalls:
         return as_gradient(hook(grad), grad, hook)
 
 
-def skipped_hooks(reach: tuple[HookReach, ...], present: list[bool], needed: list[bool]) -> frozenset[int]:
+def skipped_hooks(reach: tuple[HookReach, ...], present: list[bool], needed: set[int]) -> frozenset[int]:
     """Hooks eager would not run: no tangent of theirs is ``present``, or no input they feed is
     ``needed`` (Note [Hooks eager does not reach]). An empty set says nothing (a backward that
     ignores its gradient cuts the data flow, not autograd's path): such a hook runs."""
     return frozenset(r.index for r in reach
                      if r.tangents and not any(present[t] for t in r.tangents)
-                     or r.inputs and not any(needed[i] for i in r.inputs))
+                     or r.inputs and not any(i in needed for i in r.inputs))
 
 
-def inputs_needed(ctx, num_inputs: int) -> list[bool]:
-    """Per graph input, whether the running backward needs its gradient: the engine executes the
-    node it flows to. Where the engine cannot say (a leaf under ``torch.autograd.grad``), needed."""
-    needed = [False] * num_inputs
-    for (node, _), i in zip(ctx.next_functions, ctx.tensor_inputs, strict=True):
+def inputs_needed(next_functions: tuple, edges: tuple[tuple[int, int], ...]) -> set[int]:
+    """The graph inputs among ``edges`` (``EntryHooks.edges``) whose gradient the running backward
+    needs: the engine executes the node it flows to (``next_functions``: the step node's edges).
+    Where the engine cannot say (a leaf under ``torch.autograd.grad``), needed."""
+    needed = set()
+    for k, i in edges:
+        node = next_functions[k][0]
         if node is not None:
             try:
-                needed[i] = _will_execute(node)
+                if _will_execute(node):
+                    needed.add(i)
             except RuntimeError:
-                needed[i] = True
+                needed.add(i)
     return needed
 
 
@@ -138,16 +141,23 @@ def register_input_hooks(inputs: list, input_hooks: tuple) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class EntryHooks:
-    """A compiled entry's hooks: ``fns[k]`` for hook op ``k``, the input prologue, what each op reaches."""
+    """A compiled entry's hooks: ``fns[k]`` for hook op ``k``, the input prologue, what each op
+    reaches, and ``edges``: (position among the step node's edges, graph input) of each input some
+    hook feeds (the node has an edge per tensor input)."""
 
     fns: tuple[Callable, ...]
     prologue: tuple
     reach: tuple[HookReach, ...]
+    edges: tuple[tuple[int, int], ...] = ()
 
 
-def entry_hooks(table, backward: torch.fx.GraphModule | None) -> EntryHooks | None:
-    """The EntryHooks of a trace's HookTable (capture/hooks_inside.py), None without hooks."""
+def entry_hooks(table, forward: torch.fx.GraphModule, backward: torch.fx.GraphModule | None) -> EntryHooks | None:
+    """The EntryHooks of a trace's HookTable (capture/hooks_inside.py), None without hooks;
+    ``forward``'s placeholders are the step node's inputs (the new-leaf slots included)."""
     if not table:
         return None
     reach = hook_reach(backward) if backward is not None else ()
-    return EntryHooks(tuple(table.hooks), table.prologue(), reach)
+    fed = {i for r in reach for i in r.inputs}
+    tensors = [i for i, n in enumerate(placeholders(forward.graph)) if isinstance(n.meta["val"], torch.Tensor)]
+    edges = tuple((k, i) for k, i in enumerate(tensors) if i in fed)
+    return EntryHooks(tuple(table.hooks), table.prologue(), reach, edges)
