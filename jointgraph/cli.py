@@ -484,16 +484,18 @@ def budget_lines(result) -> list[str]:
     """With --budget: each jointgraph contender's simulated and measured peak against the budget."""
     from .units import fmt_bytes
 
+    budget = result.budget_bytes
+    if budget is None:
+        return []
     lines = []
-    for name, met in result.budget_met().items():
-        row = next(r for r in result.results if r.name == name)
-        figures = [(label, value, met[label]) for label, value in (("simulated", row.simulated_peak_bytes),
-                                                                  ("measured", row.measured_peak_bytes))
-                   if value is not None]
-        verdicts = [f"{label} peak {fmt_bytes(value)} " + ("within it" if ok else
-                                                           f"over it by {fmt_bytes(value - result.budget_bytes)}")
-                    for label, value, ok in figures]
-        lines.append(f"budget {fmt_bytes(result.budget_bytes)}: {name}: " + ", ".join(verdicts or ["not measured"]))
+    for row in result.results:
+        if row.kind != "jointgraph":
+            continue
+        verdicts = [f"{label} peak {fmt_bytes(value)} " + ("within it" if value <= budget else
+                                                           f"over it by {fmt_bytes(value - budget)}")
+                    for label, value in (("simulated", row.simulated_peak_bytes), ("measured", row.measured_peak_bytes))
+                    if value is not None]
+        lines.append(f"budget {fmt_bytes(budget)}: {row.name}: " + ", ".join(verdicts or ["not measured"]))
     return lines
 
 

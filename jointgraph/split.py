@@ -175,15 +175,23 @@ def _copy_node(new: torch.fx.Graph, node: torch.fx.Node, lookup, *, static: bool
     kwargs = torch.fx.node.map_arg(node.kwargs, lookup)
     if not static and (_has_raw_symbolic(args) or _has_raw_symbolic(kwargs)):
         return new.node_copy(node, lookup)
-    copy = new.create_node(node.op, node.target, None, None, node.name, node.type)
+    copy = add_node(new, node.op, node.target, args, kwargs, node.name, node.type)
+    copy.meta.update(node.meta)   # a fresh dict: assigning .meta would re-index the node
+    return copy
+
+
+def add_node(graph: torch.fx.Graph, op: str, target, args: tuple, kwargs: dict, name: str,
+             type_expr=None) -> torch.fx.Node:
+    """``graph.create_node(op, target, args, kwargs, name, type_expr)`` without its walk of the
+    arguments (Note [Fast node copy]): for arguments known to hold no raw symbolic scalar."""
+    node = graph.create_node(op, target, None, None, name, type_expr)
     if not (args or kwargs):
         pass
     elif _UPDATE_ARGS:   # what Node.__init__ does with the arguments it is given
-        copy._update_args_kwargs(args, kwargs)
+        node._update_args_kwargs(args, kwargs)
     else:
-        copy.args, copy.kwargs = args, kwargs
-    copy.meta.update(node.meta)   # a fresh dict: assigning .meta would re-index the node
-    return copy
+        node.args, node.kwargs = args, kwargs
+    return node
 
 
 # Assigning ``node.args`` then ``node.kwargs`` updates twice, each time re-indexing the node in the

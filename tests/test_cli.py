@@ -128,8 +128,8 @@ def test_bench_with_budget_and_saved_tensors_end_to_end(tmp_path, capsys):
     assert 0 < data["budget_bytes"] and ours["simulated_peak_bytes"] > 0
     # a budget this model can reach (its minimum is ~0.87 of the default peak): kept, no warning
     assert ours["simulated_peak_bytes"] <= data["budget_bytes"] and "below the minimum" not in out
-    met = data["budget_met"]["jointgraph budget 0.9 saved=bf16"]
-    assert met == {"simulated": True, "measured": ours["measured_peak_bytes"] <= data["budget_bytes"]}
+    # met measured too: on CPU the measured peak is the simulated one (within bytes), ~2% below the budget
+    assert data["budget_met"]["jointgraph budget 0.9 saved=bf16"] == {"simulated": True, "measured": True}
     assert "jointgraph budget 0.9 saved=bf16: simulated peak" in out and "within it" in out
     page = report.read_text(encoding="utf-8")
     assert "<tr><th>memory budget</th>" in page and "the dashed line is the budget" in page

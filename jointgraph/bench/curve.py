@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+from collections.abc import Iterator
 from typing import Any
 
 MAX_POINTS = 400   # per phase: finer than a report's plot resolves
@@ -53,16 +54,23 @@ def curve_from_events(events: list[Any], base_bytes: int) -> MemoryCurve | None:
     op_starts = {name: [e.start_ns() for e in ops if span.start_ns() <= e.start_ns() <= span.end_ns()]
                  for name, span in (("forward", forward), ("backward", backward))}
     points: dict[str, list[tuple[float, int]]] = {"forward": [(0.0, base_bytes)], "backward": []}
-    running = base_bytes
-    for event in sorted((e for e in events if e.name() == "[memory]"), key=lambda e: e.start_ns()):
-        running += event.nbytes()
-        name = "backward" if event.start_ns() >= backward.start_ns() else "forward"
+    for start, running in running_bytes(events, base_bytes):
+        name = "backward" if start >= backward.start_ns() else "forward"
         starts = op_starts[name]
-        done = bisect.bisect_right(starts, event.start_ns())
+        done = bisect.bisect_right(starts, start)
         points[name].append((done / len(starts) if starts else 0.0, running))
     if not points["backward"]:
         points["backward"] = [(0.0, points["forward"][-1][1])]
     return MemoryCurve(_thin(points["forward"]), _thin(points["backward"]))
+
+
+def running_bytes(events: list[Any], base_bytes: int = 0) -> Iterator[tuple[int, int]]:
+    """(start ns, live bytes after it) for each allocator event of the kineto ``events``, in time
+    order: their running sum from ``base_bytes``."""
+    running = base_bytes
+    for event in sorted((e for e in events if e.name() == "[memory]"), key=lambda e: e.start_ns()):
+        running += event.nbytes()
+        yield event.start_ns(), running
 
 
 def _innermost_ops(events: list[Any]) -> list[Any]:

@@ -41,6 +41,8 @@ from collections.abc import Callable
 import torch
 import torch.nn as nn
 
+from .curve import running_bytes
+
 STEPS = 3
 
 
@@ -226,13 +228,7 @@ def step_peak_bytes(run: Callable, inputs: tuple) -> int:
     gc.collect()
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         run(*inputs).backward()
-    running = peak = 0
-    events = sorted((e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"),
-                    key=lambda e: e.start_ns())
-    for event in events:
-        running += event.nbytes()
-        peak = max(peak, running)
-    return peak
+    return max([0, *(running for _, running in running_bytes(prof.profiler.kineto_results.events()))])
 
 
 def run_scenarios(rank: int, world: int, names: list[str], width: int = 64, seq: int = 16, layers: int = 2,

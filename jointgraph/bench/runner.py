@@ -344,15 +344,15 @@ def live_bytes_at_start(work: Workload) -> int:
 
 
 def _measure_memory(fn: Callable, work: Workload, device: str, seed: int) -> tuple[int, int]:
-    """(peak bytes of one step, bytes the forward leaves for the backward); Note [Measuring peak memory]."""
+    """``_measure_memory_curve`` less the curve (tests/test_inductor.py's figures)."""
     peak, saved, _ = _measure_memory_curve(fn, work, device, seed)
     return peak, saved
 
 
 def _measure_memory_curve(fn: Callable, work: Workload, device: str, seed: int
                           ) -> tuple[int, int, MemoryCurve | None]:
-    """``_measure_memory``'s figures and the live-memory curve of the step (CPU; None on CUDA);
-    Note [Eager's memory curve]."""
+    """(peak bytes of one step, bytes the forward leaves for the backward, the live-memory curve of
+    the step (CPU; None on CUDA)); Notes [Measuring peak memory], [Eager's memory curve]."""
     _zero_grads(work.step)
     torch.manual_seed(seed)
     base = live_bytes_at_start(work)
@@ -372,15 +372,12 @@ def _measure_memory_curve(fn: Callable, work: Workload, device: str, seed: int
             loss = fn(*work.inputs)
         with record_function(BACKWARD_RANGE):
             loss.backward()
-    events = prof.profiler.kineto_results.events()
-    backward_start = min(e.start_ns() for e in events if e.name() == BACKWARD_RANGE)
-    running = peak = saved = 0
-    for event in sorted((e for e in events if e.name() == "[memory]"), key=lambda e: e.start_ns()):
-        if event.start_ns() < backward_start:
-            saved = running + event.nbytes()
-        running += event.nbytes()
-        peak = max(peak, running)
-    return base + peak, saved, curve_from_events(events, base)
+    curve = curve_from_events(prof.profiler.kineto_results.events(), base)
+    if curve is None:
+        raise RuntimeError("the profiler recorded no forward or no backward range")
+    # The curve starts at ``base`` and keeps each phase's highest and last value: its peak is the
+    # step's, and its last forward value what the forward left for the backward.
+    return curve.peak_bytes, curve.forward[-1][1] - base, curve
 
 
 @contextlib.contextmanager

@@ -21,7 +21,7 @@ from .fingerprint import Unhashable, fingerprint
 from .key import entry_key, graph_source
 from .serialize import dumps, entry_payload, loads, restore
 from .store import DiskStore, cache_option_from_env, default_dir, log
-from .symbolic import StableNames, add_guards, guards_here, is_symbolic, shape_env_of, stable_guards
+from .symbolic import StableNames, add_guards, guards_here, is_symbolic, stable_guards
 from .vals import ValMaker
 
 # Bypass reasons already logged by this process: each is logged once.
@@ -53,12 +53,14 @@ def dynamo_source(gm: torch.fx.GraphModule) -> str | Unhashable:
 @dataclasses.dataclass
 class CacheRequest:
     """One key in one store; ``save`` stores what a miss compiled. For symbolic sizes (Note
-    [Cached symbolic sizes]): ``fakes`` the fake graph inputs to trace on, ``names`` their
-    symbols' stable names read before the trace, ``guards_from`` the ShapeEnv's guard count then."""
+    [Cached symbolic sizes]): ``fakes`` the fake graph inputs to trace on, ``fake_mode`` theirs,
+    ``names`` their symbols' stable names read before the trace, ``guards_from`` the ShapeEnv's
+    guard count then."""
 
     store: DiskStore
     key: str
     fakes: list | None = None
+    fake_mode: Any = None
     names: StableNames | None = None
     guards_from: int = 0
 
@@ -67,7 +69,7 @@ class CacheRequest:
         try:
             guards = None
             if self.names is not None:
-                guards = stable_guards(shape_env_of(self.fakes), self.guards_from, self.names)
+                guards = stable_guards(self.fake_mode.shape_env, self.guards_from, self.names)
             body = dumps(entry_payload(plan, layout, self.names, guards))
         except Unhashable as exc:
             bypass(self.store, str(exc), self.key)
@@ -109,14 +111,15 @@ def lookup(cache, source, signature, tensors: list, options, *, dynamic: bool, s
             fakes = _symbolic_fakes(tensors)
         symbolic = fakes if fakes is not None and is_symbolic(fakes) else None
         names = StableNames(symbolic) if symbolic is not None else None
+        fake_mode = _fake_mode_of(symbolic) if symbolic is not None else None
         key = entry_key(source, signature, tensors, options, symbolic=names and names.form(symbolic), dynamic=dynamic,
                         saved_hooks=saved_hooks, grad_enabled=torch.is_grad_enabled(), ambient=ambient,
                         resharding=resharding)
     except Unhashable as exc:
         bypass(store, str(exc))
         return None, None
-    shape_env = shape_env_of(symbolic) if symbolic is not None else None
-    request = CacheRequest(store, key, symbolic, names, len(shape_env.guards) if shape_env is not None else 0)
+    shape_env = fake_mode.shape_env if fake_mode is not None else None
+    request = CacheRequest(store, key, symbolic, fake_mode, names, len(shape_env.guards) if names is not None else 0)
     start = time.perf_counter()
     body = store.read(key)
     if body is None:
@@ -128,7 +131,7 @@ def lookup(cache, source, signature, tensors: list, options, *, dynamic: bool, s
         if guards is None:   # an isomorphic graph whose trace guarded on a size this call's sizes fail
             store.record("miss", key, "a stored guard fails on these sizes")
             return request, None
-        plan, layout = restore(payload, options, ValMaker(_fake_mode_of(symbolic), names and names.symbols))
+        plan, layout = restore(payload, options, ValMaker(fake_mode, names))
         add_guards(guards, shape_env)
     except Exception as exc:  # noqa: BLE001 - an entry that does not load is a miss, rewritten
         log.warning("jointgraph cache: ignoring entry %s: it does not load (%s); it is recompiled and rewritten",
@@ -148,12 +151,14 @@ def _symbolic_fakes(tensors: list) -> list:
     return fakeify(tensors, make_fake_mode(dynamic=True), dynamic=True)
 
 
-def _fake_mode_of(values: list | None):
-    if values is None:
-        return None
+def _fake_mode_of(values: list):
+    """The fake mode holding the symbolic sizes of ``values``; Unhashable when none is found."""
     from torch._guards import detect_fake_mode
 
-    return detect_fake_mode(values)
+    fake_mode = detect_fake_mode(values)
+    if fake_mode is None or fake_mode.shape_env is None:
+        raise Unhashable("the symbolic sizes of the inputs belong to no fake mode with a ShapeEnv")
+    return fake_mode
 
 
 def bypass(store: DiskStore | None, reason: str, key: str = "") -> None:

@@ -35,6 +35,7 @@ import torch.fx
 
 from ..ir import Plan
 from ..ir.graph import lazy_graph_module
+from ..split import _PLAIN, add_node
 from .fingerprint import Unhashable
 from .symbolic import StableNames
 from .vals import LazyMeta, ValMaker, val_spec
@@ -42,10 +43,6 @@ from .vals import LazyMeta, ValMaker, val_spec
 _SIMPLE = (type(None), bool, int, float, str, enum.Enum, torch.dtype, torch.device)
 _DROPPED_META = frozenset({"val", "tensor_meta", "nn_module_stack", "source_fn_stack", "fwd_nn_module_stack",
                            "fwd_source_fn_stack", "from_node"})
-
-
-_LEAF_TYPES = frozenset({int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout,
-                         torch.memory_format})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,13 +144,7 @@ def graph_module(state: dict | None, maker: ValMaker, *, lazy: bool) -> torch.fx
     for op, name, target, args, kwargs, meta in state["nodes"]:
         args = _resolve(args, made)
         kwargs = _resolve(kwargs, made)
-        if op == "call_function":   # arguments set after: create_node walks them for raw SymInts, a cost per node
-            node = graph.create_node(op, target, name=name)
-            node.args = args
-            if kwargs:
-                node.kwargs = kwargs
-        else:
-            node = graph.create_node(op, target, args, kwargs, name=name)
+        node = add_node(graph, op, target, args, kwargs, name)   # no raw SymInt: dumps refuses them
         if node.name != name:
             raise ValueError(f"cache entry: node {name!r} came back as {node.name!r}")
         if lazy:
@@ -174,8 +165,8 @@ def _resolve(value: Any, made: dict) -> Any:
     if kind is _Ref:
         return made[value.name]
     if kind is tuple or kind is list:
-        return kind([_resolve(v, made) if type(v) not in _LEAF_TYPES else v for v in value])
-    if kind in _LEAF_TYPES:
+        return kind([_resolve(v, made) if type(v) not in _PLAIN else v for v in value])
+    if kind in _PLAIN:
         return value
     if isinstance(value, (tuple, list)):   # immutable_list and other subclasses
         return kind(_resolve(v, made) for v in value)

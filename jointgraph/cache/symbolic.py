@@ -27,6 +27,7 @@ from __future__ import annotations
 import sympy
 import torch
 
+from ..capture.context import geometry, static
 from .fingerprint import Unhashable
 
 _SYM = (torch.SymInt, torch.SymFloat, torch.SymBool)
@@ -34,24 +35,7 @@ _SYM = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
 def is_symbolic(values: list) -> bool:
     """Whether any of the graph inputs ``values`` has a symbolic size or is a symbolic scalar."""
-    for v in values:
-        if isinstance(v, _SYM):
-            return True
-        if isinstance(v, torch.Tensor) and any(isinstance(s, torch.SymInt)
-                                               for s in (*v.shape, *v.stride(), v.storage_offset())):
-            return True
-    return False
-
-
-def shape_env_of(values: list):
-    """The ShapeEnv the symbolic sizes of ``values`` live in."""
-    for v in values:
-        sizes = (v,) if isinstance(v, _SYM) else (
-            (*v.shape, *v.stride(), v.storage_offset()) if isinstance(v, torch.Tensor) else ())
-        for s in sizes:
-            if isinstance(s, _SYM):
-                return s.node.shape_env
-    return None
+    return any(isinstance(v, _SYM) or (isinstance(v, torch.Tensor) and not static(*geometry(v))) for v in values)
 
 
 def input_sizes(values: list):
@@ -88,6 +72,10 @@ class StableNames:
                              "data-dependent sizes are not cached)")
         return expr.xreplace(self._names)
 
+    def local(self, expr: sympy.Basic) -> sympy.Basic:
+        """``expr`` over stable names back over this process's symbols (``rename``'s inverse)."""
+        return expr.xreplace({s: self.symbols[s.name] for s in expr.free_symbols})
+
     def form(self, values: list) -> list:
         """The symbolic form of the inputs' sizes, for the key."""
         return [(name, str(self.rename(size.node.expr)) if isinstance(size, _SYM) else size)
@@ -106,10 +94,8 @@ def stable_guards(shape_env, start: int, names: StableNames) -> list:
 def guards_here(guards: list, names: StableNames, shape_env) -> list | None:
     """The stored ``guards`` over this process's symbols, or None when this call's sizes fail one."""
     exprs = []
-    for guard in guards:
-        if not {s.name for s in guard.free_symbols} <= names.symbols.keys():
-            return None
-        expr = guard.xreplace({s: names.symbols[s.name] for s in guard.free_symbols})
+    for guard in guards:   # over the key's stable names (``StableNames.form``): a hit has them all
+        expr = names.local(guard)
         if expr.xreplace(shape_env.backed_var_to_val) is not sympy.true:
             return None
         exprs.append(expr)

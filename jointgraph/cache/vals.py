@@ -23,10 +23,12 @@ from typing import Any
 import sympy
 import torch
 
+from ..capture.context import static
+from ..capture.symbolic import _CAST
 from .fingerprint import Unhashable
+from .symbolic import StableNames
 
 _SYM = (torch.SymInt, torch.SymFloat, torch.SymBool)
-_PYTHON = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}
 
 
 class ValSpec(tuple):
@@ -50,7 +52,7 @@ def val_spec(val: Any, rename: Callable[[Any], Any] | None) -> Any:
                  _size(val.storage_offset(), rename))
         return ValSpec((*sizes, val.dtype, str(val.device), val.requires_grad))
     if isinstance(val, _SYM):
-        return SymSpec((_PYTHON[type(val)], _size(val, rename)))
+        return SymSpec((_CAST[type(val)], _size(val, rename)))
     if isinstance(val, (tuple, list)):
         return type(val)(val_spec(v, rename) for v in val)
     return val if isinstance(val, (type(None), bool, int, float, str, torch.dtype, torch.device)) else None
@@ -67,13 +69,13 @@ def _size(value: Any, rename) -> Any:
 class ValMaker:
     """Makes fake tensors (and symbolic sizes) from specs, in one fake mode made on first use.
 
-    ``symbols``: stable name -> the ShapeEnv symbol of this process (Note [Cached symbolic sizes]),
-    with ``fake_mode`` the mode that holds them; both None for a static graph.
+    ``names``: the inputs' stable names over this process's ShapeEnv symbols (Note [Cached symbolic
+    sizes]), with ``fake_mode`` the mode that holds them; both None for a static graph.
     """
 
-    def __init__(self, fake_mode=None, symbols: dict[str, sympy.Symbol] | None = None):
+    def __init__(self, fake_mode=None, names: StableNames | None = None):
         self._fake_mode = fake_mode
-        self.symbols = symbols or {}
+        self.names = names
         self._devices: dict[str, torch.device] = {}
 
     @property
@@ -99,8 +101,7 @@ class ValMaker:
         dev = self._devices.get(device)
         if dev is None:
             dev = self._devices[device] = torch.device(device)
-        sizes = (*shape, *stride, offset)
-        if all(type(s) is int for s in sizes):   # from a meta tensor directly: no dispatch through the mode
+        if static(shape, stride, offset):   # from a meta tensor directly: no dispatch through the mode
             meta = torch.empty_strided(shape, stride, dtype=dtype, device="meta")
             if offset:
                 meta = meta.as_strided(shape, stride, offset)
@@ -116,7 +117,7 @@ class ValMaker:
     def _sym(self, kind: type, expr: Any) -> Any:
         if not isinstance(expr, sympy.Basic):
             return expr
-        expr = expr.xreplace({s: self.symbols[s.name] for s in expr.free_symbols})
+        expr = self.names.local(expr)
         shape_env = self.fake_mode.shape_env
         if expr.is_number or expr in (sympy.true, sympy.false):
             return kind(expr)

@@ -155,7 +155,7 @@ def explain(plan: Any) -> Explanation:
             groups.setdefault(layer_of(row.module), []).append(row)
     ordered = [ExplainGroup(m, sorted(rs, key=lambda r: (-r.nbytes, r.decision, r.name))) for m, rs in groups.items()]
     ordered.sort(key=lambda g: (-g.nbytes, g.module))
-    return Explanation(ordered, held_anyway, plan.peak_bytes, getattr(plan, "size_policy", None))
+    return Explanation(ordered, held_anyway, plan.peak_bytes, plan.size_policy)
 
 
 def explain_rows(plan: Any) -> list[ExplainRow]:

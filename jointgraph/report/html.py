@@ -64,7 +64,7 @@ def write_plan_html(plan: Any, path: str, *, title: str = "jointgraph plan", ben
     sections = [_header(plan, title, budget_bytes)]
     if bench is not None:
         sections.append(_bench_section(bench))
-    sections.append(_timeline_section(plan, budget_bytes, *_eager_memory(bench)))
+    sections.append(_timeline_section(plan, budget_bytes, _eager_memory(bench)))
     if pareto is not None:
         sections.append(_pareto_section(plan, pareto, budget_bytes))
     sections += [_saved_section(plan), _graphs_section(plan)]
@@ -90,7 +90,7 @@ def _header(plan: Any, title: str, budget_bytes: int | None) -> str:
             f"<tr><th>saved for the backward</th><td>{_bytes(plan.saved_bytes)} in "
             f"{len(plan.saved)} values</td></tr>"
             + (f"<tr><th>estimated sizes</th><td>{html.escape(plan.size_policy)}</td></tr>"
-               if getattr(plan, "size_policy", None) else "") +
+               if plan.size_policy else "") +
             f"<tr><th>options</th><td>{html.escape(shown)}</td></tr>"
             f"<tr><th>compile phases</th><td>{html.escape(timings)}</td></tr></table>")
 
@@ -114,20 +114,18 @@ def _bench_section(bench: Any) -> str:
             + "".join(rows) + "</table>")
 
 
-def _eager_memory(bench: Any) -> tuple[int | None, Any]:
-    """Eager's measured peak and its memory curve (None on CUDA) from a bench run."""
+def _eager_memory(bench: Any) -> Any:
+    """Eager's measured memory from a bench run: its memory curve, else (on CUDA) its peak bytes."""
     eager = next((r for r in getattr(bench, "results", ()) if r.kind == "eager" and not r.error), None)
     if eager is None:
-        return None, None
-    return eager.measured_peak_bytes, getattr(eager, "memory_curve", None)
+        return None
+    return eager.memory_curve if eager.memory_curve is not None else eager.measured_peak_bytes
 
 
-def _timeline_section(plan: Any, budget_bytes: int | None, eager_peak_bytes: int | None = None,
-                      eager_curve: Any = None) -> str:
+def _timeline_section(plan: Any, budget_bytes: int | None, eager: Any = None) -> str:
     from .explain import timeline_layers
 
-    png = plot_timeline(plan, budget_bytes=budget_bytes, layers=timeline_layers(plan),
-                        eager_peak_bytes=eager_peak_bytes, eager_curve=eager_curve)
+    png = plot_timeline(plan, budget_bytes=budget_bytes, layers=timeline_layers(plan), eager=eager)
     if png is None:
         return ("<h2>Memory timeline</h2><p class='note'>No memory timeline: the simulator returned none for this "
                 "plan (simulated peak: n/a).</p>")
@@ -142,8 +140,8 @@ def _timeline_section(plan: Any, budget_bytes: int | None, eager_peak_bytes: int
             + (" and the dashed line is the budget" if budget_bytes else "")
             + ("; the purple curve is eager's live memory, measured by the bench (torch.profiler allocator "
                "events), its forward drawn over the forward and its backward over the backward, each at the "
-               "fraction of the phase's ATen ops it had run" if eager_curve is not None else
-               "; the dash-dotted line is eager's measured peak" if eager_peak_bytes else "")
+               "fraction of the phase's ATen ops it had run" if eager is not None and not isinstance(eager, int) else
+               "; the dash-dotted line is eager's measured peak" if eager else "")
             + ". The x-axis names the layer each stretch of nodes belongs to.</p>"
             + _img("image/png", png, "memory timeline", "plot") + note + _resharding_note(plan) + _peak_split(plan)
             + _live_at_peak(plan))
@@ -151,10 +149,10 @@ def _timeline_section(plan: Any, budget_bytes: int | None, eager_peak_bytes: int
 
 def _resharding_note(plan: Any) -> str:
     """Note [Inputs the caller reshards]: which inputs leave after the forward and come back."""
-    resharded = getattr(plan, "resharded_bytes", 0)
+    resharded = plan.resharded_bytes
     if not resharded:
         return ""
-    gather = getattr(plan, "gather_bytes", 0)
+    gather = plan.gather_bytes
     buffer = (f" FSDP's all-gather buffer ({fmt_bytes(gather)}) lives through the forward and briefly at the "
               "backward's start." if gather else "")
     return (f"<p class='note' id='resharding'>FSDP2 reshards {fmt_bytes(resharded)} of parameters: gathered right "
@@ -166,13 +164,13 @@ def _resharding_note(plan: Any) -> str:
 
 def _peak_split(plan: Any) -> str:
     """The table of what is live at the peak, by kind."""
-    by_kind = getattr(plan, "timeline_by_kind", None) or []
+    by_kind = plan.timeline_by_kind
     if len(by_kind) != len(plan.timeline):
         return ""
     i = max(range(len(plan.timeline)), key=lambda j: plan.timeline[j][2])
     phase, node, live = plan.timeline[i]
-    cells = "".join(f"<tr><th>{html.escape(label)}</th><td class='num'>{_bytes(by_kind[i].get(kind, 0))}</td></tr>"
-                    for kind, (label, _) in KIND_STYLES.items() if kind in shown_kinds(by_kind))
+    cells = "".join(f"<tr><th>{html.escape(KIND_STYLES[kind][0])}</th><td class='num'>"
+                    f"{_bytes(by_kind[i].get(kind, 0))}</td></tr>" for kind in shown_kinds(by_kind))
     return (f"<table id='peak-by-kind'><tr><th colspan='2'>live at the peak ({html.escape(phase)}: "
             f"{html.escape(node)})</th></tr>{cells}<tr><th>total</th><td class='num'>{_bytes(live)}</td></tr></table>")
 

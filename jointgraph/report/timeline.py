@@ -32,25 +32,24 @@ EAGER_COLOR = "#6a3d9a"
 ### Main API
 
 def plot_timeline(plan: Any, *, budget_bytes: int | None = None, figsize: tuple[float, float] = (10, 4.2),
-                  dpi: int = 110, layers: list[str] | None = None, eager_peak_bytes: int | None = None,
-                  eager_curve: Any = None) -> bytes | None:
+                  dpi: int = 110, layers: list[str] | None = None, eager: Any = None) -> bytes | None:
     """A PNG of ``plan.timeline`` (``[(phase, node_name, live_bytes), ...]``) stacked by
     ``plan.timeline_by_kind`` when the plan has it; ``None`` when the timeline is empty.
 
     The peak is marked with its node; ``budget_bytes`` draws the budget as a horizontal line;
     ``layers`` (one name per timeline entry, ``report.explain.timeline_layers``) labels the x-axis
-    where the layer changes; ``eager_curve`` (a ``jointgraph.bench.curve.MemoryCurve`` measured by
-    ``jointgraph bench``) overlays eager's live memory, each phase stretched over the same phase of the
-    timeline (Note [Eager's memory curve]); without it ``eager_peak_bytes`` draws eager's measured peak
-    as a line.
+    where the layer changes; ``eager``, eager's memory measured by ``jointgraph bench``: its
+    ``jointgraph.bench.curve.MemoryCurve`` overlays eager's live memory, each phase stretched over the
+    same phase of the timeline (Note [Eager's memory curve]); its peak in bytes (an int) is drawn as a
+    line.
     """
     timeline = list(plan.timeline or [])
     if not timeline:
         return None
-    by_kind = list(getattr(plan, "timeline_by_kind", None) or [])
+    by_kind = plan.timeline_by_kind
     peak = max(live for _, _, live in timeline)
-    if eager_curve is not None:
-        eager_peak_bytes = eager_curve.peak_bytes
+    eager_curve = None if eager is None or isinstance(eager, int) else eager
+    eager_peak_bytes = eager_curve.peak_bytes if eager_curve is not None else eager
     top = max(peak, budget_bytes or 0, eager_peak_bytes or 0)
     scale, unit = _unit(top)
     fig, ax = _figure(figsize, dpi)
@@ -136,7 +135,7 @@ def _stacked(ax: Any, xs: list[int], by_kind: list[dict[str, int]], scale: float
 def _eager_curve(ax: Any, curve: Any, timeline: list, scale: float, unit: str) -> None:
     """Eager's measured live memory, its forward over the timeline's forward and its backward over
     the backward (each at its fraction of the phase's ops), and its peak marked."""
-    spans = dict(_phase_spans(timeline))
+    spans = {phase: (start, length) for phase, start, length in _phases(timeline)}
     xs, ys = [], []
     for phase, points in (("forward", curve.forward), ("backward", curve.backward)):
         start, length = spans.get(phase, (len(timeline), 0))
@@ -151,15 +150,6 @@ def _eager_curve(ax: Any, curve: Any, timeline: list, scale: float, unit: str) -
     ax.step(xs, ys, where="post", color=EAGER_COLOR, linewidth=1.3, zorder=4,
             label=f"eager, measured (peak {ys[peak]:.2f} {unit})")
     ax.plot([xs[peak]], [ys[peak]], marker="o", color=EAGER_COLOR, markersize=4, zorder=5)
-
-
-def _phase_spans(timeline: list) -> list[tuple[str, tuple[int, int]]]:
-    """(phase, (first index, length)) of each run of one phase."""
-    spans, start = [], 0
-    for phase, length in _phases(timeline):
-        spans.append((phase, (start, length)))
-        start += length
-    return spans
 
 
 def _layer_ticks(ax: Any, layers: list[str], max_ticks: int = 18) -> None:
@@ -182,32 +172,33 @@ def _layer_ticks(ax: Any, layers: list[str], max_ticks: int = 18) -> None:
 
 def _by_phase(ax: Any, xs: list[int], timeline: list, scale: float) -> None:
     """Fallback without per-kind figures: one filled step curve per phase."""
-    start = 0
-    for phase, length in _phases(timeline):
+    for phase, start, length in _phases(timeline):
         part = xs[start:start + length + 1]
         ys = [timeline[min(i, start + length - 1)][2] / scale for i in part]
         color = PHASE_COLORS.get(phase, "#7f7f7f")
         ax.step(part, ys, where="post", color=color, label=phase)
         ax.fill_between(part, ys, step="post", alpha=0.15, color=color)
-        start += length
 
 
 def _phase_marks(ax: Any, timeline: list) -> None:
     """A dotted line where the backward starts, and each phase's name at the top of its span (in
     axes height, above the curves: the y-limit leaves that room)."""
-    start = 0
-    for phase, length in _phases(timeline):
+    for phase, start, length in _phases(timeline):
         if start:
             ax.axvline(start, color="#555555", linestyle=":", linewidth=1)
         ax.text(start + length / 2, 0.95, phase, ha="center", va="center", fontsize=9, color="#555555",
                 transform=ax.get_xaxis_transform(), zorder=6,
                 bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.8, "edgecolor": "none"})
+
+
+def _phases(timeline: list) -> list[tuple[str, int, int]]:
+    """(phase, first index, length) of each run of consecutive entries of one phase, in order."""
+    runs, start = [], 0
+    for phase, run in itertools.groupby(timeline, key=operator.itemgetter(0)):
+        length = sum(1 for _ in run)
+        runs.append((phase, start, length))
         start += length
-
-
-def _phases(timeline: list) -> list[tuple[str, int]]:
-    """Runs of consecutive entries of the same phase, in order."""
-    return [(phase, sum(1 for _ in run)) for phase, run in itertools.groupby(timeline, key=operator.itemgetter(0))]
+    return runs
 
 
 def _figure(figsize: tuple[float, float], dpi: int) -> tuple[Any, Any]:
