@@ -46,11 +46,12 @@ def assert_same(expected, actual):
 
 
 def run(fn, make_inputs, calls=2):
-    """Call ``fn`` ``calls`` times on fresh copies of the inputs (same values); backward through the
-    sum of every differentiable output; return (outputs, gradients of the inputs) per call."""
+    """Call ``fn`` ``calls`` times, each on fresh inputs from ``make_inputs`` (``check`` seeds each run,
+    so eager and the compiled entry see the same values); backward through the sum of every
+    differentiable output; return (outputs, gradients of the inputs) per call."""
     results = []
-    inputs = make_inputs()
     for _ in range(calls):
+        inputs = make_inputs()
         out = fn(*inputs)
         diff = [o for o in torch.utils._pytree.tree_leaves(out) if isinstance(o, torch.Tensor) and o.requires_grad]
         if diff:
