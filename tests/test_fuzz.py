@@ -383,6 +383,15 @@ def test_subclass_programs_match_eager():
         assert counts["pass"] >= 10, (name, summary.failures)
 
 
+def test_subclass_run_passes_eager_and_honours_every():
+    from jointgraph.bench import fuzz_subclass
+
+    every_other = dataclasses.replace(EAGER, name="every_other", every=2)
+    summary = fuzz_subclass.run(3, seed=1, contenders=[EAGER, every_other])
+    assert summary.counts == {"eager": {"pass": 3, "refused": 0, "wrong": 0, "crash": 0},
+                              "every_other": {"pass": 1, "refused": 0, "wrong": 0, "crash": 0}}, summary.failures
+
+
 def test_subclass_oracle_catches_scaled_outputs_and_lost_gradients():
     from jointgraph.bench import fuzz_subclass
 
