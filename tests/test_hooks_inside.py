@@ -300,8 +300,7 @@ def test_hook_on_a_tensor_without_grad_raises_like_eager():
         jointgraph.aot_function(fn)(*_args(0))
 
 
-def test_entry_with_hooks_bypasses_the_disk_cache(tmp_path, caplog, monkeypatch):
-    monkeypatch.setattr(jg_cache, "_REPORTED", set())
+def test_entry_with_hooks_bypasses_the_disk_cache(tmp_path, caplog, fresh_cache_reports):
     caplog.set_level(logging.INFO, logger="jointgraph.cache")
     make = _scaling_hook
     for _ in range(2):   # a fresh compiled function each time: only the disk could help
