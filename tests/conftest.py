@@ -15,6 +15,14 @@ def _seed():
     yield
 
 
+@pytest.fixture
+def fresh_cache_reports(monkeypatch):
+    """The disk cache logs each reason it bypasses once per process: this test sees its own first report."""
+    import jointgraph.cache as jg_cache
+
+    monkeypatch.setattr(jg_cache, "_REPORTED", set())
+
+
 def assert_same_grads(expected: list, actual: list, *, atol=1e-5, rtol=1e-5):
     assert len(expected) == len(actual)
     for e, a in zip(expected, actual, strict=True):

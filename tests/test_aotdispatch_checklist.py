@@ -11,7 +11,8 @@ scenario also runs with inputs that do not require grad. The rest are explicit t
 Not ported (no user-level equivalent, or CUDA only):
   * the expected-graph text of every test (assertExpectedInline on PyTorch's own graphs);
   * test_compilation_context (get_aot_compilation_context and AOT_COUNTER are PyTorch internals);
-  * the ``make_inputs_subclasses`` variants (TwoTensor subclasses) and test_subclass_metadata_mutation;
+  * the ``make_inputs_subclasses`` variants and test_subclass_metadata_mutation: TwoTensor arguments are
+    tested in tests/test_subclasses.py instead (a metadata write to one is refused by name there);
   * test_mem_leak_from_save_for_bw, test_synthetic_base_base_attribute_is_none, test_nonidempotent_amp,
     test_batch_norm_amp, test_autocast_disable_guard (CUDA);
   * test_invalid_dupe*/test_invalid_requires_grad* call aot_module_simplified with fake tensors and
@@ -39,10 +40,11 @@ PARTITIONERS = ("default", "mincut")
 SCENARIOS: dict[str, tuple[str, str, str, bool]] = {}
 
 
-def scenario(name: str, pytorch: str, body: str, inputs: str, mutate_outputs: bool = True,
-             grad_variants: bool = True) -> None:
-    """Register ``name`` (mirroring PyTorch's ``pytorch`` test); ``{rg}`` in ``inputs`` runs True and False."""
-    if grad_variants and "{rg}" in inputs:
+def scenario(name: str, body: str, inputs: str, mutate_outputs: bool = True, pytorch: str | None = None) -> None:
+    """Register ``name``, mirroring PyTorch's ``pytorch`` test (by default ``test_`` + ``name`` without
+    its ``[...]`` suffix); ``{rg}`` in ``inputs`` runs True and False."""
+    pytorch = pytorch or "test_" + name.split("[")[0]
+    if "{rg}" in inputs:
         for rg in ("True", "False"):
             SCENARIOS[f"{name}[rg={rg}]"] = (pytorch, body, inputs.replace("{rg}", rg), mutate_outputs)
     else:
@@ -51,89 +53,79 @@ def scenario(name: str, pytorch: str, body: str, inputs: str, mutate_outputs: bo
 
 ONE = "leaf = torch.ones(3, 3, requires_grad={rg})\na = leaf + 1\na,"
 ONE4 = "leaf = torch.ones(4, requires_grad={rg})\na = leaf + 1\na,"
+TWO = "la = torch.ones(3, 3, requires_grad={rg})\nlb = torch.ones(3, 3, requires_grad={rg})\na = la + 1\nb = lb + 1\n" \
+    "a, b"
 
 # --- input mutations ---------------------------------------------------------------------------
-scenario("input_mutation_simple", "test_input_mutation_simple", "def f(a):\n    a.mul_(2)\n    return a * 3", ONE)
-scenario("input_mutation_set__input_mutation", "test_input_mutation_set__input_mutation",
+scenario("input_mutation_simple", "def f(a):\n    a.mul_(2)\n    return a * 3", ONE)
+scenario("input_mutation_set__input_mutation",
          "def f(a):\n    b = torch.arange(9, dtype=a.dtype).reshape(3, 3)\n    with torch.no_grad():\n"
          "        a.set_(b)\n    return a * b", ONE)
-scenario("input_mutation_set__nop", "test_input_mutation_set__nop",
+scenario("input_mutation_set__nop",
          "def f(a):\n    b = torch.arange(9, dtype=a.dtype)\n    a_old = torch.ops.aten.alias.default(a)\n"
          "    with torch.no_grad():\n        a.set_(b)\n        a.set_(a_old)\n    return a + b.reshape(3, 3)", ONE)
-scenario("set__and_data_mutation_good", "test_set__and_data_mutation_good",
-         "def f(a, b):\n    with torch.no_grad():\n        a.set_(b)\n    b.mul_(2)\n    return a + b",
-         "la = torch.ones(3, 3, requires_grad={rg})\nlb = torch.ones(3, 3, requires_grad={rg})\n"
-         "a = la + 1\nb = lb + 1\na, b")
-scenario("input_mutation_simple_with_none_and_nontensor", "test_input_mutation_simple_with_none_and_nontensor",
+scenario("set__and_data_mutation_good",
+         "def f(a, b):\n    with torch.no_grad():\n        a.set_(b)\n    b.mul_(2)\n    return a + b", TWO)
+scenario("input_mutation_simple_with_none_and_nontensor",
          "def f(a, b, c):\n    return a * c", "a = torch.ones(3, 3, requires_grad={rg})\na, None, 3",
          mutate_outputs=False)
-scenario("mutates_input_noncontiguous", "test_mutates_input_noncontiguous",
-         "def f(a):\n    a.add_(1)\n    return ()",
+scenario("mutates_input_noncontiguous", "def f(a):\n    a.add_(1)\n    return ()",
          "leaf = torch.ones(4, requires_grad=True)\nbase = leaf + 0\na = base[0::2]\na,", mutate_outputs=False)
-scenario("outputs_are_aliased", "test_outputs_are_aliased",
-         "def f(a):\n    b = a.mul(2)\n    c = b.view(-1)\n    return b, c",
+scenario("outputs_are_aliased", "def f(a):\n    b = a.mul(2)\n    c = b.view(-1)\n    return b, c",
          "a = torch.ones(3, requires_grad={rg})\na,")
-scenario("input_mutation_is_output", "test_input_mutation_is_output", "def f(a):\n    a.mul_(2)\n    return a", ONE)
-scenario("input_mutation_multiple", "test_input_mutation_multiple",
-         "def f(a, b, c):\n    a.mul_(2)\n    c.mul_(2)\n    return a + b + c",
+scenario("input_mutation_is_output", "def f(a):\n    a.mul_(2)\n    return a", ONE)
+scenario("input_mutation_multiple", "def f(a, b, c):\n    a.mul_(2)\n    c.mul_(2)\n    return a + b + c",
          "la = torch.ones(3, 3, requires_grad={rg})\nlb = torch.ones(3, 3, requires_grad={rg})\n"
          "lc = torch.ones(3, 3, requires_grad={rg})\na = la + 1\nb = lb + 1\nc = lc + 1\na, b, c")
-scenario("input_mutation_return", "test_input_mutation_return",
+scenario("input_mutation_return",
          "def f(a, b):\n    return torch.sin(a, out=b)", "a = torch.randn(3, 3)\nb = torch.ones(3, 3)\na, b")
-scenario("input_mutation_metadata", "test_input_mutation_metadata",
-         "def f(a, b):\n    a.transpose_(1, 0)\n    return a + b",
-         "la = torch.ones(3, 3, requires_grad={rg})\nlb = torch.ones(3, 3, requires_grad={rg})\n"
-         "a = la + 1\nb = lb + 1\na, b")
-scenario("input_mutation_metadata2", "test_input_mutation_metadata2",
-         "def f(a):\n    a.transpose_(1, 0)\n    a.mul_(2)\n    return a + 1", ONE)
-scenario("input_output_aliase_custom_autograd_function", "test_input_output_aliase_custom_autograd_function",
+scenario("input_mutation_metadata", "def f(a, b):\n    a.transpose_(1, 0)\n    return a + b", TWO)
+scenario("input_mutation_metadata2", "def f(a):\n    a.transpose_(1, 0)\n    a.mul_(2)\n    return a + 1", ONE)
+scenario("input_output_aliase_custom_autograd_function",
          "def f(x):\n    class Foo(torch.autograd.Function):\n        @staticmethod\n"
          "        def forward(ctx, x):\n            return x\n\n        @staticmethod\n"
          "        def backward(ctx, gx):\n            return gx * 0.5\n\n    return Foo.apply(x)",
          "x = torch.ones(2, 2, requires_grad=True)\nx,", mutate_outputs=False)
-scenario("input_mutation_requires_grad_detach[leaf]", "test_input_mutation_requires_grad_detach",
+scenario("input_mutation_requires_grad_detach[leaf]",
          "def f(a):\n    a.detach().mul_(2)\n    return a + 3", "a = torch.ones(4, requires_grad=True)\na,",
          mutate_outputs=False)
-scenario("input_mutation_requires_grad_detach[non_leaf]", "test_input_mutation_requires_grad_detach",
-         "def f(a):\n    a.detach().mul_(2)\n    return a + 3",
+scenario("input_mutation_requires_grad_detach[non_leaf]", "def f(a):\n    a.detach().mul_(2)\n    return a + 3",
          "leaf = torch.ones(4, requires_grad=True)\na = leaf + 1\na,")
-scenario("input_mutation_hidden_from_autograd_aliasing", "test_input_mutation_hidden_from_autograd_aliasing",
+scenario("input_mutation_hidden_from_autograd_aliasing",
          "def f(a):\n    a_alias = a.view(-1)\n    with torch.no_grad():\n        a_alias.mul_(2)\n    return a + 1",
          "leaf = torch.ones(4, requires_grad=True)\na = leaf + 1\na,")
-scenario("input_mutation_requires_grad_no_grad", "test_input_mutation_requires_grad_no_grad",
+scenario("input_mutation_requires_grad_no_grad",
          "def f(a):\n    with torch.no_grad():\n        a.mul_(2)\n    return a + 3", ONE4)
 scenario("input_mutation_requires_grad_no_grad_inference_graph",
-         "test_input_mutation_requires_grad_no_grad_inference_graph",
-         "def f(a):\n    with torch.no_grad():\n        a.mul_(2)\n        return a + 3", ONE4)
-scenario("input_mutation_requires_grad_no_grad_detach_mixed", "test_input_mutation_requires_grad_no_grad_detach_mixed",
+ "def f(a):\n    with torch.no_grad():\n        a.mul_(2)\n        return a + 3", ONE4)
+scenario("input_mutation_requires_grad_no_grad_detach_mixed",
          "def f(a):\n    a.detach().mul_(2)\n    a.mul_(3)\n    with torch.no_grad():\n        a.mul_(4)\n"
          "    return a + 5", ONE4)
-scenario("input_mutation_batchnorm", "test_input_mutation_batchnorm",
+scenario("input_mutation_batchnorm",
          "def f(x, w, b, mean, var):\n    return torch._native_batch_norm_legit(x, w, b, mean, var, True, 0.5, 1e-5)",
          "lx = torch.ones(2, 5, 5, 5, requires_grad={rg})\nlw = torch.ones(5, requires_grad={rg})\n"
          "lb = torch.ones(5, requires_grad={rg})\nx = lx + 1\nw = lw + 1\nb = lb + 1\n"
          "mean = torch.ones(5) + 1\nvar = torch.ones(5) + 1\nx, w, b, mean, var")
-scenario("input_mutation_batchnorm_functional", "test_input_mutation_batchnorm (through F.batch_norm)",
+scenario("input_mutation_batchnorm_functional",
          "def f(x, w, b, mean, var):\n    return torch.nn.functional.batch_norm(x, mean, var, w, b, True, 0.5, 1e-5)",
          "lx = torch.randn(2, 5, 3, 3, requires_grad={rg})\nw = torch.randn(5, requires_grad={rg})\n"
          "b = torch.randn(5, requires_grad={rg})\nx = lx + 1\nmean = torch.zeros(5)\nvar = torch.ones(5)\n"
-         "x, w, b, mean, var")
-scenario("input_mutation_modifies_autograd_meta_of_aliases", "test_input_mutation_modifies_autograd_meta_of_aliases",
+         "x, w, b, mean, var", pytorch="test_input_mutation_batchnorm (through F.batch_norm)")
+scenario("input_mutation_modifies_autograd_meta_of_aliases",
          "def f(a):\n    a.mul_(2)\n    out = a + 1\n    return out.detach()",
          "leaf = torch.ones(3, 3, requires_grad=True)\na = leaf.clone()\na_view = a.view(3, 3)\na,")
 # --- outputs that view inputs ------------------------------------------------------------------
-scenario("input_output_view_simple", "test_input_output_view_simple", "def f(a):\n    return a.view(-1)",
+scenario("input_output_view_simple", "def f(a):\n    return a.view(-1)",
          "leaf = torch.ones(2, 2, requires_grad={rg})\na = leaf.add(1)\na,")
 THREE = ("la = torch.ones(2, 2, requires_grad={rg})\nlb = torch.ones(2, 2, requires_grad={rg})\n"
          "lc = torch.ones(2, 2, requires_grad={rg})\na = la.add(1)\nb = lb.add(1)\nc = lc.add(1)\na, b, c")
-scenario("input_output_view_mutate_multiple", "test_input_output_view_mutate_multiple",
+scenario("input_output_view_mutate_multiple",
          "def f(a, b, c):\n    a.mul_(2)\n    c.mul_(3)\n    return b.view(2, 2), c.view(2, 2)", THREE)
-scenario("input_output_view_metadata_mutate_multiple", "test_input_output_view_metadata_mutate_multiple",
+scenario("input_output_view_metadata_mutate_multiple",
          "def f(a, b, c):\n    b.mul_(3)\n    c.t_()\n    return a.view(2, 2), b.view(2, 2), c.view(2, 2)", THREE)
-scenario("input_mutation_and_output_view", "test_input_mutation_and_output_view",
-         "def f(a):\n    a.add_(1)\n    return a.view(-1)",
+scenario("input_mutation_and_output_view", "def f(a):\n    a.add_(1)\n    return a.view(-1)",
          "leaf = torch.ones(2, 2, requires_grad={rg})\na = leaf.add(1)\na,")
-scenario("input_mutation_output_view_multiple", "test_input_mutation_output_view_multiple",
+scenario("input_mutation_output_view_multiple",
          "def f(a, b, c, d):\n    b.transpose_(1, 0)\n    c.add_(1)\n    return d + 1, b.diagonal(), a + c",
          "la = torch.arange(4, requires_grad={rg}, dtype=torch.float32)\n"
          "lb = torch.arange(4, requires_grad={rg}, dtype=torch.float32)\n"
@@ -141,57 +133,45 @@ scenario("input_mutation_output_view_multiple", "test_input_mutation_output_view
          "a = la.view(2, 2).add(1)\nb = lb.view(2, 2).add(1)\nc = lc.add(1)\nd = ld.add(1)\na, b, c, d")
 # --- outputs that view intermediates -----------------------------------------------------------
 I33 = "a = torch.ones(3, 3, requires_grad={rg})\na,"
-scenario("output_aliases_intermediate_single", "test_output_aliases_intermediate_single",
-         "def f(a):\n    out = torch.mul(a, 3)\n    return out.view(-1)", I33)
-scenario("output_aliases_intermediate_mutation_linear", "test_output_aliases_intermediate_mutation_linear",
+scenario("output_aliases_intermediate_single", "def f(a):\n    out = torch.mul(a, 3)\n    return out.view(-1)", I33)
+scenario("output_aliases_intermediate_mutation_linear",
          "def f(x):\n    return (x + 1).view(-1)", "x = torch.ones(3, 3, requires_grad=True)\nx,")
-scenario("output_aliases_intermediate_no_grad", "test_output_aliases_intermediate_no_grad",
+scenario("output_aliases_intermediate_no_grad",
          "def f(a, b):\n    out = torch.mul(a, 3)\n    return out.view(-1), b.add(1)",
          "a = torch.ones(3, 3)\nb = torch.ones(3, 3, requires_grad={rg})\na, b")
 scenario("output_aliases_intermediate_returned_multiple_times",
-         "test_output_aliases_intermediate_returned_multiple_times",
-         "def f(a):\n    out = torch.mul(a, 3)\n    out_view = out.view(-1)\n    return out, out_view, out", I33)
-scenario("output_aliases_intermediate_multiple", "test_output_aliases_intermediate_multiple",
+ "def f(a):\n    out = torch.mul(a, 3)\n    out_view = out.view(-1)\n    return out, out_view, out", I33)
+scenario("output_aliases_intermediate_multiple",
          "def f(a):\n    out = torch.mul(a, 3)\n    return out.view(-1), out.view(-1)", I33)
-scenario("output_aliases_intermediate_and_returned", "test_output_aliases_intermediate_and_returned",
+scenario("output_aliases_intermediate_and_returned",
          "def f(a):\n    out = torch.mul(a, 3)\n    return out.view(-1), out", I33)
-scenario("output_aliases_intermediate_and_returned_flipped", "test_output_aliases_intermediate_and_returned_flipped",
+scenario("output_aliases_intermediate_and_returned_flipped",
          "def f(a):\n    out = torch.mul(a, 3)\n    return out, out.view(-1)", I33)
 scenario("output_aliases_intermediate_and_returned_different_grad",
-         "test_output_aliases_intermediate_and_returned_different_grad",
-         "def f(a):\n    out = torch.mul(a, 3)\n    return out.view(-1), out, out[0].detach()", I33)
+ "def f(a):\n    out = torch.mul(a, 3)\n    return out.view(-1), out, out[0].detach()", I33)
 scenario("output_aliases_intermediate_inplace_view_with_detach",
-         "test_output_aliases_intermediate_inplace_view_with_detach",
-         "def f(a):\n    out = torch.mul(a, 3)\n    out.t_()\n    out.detach_()\n    return out, a + 1",
+ "def f(a):\n    out = torch.mul(a, 3)\n    out.t_()\n    out.detach_()\n    return out, a + 1",
          "a = torch.ones(2, 4, requires_grad={rg})\na,")
-scenario("output_aliases_intermediate_multiple_mixed", "test_output_aliases_intermediate_multiple_mixed",
+scenario("output_aliases_intermediate_multiple_mixed",
          "def f(a):\n    out1 = torch.mul(a, 3)\n    out2 = torch.mul(a, 4)\n"
          "    return out1.view(-1), out2.transpose(1, 0), out1.transpose(1, 0)", I33)
-scenario("alias_of_intermediate_detach", "test_alias_of_intermediate_detach",
+scenario("alias_of_intermediate_detach",
          "def f(x):\n    x = x + 1\n    a = x.transpose(0, 1)\n    return a.detach(), a",
          "x = torch.ones(3, 3, requires_grad=True)\nx,", mutate_outputs=False)
-scenario("output_all_alias_types", "test_output_all_alias_types",
-         "def f(a):\n    a.transpose_(1, 0)\n    tmp = a.mul(2)\n"
+scenario("output_all_alias_types", "def f(a):\n    a.transpose_(1, 0)\n    tmp = a.mul(2)\n"
          "    return tmp.squeeze(), tmp.transpose(1, 0), a.unsqueeze(0)",
          "leaf = torch.ones(1, 2, 4, requires_grad={rg})\na = leaf.clone()\na,")
 # --- data and metadata mutations, views ---------------------------------------------------------
-scenario("input_data_and_metadata_mutation", "test_input_data_and_metadata_mutation",
-         "def f(a):\n    a.t_()\n    a[0].mul_(2)\n    return a.view(a.shape)", ONE)
-scenario("view_and_inplace_view", "test_view_and_inplace_view",
-         "def f(a, b):\n    a.t_()\n    return b.view(b.shape), a.view(a.shape)",
-         "la = torch.ones(3, 3, requires_grad={rg})\nlb = torch.ones(3, 3, requires_grad={rg})\n"
-         "a = la + 1\nb = lb + 1\na, b")
-scenario("view_detach", "test_view_detach", "def f(a):\n    tmp = a.detach()\n    a.mul_(2)\n    return a, tmp", ONE)
-scenario("input_inplace_requires_grad_true", "test_input_inplace_requires_grad_true",
-         "def f(a, b):\n    a.requires_grad_(True)\n    return a.mul(3), b.mul(4)",
+scenario("input_data_and_metadata_mutation", "def f(a):\n    a.t_()\n    a[0].mul_(2)\n    return a.view(a.shape)", ONE)
+scenario("view_and_inplace_view", "def f(a, b):\n    a.t_()\n    return b.view(b.shape), a.view(a.shape)", TWO)
+scenario("view_detach", "def f(a):\n    tmp = a.detach()\n    a.mul_(2)\n    return a, tmp", ONE)
+scenario("input_inplace_requires_grad_true", "def f(a, b):\n    a.requires_grad_(True)\n    return a.mul(3), b.mul(4)",
          "a = torch.ones(3, 3)\nlb = torch.ones(3, 3, requires_grad=True)\nb = lb + 1\na, b")
 # --- inputs that alias each other ---------------------------------------------------------------
 scenario("input_data_and_metadata_mutation_aliases_other_input",
-         "test_input_data_and_metadata_mutation_aliases_other_input",
-         "def f(a, b):\n    a.mul_(2)\n    b.t_()\n    return a.mul(b)",
+ "def f(a, b):\n    a.mul_(2)\n    b.t_()\n    return a.mul(b)",
          "base = torch.ones(2, 2, requires_grad={rg})\nx = base.add(1)\na = x[0]\nb = x[0]\na, b")
-scenario("input_mutation_noncontiguous", "test_input_mutation_noncontiguous",
-         "def f(a):\n    a.mul_(2)\n    return a + 1",
+scenario("input_mutation_noncontiguous", "def f(a):\n    a.mul_(2)\n    return a + 1",
          "base = torch.ones(2, 2, requires_grad={rg})\nx = base.add(1)\na = x[:, 0]\na,")
 FALSE_ALIASING = {   # PyTorch's inp_callable1..6 (disjoint) and inp_callable_overlap1..3
     "contiguous": "x[0:2]|x[2:4]|torch.ones(4, 4",
@@ -211,109 +191,97 @@ FALSE_ALIASING = {   # PyTorch's inp_callable1..6 (disjoint) and inp_callable_ov
 }
 for _layout, _spec in FALSE_ALIASING.items():
     _a, _b, _base = _spec.split("|")
-    scenario(f"input_mutation_false_aliasing[{_layout}]", "test_input_mutation_false_aliasing",
+    scenario(f"input_mutation_false_aliasing[{_layout}]",
              "def f(a, b):\n    a.mul_(3)\n    b.mul_(2)\n    return a.clone().view(-1) + b.clone().view(-1)",
              f"base = {_base}, requires_grad={{rg}})\nx = base.add(1)\na = {_a}\nb = {_b}\na, b")
-scenario("output_aliases_multiple_inputs_get_correct_one", "test_output_aliases_multiple_inputs_get_correct_one",
-         "def f(a, b):\n    return a.view(a.shape), b.view(b.shape)",
+scenario("output_aliases_multiple_inputs_get_correct_one", "def f(a, b):\n    return a.view(a.shape), b.view(b.shape)",
          "base = torch.ones(2, 2, requires_grad={rg})\nx = base.mul(2)\na = x.view(-1)\nb = x[0]\na, b")
-scenario("input_mutation_aliases_other_input", "test_input_mutation_aliases_other_input",
-         "def f(a, b):\n    a.add_(1)\n    return a + b",
+scenario("input_mutation_aliases_other_input", "def f(a, b):\n    a.add_(1)\n    return a + b",
          "base = torch.ones(4, 2, requires_grad={rg})\nx = base.add(1)\na = x[0]\nb = x[0]\na, b")
-scenario("input_mutation_aliases_other_input2", "test_input_mutation_aliases_other_input2",
-         "def f(a, b):\n    a.add_(1)\n    return a + b",
+scenario("input_mutation_aliases_other_input2", "def f(a, b):\n    a.add_(1)\n    return a + b",
          "base = torch.ones(2, 2, requires_grad={rg})\nx = base.add(1)\na = x[0]\na, x")
-scenario("input_mutation_aliases_and_output_alias", "test_input_mutation_aliases_and_output_alias",
-         "def f(a, b):\n    a.add_(1)\n    return b.view(b.shape)",
+scenario("input_mutation_aliases_and_output_alias", "def f(a, b):\n    a.add_(1)\n    return b.view(b.shape)",
          "base = torch.ones(2, 2, requires_grad={rg})\nx = base.add(1)\na = x.view(-1)\nb = x.view(-1)\na, b")
-scenario("input_aliased_with_mutation_output_alias", "test_input_aliased_with_mutation_output_alias",
-         "def f(a, b, c):\n    c.mul_(2)\n    return b.add(1), c.view(-1)",
+scenario("input_aliased_with_mutation_output_alias", "def f(a, b, c):\n    c.mul_(2)\n    return b.add(1), c.view(-1)",
          "base1 = torch.ones(2, 2, requires_grad={rg})\nbase2 = torch.ones(2, 2, requires_grad={rg})\n"
          "x = base1.add(1)\ny = base2.add(1)\na = x.view(-1)\nc = x.view(-1)\na, y, c")
-scenario("input_metadata_mutation_aliases", "test_input_metadata_mutation_aliases",
-         "def f(a, b):\n    a.t_()\n    return a + b",
+scenario("input_metadata_mutation_aliases", "def f(a, b):\n    a.t_()\n    return a + b",
          "base = torch.ones(2, 2, requires_grad={rg})\nx = base.add(1)\na = x.view(-1)\nb = x.view(-1)\na, b")
 scenario("input_mutation_aliases_and_none_require_gradients",
-         "test_input_mutation_aliases_and_none_require_gradients",
-         "def f(a, b, c):\n    a.mul_(2)\n    return b + 1, c + 1",
+ "def f(a, b, c):\n    a.mul_(2)\n    return b + 1, c + 1",
          "base = torch.ones(2, 2)\nc = torch.ones(2, 2, requires_grad={rg})\nx = base.add(1)\na = x.view(-1)\n"
          "b = x.view(-1)\na, b, c")
-scenario("input_mutation_aliases_bases_out_of_order", "test_input_mutation_aliases_bases_out_of_order",
+scenario("input_mutation_aliases_bases_out_of_order",
          "def f(a, b, c, d):\n    b.add_(1)\n    d.unsqueeze_(0)\n    return a + c + d, b.view(-1)",
          "base1 = torch.ones(2, 2, requires_grad={rg})\nbase2 = torch.ones(2, 2, requires_grad={rg})\n"
          "x1 = base1.add(1)\nx2 = base2.add(1)\na = x1.view(-1)\nb = x2.view(-1)\nc = x1.view(-1)\nd = x2.view(-1)\n"
          "a, b, c, d")
-scenario("synthetic_base_base_attribute_is_none", "test_synthetic_base_base_attribute_is_none (on CPU)",
-         "def f(a, b):\n    a.add_(1)\n    return a + b",
-         "base = torch.ones(4, 4)\na = base[0].detach()\nb = base[1].detach()\na, b")
-scenario("input_mutation_alias_everything", "test_input_mutation_alias_everything",
+scenario("synthetic_base_base_attribute_is_none", "def f(a, b):\n    a.add_(1)\n    return a + b",
+         "base = torch.ones(4, 4)\na = base[0].detach()\nb = base[1].detach()\na, b",
+         pytorch="test_synthetic_base_base_attribute_is_none (on CPU)")
+scenario("input_mutation_alias_everything",
          "def f(a, b, c):\n    c.mul_(2)\n    b.t_()\n    tmp = a + c\n    out1 = tmp.view(-1)\n    out2 = b.t()\n"
          "    out3 = out1.unsqueeze(0)\n    return out1, out2, out3",
          "base1 = torch.ones(2, 2, requires_grad={rg})\nbase2 = torch.ones(2, 2, requires_grad={rg})\n"
          "b1 = base1.add(1)\nb = base2.add(1)\na = b1.view(-1)\nc = b1.view(-1)\na, b, c")
 # --- autograd state of outputs ------------------------------------------------------------------
 for _x, _y in (("True", "True"), ("True", "False"), ("False", "True"), ("False", "False")):
-    scenario(f"no_grad_input_output[{_x},{_y}]", "test_no_grad_input_output",
+    scenario(f"no_grad_input_output[{_x},{_y}]",
              "def f(a, b):\n    return a.cos(), b.cos(), a * b",
              f"a = torch.randn(5, requires_grad={_x})\nb = torch.randn(5, requires_grad={_y})\na, b",
              mutate_outputs=False)
-scenario("some_output_requires_grad_input_doesnt", "test_some_output_requires_grad_input_doesnt",
+scenario("some_output_requires_grad_input_doesnt",
          "def f(a, b):\n    a_view = a.view(-1)\n    a_view.requires_grad_(True)\n    return a_view",
          "a = torch.randn(3, 3)\nb = torch.randn(3, 3, requires_grad=True)\na, b", mutate_outputs=False)
-scenario("some_outputs_dont_require_grad_view", "test_some_outputs_dont_require_grad_view",
-         "def f(a, b):\n    return a.detach(), b",
+scenario("some_outputs_dont_require_grad_view", "def f(a, b):\n    return a.detach(), b",
          "a = torch.randn(3, 3, requires_grad=True)\nb = torch.randn(3, 3, requires_grad=True)\na, b",
          mutate_outputs=False)
-scenario("some_outputs_dont_require_grad_non_view", "test_some_outputs_dont_require_grad_non_view",
-         "def f(a, b):\n    return a.add(1).detach(), b",
+scenario("some_outputs_dont_require_grad_non_view", "def f(a, b):\n    return a.add(1).detach(), b",
          "a = torch.randn(3, 3, requires_grad=True)\nb = torch.randn(3, 3, requires_grad=True)\na, b",
          mutate_outputs=False)
-scenario("inner_grad", "test_inner_grad",
-         "def f(x):\n    y = torch.exp(x)\n    z = torch.autograd.grad(y, x)\n    return z",
+scenario("inner_grad", "def f(x):\n    y = torch.exp(x)\n    z = torch.autograd.grad(y, x)\n    return z",
          "x = torch.randn((), requires_grad=True)\nx,", mutate_outputs=False)
-scenario("output_dict", "test_output_dict", "def f(x, y):\n    return {'a': x, 'b': y + x}",
+scenario("output_dict", "def f(x, y):\n    return {'a': x, 'b': y + x}",
          "x = torch.randn(3, requires_grad=True)\ny = torch.randn(3)\nx, y", mutate_outputs=False)
-scenario("custom_autograd", "test_custom_autograd",
-         "def f(x):\n    class CustomFn(torch.autograd.Function):\n        @staticmethod\n"
+scenario("custom_autograd", "def f(x):\n    class CustomFn(torch.autograd.Function):\n        @staticmethod\n"
          "        def forward(ctx, x):\n            return x.clone()\n\n        @staticmethod\n"
          "        def backward(ctx, g):\n            return g + 1\n\n    return CustomFn.apply(x)",
          "x = torch.randn(3, requires_grad={rg})\nx,", mutate_outputs=False)
-scenario("new_inp_requires_grad_now", "test_new_inp_requires_grad_now",
-         "def f(x, y):\n    return x.add_(y)",
+scenario("new_inp_requires_grad_now", "def f(x, y):\n    return x.add_(y)",
          "x = torch.ones(20, 100)\ny = torch.ones(20, 100, requires_grad=True)\nx, y", mutate_outputs=False)
-scenario("output_op_depending_on_symint", "test_output_op_depending_on_symint",
+scenario("output_op_depending_on_symint",
          "def f(x):\n    return x.expand(x.shape)", "x = torch.randn(5, requires_grad=True)\nx,", mutate_outputs=False)
 scenario("default_partitioner_saves_symints_not_tensors_for_bw",
-         "test_default_partitioner_saves_symints_not_tensors_for_bw",
-         "def f(a):\n    b = a[0]\n    c = torch.ones_like(b, dtype=torch.bool)\n    return b.masked_fill_(c, 0)",
+ "def f(a):\n    b = a[0]\n    c = torch.ones_like(b, dtype=torch.bool)\n    return b.masked_fill_(c, 0)",
          "leaf = torch.ones(2, 2, requires_grad=True)\na = leaf.clone()\na,", mutate_outputs=False)
 # --- duplicated arguments -----------------------------------------------------------------------
-scenario("dupe_arg", "test_dupe_arg", "def f(x, y):\n    return x + y",
+scenario("dupe_arg", "def f(x, y):\n    return x + y",
          "x = torch.randn(3, 3, requires_grad=True)\nx, x", mutate_outputs=False)
-scenario("dupe_arg_torture", "test_dupe_arg_torture",
-         "def f(x, y):\n    x.t_()\n    y.unsqueeze_(0)\n    return x + y",
+scenario("dupe_arg_torture", "def f(x, y):\n    x.t_()\n    y.unsqueeze_(0)\n    return x + y",
          "leaf = torch.randn(3, 3, requires_grad=True)\nx = leaf.clone()\nx, x", mutate_outputs=False)
-scenario("dupe_arg_returned_as_output", "test_dupe_arg_returned_as_output",
+scenario("dupe_arg_returned_as_output",
          "def f(a, b, a_):\n    a[0].add_(1)\n    return a_", "a = torch.ones(2)\nb = torch.ones(2)\na, b, a",
          mutate_outputs=False)
-scenario("invalid_dupe_left_bias", "test_invalid_dupe_left_bias (one call, duplicated)",
-         "def f(x, y):\n    x.t_()\n    return (x + y,)",
-         "leaf = torch.randn(3, 3, requires_grad=True)\nx = leaf.clone()\nx, x", mutate_outputs=False)
+scenario("invalid_dupe_left_bias", "def f(x, y):\n    x.t_()\n    return (x + y,)",
+         "leaf = torch.randn(3, 3, requires_grad=True)\nx = leaf.clone()\nx, x", mutate_outputs=False,
+         pytorch="test_invalid_dupe_left_bias (one call, duplicated)")
 
 # --- set_ and mutations in the backward ---------------------------------------------------------
-scenario("set__steals_view_chain", "test_set__steals_view_chain",
+scenario("set__steals_view_chain",
          "def f(a, b):\n    a_ = a.mul(2)\n    b_ = b.mul(2)\n    b_slice = b_[1].view(3, 3)\n    a_.set_(b_slice)\n"
          "    a_.view(-1).mul_(2)\n    return a_ * b_slice",
          "a = torch.ones(3, 3)\nb = torch.zeros(3, 9)\na, b", mutate_outputs=False)
-scenario("set__and_data_mutation_bad", "test_set__and_data_mutation_bad (PyTorch refuses; eager runs it)",
+scenario("set__and_data_mutation_bad",
          "def f(a):\n    a_view = a.view(-1)\n    tmp = torch.ones(3, 3, requires_grad=True)\n"
          "    with torch.no_grad():\n        a.set_(tmp)\n    a_view.mul_(2)\n    return a + tmp",
-         "leaf = torch.ones(3, 3, requires_grad=True)\na = leaf + 1\na,")
-scenario("set__and_data_mutation_bad[tmp_no_grad]", "test_set__and_data_mutation_bad (PyTorch refuses; eager runs it)",
+         "leaf = torch.ones(3, 3, requires_grad=True)\na = leaf + 1\na,",
+         pytorch="test_set__and_data_mutation_bad (PyTorch refuses; eager runs it)")
+scenario("set__and_data_mutation_bad[tmp_no_grad]",
          "def f(a):\n    a_view = a.view(-1)\n    tmp = torch.ones(3, 3)\n    with torch.no_grad():\n"
          "        a.set_(tmp)\n    a_view.mul_(2)\n    return a + tmp",
-         "leaf = torch.ones(3, 3, requires_grad=True)\na = leaf + 1\na,")
-scenario("backward_mutation_data", "test_backward_mutation_data",
+         "leaf = torch.ones(3, 3, requires_grad=True)\na = leaf + 1\na,",
+         pytorch="test_set__and_data_mutation_bad (PyTorch refuses; eager runs it)")
+scenario("backward_mutation_data",
          "def f(a, b):\n    class BwMutation(torch.autograd.Function):\n        @staticmethod\n"
          "        def forward(ctx, x):\n            ctx.save_for_backward(x)\n            return x.clone()\n\n"
          "        @staticmethod\n        def backward(ctx, g):\n            x, = ctx.saved_tensors\n"

@@ -4,19 +4,11 @@ the same as on N ranks (the multi-rank runs are in test_distributed.py)."""
 
 import pytest
 import torch
-import torch.distributed as dist
 
 import jointgraph
 
-pytestmark = pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(), reason="needs gloo")
-
 PLANS = [{"partitioner": "default"}, {"partitioner": "mincut"},
          {"partitioner": "budget", "memory_budget": 0.3}]
-
-
-@pytest.fixture(scope="module")
-def group(gloo_world):
-    return gloo_world
 
 
 def _gathers(gm):
@@ -38,8 +30,8 @@ def _program(group):
 
 
 @pytest.mark.parametrize("options", PLANS, ids=lambda o: o["partitioner"])
-def test_collectives_are_neither_merged_dropped_recomputed_nor_reordered(group, options):
-    fn = _program(group)
+def test_collectives_are_neither_merged_dropped_recomputed_nor_reordered(gloo_world, options):
+    fn = _program(gloo_world)
     x, w1, w2 = (torch.randn(4, 8, requires_grad=True), torch.randn(6, 8, requires_grad=True),
                  torch.randn(5, 8, requires_grad=True))
     plan = jointgraph.plan(fn, x, w1, w2, **options)
@@ -59,12 +51,12 @@ def test_collectives_are_neither_merged_dropped_recomputed_nor_reordered(group, 
         torch.testing.assert_close(t.grad, g)
 
 
-def test_collectives_in_checkpointed_blocks_keep_eager_order(group):
+def test_collectives_in_checkpointed_blocks_keep_eager_order(gloo_world):
     import torch.distributed._functional_collectives as funcol
     from torch.utils.checkpoint import checkpoint
 
     def block(h, w):
-        return (h @ funcol.all_gather_single_autograd(w, 0, group).t()).tanh()
+        return (h @ funcol.all_gather_single_autograd(w, 0, gloo_world).t()).tanh()
 
     def fn(x, w1, w2):
         return checkpoint(block, checkpoint(block, x, w1, use_reentrant=False), w2, use_reentrant=False).sum()

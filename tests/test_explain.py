@@ -40,7 +40,6 @@ def _check_explanation(plan, layer_prefix: str, source_file: str):
     held = sum(s.nbytes for s in plan.saved if s.decision is not jointgraph.Decision.RECOMPUTE
                and s.name in {r.name for r in rows})
     assert explanation.held_bytes == held
-    assert sum(g.nbytes for g in explanation.groups) == held   # the layers' subtotals cover every held value
     # parameters and inputs are folded by default, listed with show_all
     params = [r for r in explanation.held_anyway if r.kind == "parameter"]
     grouped = {r.name for g in explanation.groups for r in g.rows}

@@ -104,14 +104,8 @@ def test_a_freed_parameter_is_counted_from_its_fill_and_matches_the_measured_pea
     assert abs((plan.peak_bytes - plan.entry_bytes) - measured) <= 0.1 * measured
 
 
-@pytest.fixture(scope="module")
-def one_rank(gloo_world):
-    return gloo_world
-
-
-@gloo
 @pytest.mark.parametrize("reshard", [True, False])
-def test_only_parameters_fsdp2_reshards_after_the_forward_are_resharded(one_rank, reshard):
+def test_only_parameters_fsdp2_reshards_after_the_forward_are_resharded(gloo_world, reshard):
     from torch.distributed.fsdp import fully_shard
 
     from jointgraph.bench.block_memory import BlockStep
@@ -136,12 +130,11 @@ def test_only_parameters_fsdp2_reshards_after_the_forward_are_resharded(one_rank
         assert RESHARDED_FREED not in [name for _, name, _ in plan.timeline]
 
 
-@gloo
-def test_an_all_gather_is_counted_once_where_it_is_live(one_rank):
+def test_an_all_gather_is_counted_once_where_it_is_live(gloo_world):
     import torch.distributed._functional_collectives as funcol
 
     def fn(x, w):
-        return (x @ funcol.all_gather_single(w, 0, one_rank).t()).tanh().sum()
+        return (x @ funcol.all_gather_single(w, 0, gloo_world).t()).tanh().sum()
 
     x, w = torch.randn(64, 32, requires_grad=True), torch.randn(48, 32, requires_grad=True)
     plan = jointgraph.plan(fn, x, w, partitioner="default")

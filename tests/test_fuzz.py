@@ -8,6 +8,7 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 import torch.utils._pytree as pytree
 
@@ -59,6 +60,16 @@ class BackwardRaises(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         raise ValueError("boom in backward")
+
+
+class BackwardRaisesRuntimeError(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise RuntimeError("a saved value was modified")
 
 
 ### The generator
@@ -204,6 +215,30 @@ def test_refusals_and_crashes_are_told_apart():
     assert outcome.status == "crash" and outcome.key.startswith("backward: ValueError")
 
 
+def test_catches_a_backward_that_raises_for_more_outputs_than_eager():
+    """Eager's backward raises for y alone (x, which y's gradient needs, is written after); a compiler
+    whose every output raises at backward raises the same type in the same phase, and is still wrong."""
+    p = program("def f(x, w):\n    y = x @ w\n    x.add_(1.0)\n    return y, w * 2\n",
+                "x = torch.randn(3, 3, generator=g)", "w = torch.randn(3, 3, generator=g).requires_grad_()",
+                args="x, w")
+    eager = fuzz.observe(p, p.function())
+    assert (eager.phase, eager.raising) == ("backward", (0,))
+    assert fuzz.check(p, EAGER, eager) == fuzz.Outcome("pass")
+    every_output_raises = fake(lambda fn, *args: tuple(BackwardRaisesRuntimeError.apply(o) for o in fn(*args)))
+    outcome = fuzz.check(p, every_output_raises, eager)
+    assert (outcome.status, outcome.key) == ("wrong", "backward raises for other outputs")
+
+
+@pytest.mark.parametrize("error", [torch._dynamo.exc.TorchRuntimeError, torch._dynamo.exc.InternalTorchDynamoError])
+def test_a_dynamo_error_that_backend_eager_does_not_raise_is_not_a_refusal(error):
+    """Only an error of Dynamo's that backend="eager" raises on the program too is Dynamo's own."""
+    def raise_dynamo_error(fn, *args):
+        raise error("raised by the compiler under test")
+
+    outcome = fuzz.check(DOUBLED, fake(raise_dynamo_error))
+    assert outcome.status == "crash" and outcome.key.startswith(f"call: {error.__name__}"), outcome
+
+
 def test_second_call_is_checked_too():
     calls = []
 
@@ -346,6 +381,15 @@ def test_subclass_programs_match_eager():
     for name, counts in summary.counts.items():
         assert counts["wrong"] == counts["crash"] == 0, (name, summary.failures)
         assert counts["pass"] >= 10, (name, summary.failures)
+
+
+def test_subclass_run_passes_eager_and_honours_every():
+    from jointgraph.bench import fuzz_subclass
+
+    every_other = dataclasses.replace(EAGER, name="every_other", every=2)
+    summary = fuzz_subclass.run(3, seed=1, contenders=[EAGER, every_other])
+    assert summary.counts == {"eager": {"pass": 3, "refused": 0, "wrong": 0, "crash": 0},
+                              "every_other": {"pass": 1, "refused": 0, "wrong": 0, "crash": 0}}, summary.failures
 
 
 def test_subclass_oracle_catches_scaled_outputs_and_lost_gradients():

@@ -121,8 +121,9 @@ def test_recorded_as_graph_effects():
     assert torch.ops.jointgraph.rng_manual_seed.default in [n.target for n in plan.forward.graph.nodes]
 
 
-def test_recomputed_dropout_replays_the_forward_mask_after_a_seed():
-    """A checkpointed dropout recomputed in the backward reproduces the mask drawn after the seed."""
+def test_recomputed_dropout_runs_with_the_saved_rng_state_in_the_backward():
+    """A checkpointed dropout recomputed in the backward runs under run_with_rng_state (the state it
+    was drawn with after the seed), so it can reproduce the forward's mask."""
     plan = jointgraph.plan(_checkpointed_dropout, *_args(0), partitioner="mincut")
     backward_targets = {str(n.target) for n in plan.backward.graph.nodes if n.op == "call_function"}
     assert any("run_with_rng_state" in t for t in backward_targets), backward_targets

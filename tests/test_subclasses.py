@@ -46,11 +46,12 @@ def assert_same(expected, actual):
 
 
 def run(fn, make_inputs, calls=2):
-    """Call ``fn`` ``calls`` times on fresh copies of the inputs (same values); backward through the
-    sum of every differentiable output; return (outputs, gradients of the inputs) per call."""
+    """Call ``fn`` ``calls`` times, each on fresh inputs from ``make_inputs`` (``check`` seeds each run,
+    so eager and the compiled entry see the same values); backward through the sum of every
+    differentiable output; return (outputs, gradients of the inputs) per call."""
     results = []
-    inputs = make_inputs()
     for _ in range(calls):
+        inputs = make_inputs()
         out = fn(*inputs)
         diff = [o for o in torch.utils._pytree.tree_leaves(out) if isinstance(o, torch.Tensor) and o.requires_grad]
         if diff:
@@ -65,6 +66,17 @@ def check(fn, make_inputs, compiled):
     torch.manual_seed(0)
     actual = run(compiled, make_inputs)
     assert_same(expected, actual)
+
+
+def _check_module(eager, module, compiled, x):
+    """``compiled`` (``module`` compiled; ``eager`` its twin) over two calls on ``x``: the outputs, and
+    after each backward through their sum, the parameters' gradients."""
+    for _ in range(2):
+        expected, actual = eager(x), compiled(x)
+        assert_same(expected, actual)
+        expected.sum().backward()
+        actual.sum().backward()
+        assert_same([p.grad for p in eager.parameters()], [p.grad for p in module.parameters()])
 
 
 # ### TwoTensor
@@ -127,17 +139,10 @@ class TwoLinear(torch.nn.Module):
 def test_twotensor_parameters_aot_module(plan):
     torch.manual_seed(0)
     eager = TwoLinear()
-    compiled_module = TwoLinear()
-    compiled_module.load_state_dict(eager.state_dict())
-    compiled = jointgraph.aot_module(compiled_module, **plan)
-    x = two(3, 4, requires_grad=False)
-    for _ in range(2):
-        expected, actual = eager(x), compiled(x)
-        assert_same(expected, actual)
-        expected.sum().backward()
-        actual.sum().backward()
-    assert_same([p.grad for p in eager.parameters()], [p.grad for p in compiled_module.parameters()])
-    assert type(compiled_module.w.grad) is TwoTensor
+    module = TwoLinear()
+    module.load_state_dict(eager.state_dict())
+    _check_module(eager, module, jointgraph.aot_module(module, **plan), two(3, 4, requires_grad=False))
+    assert type(module.w.grad) is TwoTensor
 
 
 @pytest.mark.parametrize("fn", [elementwise_and_matmul, inner_read])
@@ -149,15 +154,17 @@ def test_twotensor_torch_compile(fn):
 
 
 def test_graph_is_plain_aten_over_inner_tensors():
+    """The plan of a call, and jointgraph.plan's."""
     compiled = jointgraph.aot_function(elementwise_and_matmul)
     compiled(*_two_inputs())
-    plan = jointgraph.plans(compiled)[-1]
-    for gm in (plan.forward, plan.backward):
-        for node in gm.graph.nodes:
-            value = node.meta.get("val")
-            assert not is_subclass(value), node
-    # two inner tensors per TwoTensor argument, one plain tensor
-    assert sum(n.op == "placeholder" for n in plan.forward.graph.nodes) == 5
+    for plan in (jointgraph.plans(compiled)[-1], jointgraph.plan(elementwise_and_matmul, *_two_inputs())):
+        assert plan.backward is not None
+        for gm in (plan.forward, plan.backward):
+            for node in gm.graph.nodes:
+                value = node.meta.get("val")
+                assert not is_subclass(value), node
+        # two inner tensors per TwoTensor argument, one plain tensor
+        assert sum(n.op == "placeholder" for n in plan.forward.graph.nodes) == 5
 
 
 def test_structure_is_guarded():
@@ -281,9 +288,13 @@ def test_dtensor_gradient_placements_as_eager(mesh):
     """w is Replicate; its gradient (x^T @ g with x sharded) is Partial in eager, and here."""
     from torch.distributed.tensor import Partial
 
-    x, w = _dtensors(mesh)()
-    jointgraph.aot_function(dtensor_mlp)(x, w)[0].sum().backward()
+    make = _dtensors(mesh)
+    x, w = make()
+    dtensor_mlp(x, w)[0].sum().backward()
+    x2, w2 = make()
+    jointgraph.aot_function(dtensor_mlp)(x2, w2)[0].sum().backward()
     assert isinstance(w.grad.placements[0], Partial)
+    assert (w2.grad.placements, x2.grad.placements) == (w.grad.placements, x.grad.placements)
 
 
 def test_dtensor_gradient_coerced_to_the_traced_placements(mesh):
@@ -316,14 +327,8 @@ def test_dtensor_parameters_aot_module(mesh):
                                  mesh)
 
     eager, module = make(), make()
-    compiled = jointgraph.aot_module(module)
     x = distribute_tensor(torch.randn(5, 3), mesh, [Replicate()])
-    for _ in range(2):
-        expected, actual = eager(x), compiled(x)
-        assert_same(expected, actual)
-        expected.sum().backward()
-        actual.sum().backward()
-    assert_same([p.grad for p in eager.parameters()], [p.grad for p in module.parameters()])
+    _check_module(eager, module, jointgraph.aot_module(module), x)
 
 
 # ### Structures
@@ -358,9 +363,3 @@ def test_no_grad_mode_and_dynamic_option():
         out = compiled(x)
         assert not out.requires_grad
         assert_same(f(x), out)
-
-
-def test_plan_of_a_subclass_call():
-    plan = jointgraph.plan(elementwise_and_matmul, *_two_inputs())
-    assert plan.backward is not None
-    assert sum(n.op == "placeholder" for n in plan.forward.graph.nodes) == 5

@@ -67,28 +67,36 @@ def _inputs(seed: int):
     return x, w
 
 
+def _same_as_eager(fn, compiled, inputs: tuple, weighted: bool = False) -> tuple:
+    """``compiled`` on twins of ``inputs`` against eager's ``fn`` on ``inputs``: the outputs (shape, dtype,
+    requires_grad, values, which inputs each shares storage with), then, after a backward through the
+    outputs that require grad (each times a random tensor when ``weighted``, else summed), the
+    inputs' gradients. Returns eager's outputs."""
+    twins = [t.detach().clone().requires_grad_(t.requires_grad) for t in inputs]
+    expected, actual = fn(*inputs), compiled(*twins)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    actual = actual if isinstance(actual, tuple) else (actual,)
+    assert len(actual) == len(expected)
+    for e, a in zip(expected, actual, strict=True):
+        assert (a.shape, a.dtype, a.requires_grad) == (e.shape, e.dtype, e.requires_grad)
+        torch.testing.assert_close(a.detach(), e.detach())
+        assert _storage_shared_with(a, twins) == _storage_shared_with(e, inputs)
+    weights = [torch.randn(e.shape) if weighted else 1.0 for e in expected]
+    sum((e * w).sum() for e, w in zip(expected, weights, strict=True) if e.requires_grad).backward()
+    sum((a * w).sum() for a, w in zip(actual, weights, strict=True) if a.requires_grad).backward()
+    for t, twin in zip(inputs, twins, strict=True):
+        torch.testing.assert_close(twin.grad, t.grad)
+    return expected
+
+
+def _storage_shared_with(t: torch.Tensor, inputs) -> list[bool]:
+    return [t.untyped_storage().data_ptr() == i.untyped_storage().data_ptr() for i in inputs]
+
+
 def _check_against_eager(fn, compiled, seeds=(0, 1, 2, 3)) -> set:
-    """Outputs and gradients equal eager's for each call; returns the data-dependent sizes seen."""
-    sizes = set()
-    for seed in seeds:
-        args = _inputs(seed)
-        copies = [a.detach().clone().requires_grad_() for a in args]
-        expected, actual = fn(*args), compiled(*copies)
-        expected = expected if isinstance(expected, tuple) else (expected,)
-        actual = actual if isinstance(actual, tuple) else (actual,)
-        assert len(actual) == len(expected)
-        for e, a in zip(expected, actual, strict=True):
-            assert a.shape == e.shape and a.dtype == e.dtype and a.requires_grad == e.requires_grad
-            torch.testing.assert_close(a.detach(), e.detach())
-        sizes.add(tuple(tuple(e.shape) for e in expected))
-        weights = [torch.randn(e.shape) if e.is_floating_point() else None for e in expected]
-        loss_e = sum((e * w).sum() for e, w in zip(expected, weights, strict=True) if e.requires_grad)
-        loss_a = sum((a * w).sum() for a, w in zip(actual, weights, strict=True) if a.requires_grad)
-        loss_e.backward()
-        loss_a.backward()
-        for arg, copy in zip(args, copies, strict=True):
-            torch.testing.assert_close(copy.grad, arg.grad)
-    return sizes
+    """``_same_as_eager`` on each seed's inputs; returns the data-dependent sizes seen."""
+    return {tuple(tuple(e.shape) for e in _same_as_eager(fn, compiled, _inputs(seed), weighted=True))
+            for seed in seeds}
 
 
 @pytest.mark.parametrize("name", OPS)
@@ -118,14 +126,7 @@ def test_data_dependent_op_through_aot_module(name):
     twin.load_state_dict(model.state_dict())
     compiled = jointgraph.aot_module(twin)
     for seed in range(3):
-        x = _inputs(seed)[0].detach()
-        expected, actual = model(x), compiled(x)
-        expected = expected if isinstance(expected, tuple) else (expected,)
-        actual = actual if isinstance(actual, tuple) else (actual,)
-        for e, a in zip(expected, actual, strict=True):
-            torch.testing.assert_close(a, e)
-        expected[0].float().sum().backward()
-        actual[0].float().sum().backward()
+        _same_as_eager(model, compiled, (_inputs(seed)[0].detach(),))
         torch.testing.assert_close(twin.w.grad, model.w.grad)
 
 
@@ -271,16 +272,8 @@ def test_dynamic_output_aliasing_an_input(entry):
     compiled = (jointgraph.aot_function(fn, dynamic=True) if entry == "aot_function"
                 else torch.compile(fn, backend="jointgraph", dynamic=True))
     for n in (3, 4, 6):
-        x = torch.randn(n, 2, requires_grad=True)
-        twin = x.detach().clone().requires_grad_()
-        expected, actual = fn(x), compiled(twin)
-        for e, a in zip(expected, actual, strict=True):
-            torch.testing.assert_close(a, e)
-            assert a.untyped_storage().data_ptr() == twin.untyped_storage().data_ptr()   # a view, as eager's
-        weights = [torch.randn(e.shape) for e in expected]
-        sum((e * g).sum() for e, g in zip(expected, weights, strict=True)).backward()
-        sum((a * g).sum() for a, g in zip(actual, weights, strict=True)).backward()
-        torch.testing.assert_close(twin.grad, x.grad)
+        # eager's outputs are views of x: the compiled ones must share the twin's storage
+        _same_as_eager(fn, compiled, (torch.randn(n, 2, requires_grad=True),), weighted=True)
     torch._dynamo.reset()
 
 
@@ -365,13 +358,8 @@ def test_masked_select_with_a_mask_that_broadcasts_the_input():
         g = torch.Generator().manual_seed(seed)
         x = torch.randn(1, 4, generator=g, requires_grad=True)
         mask = torch.rand(5, 4, generator=g) > 0.3
-        twin = x.detach().clone().requires_grad_()
-        expected, actual = select(x, mask), compiled(twin, mask)
+        (expected,) = _same_as_eager(select, compiled, (x, mask))
         assert expected.numel() > x.numel()   # more than the bound the fake kernel assumed
-        torch.testing.assert_close(actual, expected)
-        expected.sum().backward()
-        actual.sum().backward()
-        torch.testing.assert_close(twin.grad, x.grad)
 
 
 @pytest.mark.parametrize("name", ["masked_index", "nonzero", "item_factory"])
@@ -394,17 +382,3 @@ def test_data_dependent_op_recomputed_by_checkpoint_is_refused_by_name():
 
     with pytest.raises(jointgraph.UnsupportedError, match="checkpoint"):
         jointgraph.aot_function(fn)(*_inputs(0))
-
-
-def _same_as_eager(fn, compiled, inputs: tuple) -> None:
-    """Outputs and the gradients of ``inputs`` (leaves) of ``compiled`` equal eager's ``fn``."""
-    twins = [t.detach().clone().requires_grad_() for t in inputs]
-    expected, actual = fn(*inputs), compiled(*twins)
-    expected = expected if isinstance(expected, tuple) else (expected,)
-    actual = actual if isinstance(actual, tuple) else (actual,)
-    for e, a in zip(expected, actual, strict=True):
-        torch.testing.assert_close(a, e)
-    sum(e.float().sum() for e in expected if e.requires_grad).backward()
-    sum(a.float().sum() for a in actual if a.requires_grad).backward()
-    for t, twin in zip(inputs, twins, strict=True):
-        torch.testing.assert_close(twin.grad, t.grad)

@@ -673,19 +673,21 @@ def _backward(seed: int, outputs: list, named: dict[str, torch.Tensor], only: in
 def _raising_items(program: Program, fn: Callable, context: Callable[[], Any]) -> tuple[int, ...]:
     """When the backward raised: which differentiated items raise on their own, each on fresh inputs
     (eager raises only for the outputs whose history reaches the modified saved value)."""
-    raising, count, k = [], None, 0
-    while count is None or k < count:
+    def call() -> tuple[list, dict[str, torch.Tensor]]:
         args, named = program.make_inputs()
         with context():
             out = fn(*args)
-        outputs = pytree.tree_leaves(out)
-        count = len(_differentiated(outputs, named))
-        if k < count:
-            try:
-                _backward(program.seed, outputs, named, only=k)
-            except Exception:
-                raising.append(k)
-        k += 1
+        return pytree.tree_leaves(out), named
+
+    outputs, named = call()
+    raising = []
+    for k in range(len(_differentiated(outputs, named))):
+        if k:
+            outputs, named = call()
+        try:
+            _backward(program.seed, outputs, named, only=k)
+        except Exception:
+            raising.append(k)
     return tuple(raising)
 
 
