@@ -85,7 +85,8 @@ def plans(compiled: Any) -> list[Plan]:
 
     ``compiled`` is what ``aot_function`` or ``aot_module`` returned, or a model or function
     compiled with ``torch.compile(..., backend="jointgraph")`` (one plan per graph Dynamo
-    handed over). Entries run eagerly (``on_unsupported="eager"``) have no plan.
+    handed over, one per subclass structure for a graph over tensor subclasses). Entries run
+    eagerly (``on_unsupported="eager"``) have no plan.
 
     Example::
 

@@ -72,7 +72,6 @@ def build_plan(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake
     start = time.perf_counter()
     joint = trace_joint(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, names=names,
                         non_leaf=non_leaf, decompositions=_decompositions(options))
-    joint.resharding = resharding
     timings["trace"] = time.perf_counter() - start
 
     start = time.perf_counter()

@@ -13,7 +13,6 @@ import pytest
 import torch
 
 import jointgraph
-import jointgraph.cache as jg_cache
 from jointgraph.cache.key import environment
 from jointgraph.cache.store import DiskStore
 from jointgraph.hooks import cache_hash
@@ -21,9 +20,7 @@ from jointgraph.hooks import cache_hash
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-@pytest.fixture(autouse=True)
-def _fresh_reports(monkeypatch):
-    monkeypatch.setattr(jg_cache, "_REPORTED", set())
+pytestmark = pytest.mark.usefixtures("fresh_cache_reports")
 
 
 def _events(path) -> list[str]:

@@ -10,15 +10,12 @@ import pytest
 import torch
 
 import jointgraph
-import jointgraph.cache as jg_cache
 from jointgraph.cache.store import DiskStore
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-@pytest.fixture(autouse=True)
-def _fresh_reports(monkeypatch):
-    monkeypatch.setattr(jg_cache, "_REPORTED", set())
+pytestmark = pytest.mark.usefixtures("fresh_cache_reports")
 
 
 def step(x, w):

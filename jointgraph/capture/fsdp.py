@@ -23,8 +23,8 @@ the next all-gather's copy-out or at the root's post-forward, and frees it right
 copy-out in the backward. ``Resharding.gather_bytes`` is its size.
 
 The entry points (``aot_function`` / ``aot_module`` and the ``torch.compile`` backend) read
-a ``Resharding`` off the real inputs at compile time and hand it to ``build_plan``
-(``JointGraph.resharding``). The simulator (Note [Memory simulation model]) counts those
+a ``Resharding`` off the real inputs at compile time and hand it to ``build_plan``,
+which passes it to the simulator and the budget planner. The simulator (Note [Memory simulation model]) counts those
 inputs and the buffer as the caller's: gathered at the forward's entry, freed after it,
 gathered again for the backward; the budget planner verifies its candidates with that same
 simulator. It changes no graph and nothing at run time: FSDP2's hooks free and gather,

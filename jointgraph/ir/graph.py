@@ -108,7 +108,6 @@ class JointGraph:
     hooks: Any = None   # the HookTable of hooks registered inside (Note [Hooks inside the function])
     # Note [New leaves] in capture/leaves.py: one NewLeaf per slot, the last inputs (role NEW_LEAF)
     new_leaves: tuple = ()
-    resharding: Resharding = NO_RESHARDING   # Note [Inputs the caller reshards] in capture/fsdp.py
 
     @property
     def graph(self) -> torch.fx.Graph:
