@@ -31,6 +31,17 @@ SCENARIOS = {
     # inputs that alias each other
     "two_slices_return_b": ("def f(a, b):\n    a.mul_(2)\n    return b",
                             "base = torch.arange(6.)\na = base[:3]\nb = base[3:]\na, b"),
+    "aliased_returns_shape": ("def f(a, b):\n    a[0, 1] = 0\n    return b, b.shape",   # a torch.Size, not a tuple
+                              "base = torch.arange(9).view(3, 3)\na = base.t()\nb = base[:-1]\na, b"),
+    # leaves made inside from an input written before: their geometry is the caller's (fuzz seed 7088)
+    "view_requires_grad_after_write": ("def f(b):\n    b.zero_()\n    t = b.view(-1).requires_grad_(True)\n"
+                                       "    return t * 2, t", "base = torch.randn(4)\nb = base[1:]\nb,"),
+    "detach_requires_grad_after_write": ("def f(b):\n    b.zero_()\n    t = b.detach().requires_grad_(True)\n"
+                                         "    return t * 2, t", "base = torch.randn(4)\nb = base[1:]\nb,"),
+    "detach_requires_grad_after_t_": ("def f(b):\n    b.t_()\n    t = b.detach().requires_grad_(True)\n"
+                                      "    return t * 2, t", "base = torch.randn(3, 4)\nb = base[1:]\nb,"),
+    "view_requires_grad_after_t_and_write": ("def f(b):\n    b.t_()\n    b.mul_(2)\n    t = b[1].requires_grad_(True)\n"
+                                             "    return t * 2, t", "base = torch.randn(3, 4)\nb = base[1:]\nb,"),
     "overlapping_slices": ("def f(a, b):\n    a.mul_(2)\n    return b * 1",
                            "base = torch.arange(6.)\na = base[:4]\nb = base[2:]\na, b"),
     "same_view_twice": ("def f(a, b):\n    a.mul_(2)\n    return a + b",

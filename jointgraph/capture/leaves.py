@@ -38,11 +38,14 @@ import dataclasses
 from collections.abc import Callable
 
 import torch
+import torch._C._functionalization as functionalization
+from torch._subclasses.functional_tensor import FunctionalTensor
 from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import _disable_current_modes
 
 from ..errors import UnsupportedError, user_source_line
 from ..ir.sizes import extent
-from .context import _AS_INPUTS, _REQUIRES_GRAD, geometry, static
+from .context import _AS_INPUTS, _REQUIRES_GRAD, from_fun, geometry, static
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,11 +152,12 @@ class LeafSlots:
     def __call__(self, *args):
         inputs, slots = list(args[:self.num_inputs]), list(args[self.num_inputs:])
         binder = LeafBinder(inputs)
+        originals = [] if slots else [geometry(from_fun(t)) if isinstance(t, torch.Tensor) else None for t in inputs]
         with binder:
             outs = self.fn(*inputs)
         self.made, self.slots = binder.leaves, slots
         if not slots:
-            self.found = tuple(_describe(leaf, where, outs, inputs)
+            self.found = tuple(_describe(leaf, where, outs, inputs, originals)
                                for leaf, where in zip(binder.leaves, binder.sources, strict=True))
             return outs
         if len(binder.leaves) != len(slots):
@@ -181,8 +185,9 @@ class LeafSlots:
         return None
 
 
-def _describe(leaf: torch.Tensor, where: str | None, outs: list, inputs: list) -> NewLeaf:
-    """The NewLeaf for ``leaf``; refuses what Note [New leaves] cannot express."""
+def _describe(leaf: torch.Tensor, where: str | None, outs: list, inputs: list, originals: list) -> NewLeaf:
+    """The NewLeaf for ``leaf``; refuses what Note [New leaves] cannot express. ``originals``: each
+    input's geometry before the function ran."""
     if not leaf.requires_grad:   # the slot would still require grad, and return it
         raise UnsupportedError("requires_grad_(False) on a leaf created inside the compiled function is not "
                                "supported", source=where,
@@ -203,9 +208,11 @@ def _describe(leaf: torch.Tensor, where: str | None, outs: list, inputs: list) -
                                    "is not supported", source=where,
                                    hint='return a clone of one of them, or pass on_unsupported="eager"')
     size, stride, offset = geometry(leaf)
+    if source is not None:   # x.detach() and views of x: on the caller's geometry
+        size, stride, offset = _view_of_input(leaf, originals[source]) or (size, stride, offset)
     parameter = bool(getattr(leaf, "_is_param", False))   # nn.Parameter(t) of a tensor subclass marks it so
     if source is not None:
-        same = geometry(inputs[source]) == (size, stride, offset)
+        same = originals[source] == (size, stride, offset)
         if not same and not static(size, stride, offset):
             raise _symbolic(where)
         return NewLeaf(None if same else (size, stride, offset), leaf.dtype, leaf.device, source=source,
@@ -213,6 +220,23 @@ def _describe(leaf: torch.Tensor, where: str | None, outs: list, inputs: list) -
     if not static(size, stride, offset):
         raise _symbolic(where)
     return NewLeaf((size, stride, offset), leaf.dtype, leaf.device, written=returned, parameter=parameter)
+
+
+def _view_of_input(leaf, original: tuple | None) -> tuple | None:
+    """The geometry of ``leaf``, a view of an input, on the caller's tensor: its view ops replayed on
+    the input's geometry before the call. A view made after a write to the input has, under
+    functionalization, the geometry of the written value (offset 0, contiguous), not the caller's."""
+    if original is None or not isinstance(leaf, FunctionalTensor) or not static(*original):
+        return None
+    try:
+        sequence = list(functionalization.get_view_meta_sequence(leaf.elem))
+    except (RuntimeError, AttributeError):
+        return None
+    size, stride, offset = original
+    with _disable_current_modes():
+        base = torch.empty(extent(size, stride, offset) if all(size) else 0, dtype=leaf.dtype, device="meta")
+        view = functionalization.apply_view_meta_sequence(base.as_strided(size, stride, offset), sequence)
+    return geometry(view) if static(*geometry(view)) else None
 
 
 def _symbolic(where: str | None) -> UnsupportedError:

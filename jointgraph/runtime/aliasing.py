@@ -34,6 +34,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from ..capture.context import treated_as_inputs
+from ..capture.inputs import unflattener
 from ..errors import UnsupportedError
 from .epilogue import apply_metadata_mutations
 
@@ -99,7 +100,7 @@ def _views_of_bases(fn: Callable, spec, views: tuple, duplicates: tuple, returne
             rebuilt[id(leaves[position])] = position
         for position, first in duplicates:
             leaves[position] = leaves[first]
-        args, kwargs = pytree.tree_unflatten(leaves, spec)
+        args, kwargs = unflattener(spec)(leaves)
         with treated_as_inputs([leaves[position] for position, *_ in views]):
             result = fn(*args, **kwargs)
         flat = pytree.tree_leaves(result)
@@ -187,4 +188,4 @@ class SyntheticBases:
         flat, out_spec = pytree.tree_flatten(result)
         for k, position in returned.items():
             flat[k] = leaves[position]   # the caller's own tensor, as eager returns it
-        return pytree.tree_unflatten(flat, out_spec)
+        return unflattener(out_spec)(flat)   # a torch.Size stays one
