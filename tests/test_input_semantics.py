@@ -42,6 +42,16 @@ SCENARIOS = {
                                       "    return t * 2, t", "base = torch.randn(3, 4)\nb = base[1:]\nb,"),
     "view_requires_grad_after_t_and_write": ("def f(b):\n    b.t_()\n    b.mul_(2)\n    t = b[1].requires_grad_(True)\n"
                                              "    return t * 2, t", "base = torch.randn(3, 4)\nb = base[1:]\nb,"),
+    # a multi-output view made before a write is stale, as eager's: reading its grad_fn raises
+    "unbind_view_written_under_no_grad": ("def f(a):\n    t = a.unbind(0)[0]\n    with torch.no_grad():\n"
+                                          "        t.add_(-1.0)\n    return t, a",   # fuzz seed 7202
+                                          "leaf = torch.randn(6, 4, 3, requires_grad=True)\na = leaf[::2]\na,"),
+    "split_view_then_self_copy_of_a_detached_alias": (   # fuzz seed 7104: a shares b's version counter
+        "def f(a, b):\n    t = b.split(1)[1]\n    with torch.no_grad():\n        a.copy_(a)\n    return t, b",
+        "leaf = torch.randn(3, 3, 2, requires_grad=True)\na = leaf[1:].detach()\nb = leaf.view(-1)\na, b"),
+    "split_view_then_self_copy_of_a_distinct_input": (   # the same entry, inputs not aliased: not stale
+        "def f(a, b):\n    t = b.split(1)[1]\n    with torch.no_grad():\n        a.copy_(a)\n    return t, b",
+        "leaf = torch.randn(3, 3, 2, requires_grad=True)\na = leaf[1:].detach().clone()\nb = leaf.view(-1)\na, b"),
     "overlapping_slices": ("def f(a, b):\n    a.mul_(2)\n    return b * 1",
                            "base = torch.arange(6.)\na = base[:4]\nb = base[2:]\na, b"),
     "same_view_twice": ("def f(a, b):\n    a.mul_(2)\n    return a + b",

@@ -227,7 +227,9 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self.analyze = analyze
         self._expanded = ExpandedViews()   # Note [Writes into expanded tensors]
         self._data_aliases = _ByTensor()   # x.data and views of it (``.data`` counts its own versions) -> True
-        self._made = _ByTensor()           # any result -> (its storage, that storage's writes) when made
+        self._made = _ByTensor()           # any result -> (its storage, that storage's writes, clock) when made
+        self._clock = 0                        # in-place ops that bump a version, on any storage
+        self._last_write: dict[int, int] = {}  # storage -> the clock of its latest such op
         # Storages written through a .data alias / through any other tensor (eager bumps those versions).
         self.written_via_data: set = set()
         self.written_directly: set = set()
@@ -239,12 +241,12 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
     def track(self, tensors: list) -> None:
         """Watch ``tensors`` (the inputs) as results are watched: a storage swapped under them is refused."""
         for t in tensors:
-            self._made[t] = (_storage_id(t), None)
+            self._made[t] = (_storage_id(t), None, None)
 
     def check_storage_kept(self, t: torch.Tensor) -> None:
         """Refuse a tensor whose storage was swapped behind functionalization's back (``t.data = y``
         on an intermediate): the wrapper would keep reading the old value."""
-        storage, _ = self._made.get(t, (None, None))
+        storage, _, _ = self._made.get(t, (None, None, None))
         if storage is not None and _storage_id(t) != storage:
             raise UnsupportedError("assigning to .data of a tensor inside the compiled function is not supported: "
                                    "the traced program would keep reading its old value", source=user_source_line(),
@@ -302,7 +304,9 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         if not self.analyze:
             return
         storage = _storage_id(result)
-        self._made[result] = (storage, self._writes.get(storage, 0))
+        if result is target and self._made.get(result, (None,))[0] == storage:
+            return   # an in-place op returns its target: it was made earlier (and is now stale)
+        self._made[result] = (storage, self._writes.get(storage, 0), self._clock)
         a_view = target is not None and result is not target and storage == _storage_id(target)
         if a_view:
             self._views.setdefault(storage, []).append(weakref.ref(result))
@@ -319,6 +323,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             written.add(storage)
             if not via_data:
                 self._writes[storage] = self._writes.get(storage, 0) + 1
+                self._clock += 1
+                self._last_write[storage] = self._clock
 
     def _refuse_regenerated_gradients(self, name: str, target: torch.Tensor) -> None:
         """Under grad mode, autograd regenerates the gradient of an older view of ``target`` (or of
@@ -348,8 +354,15 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
     def written_since_made(self, t: torch.Tensor) -> bool:
         """``t`` (a view) was made before an in-place op on its storage that bumped the version
         counter it shares: eager's view is then stale, and regenerates (or refuses) its grad_fn."""
-        storage, made = self._made.get(t, (None, None))
+        storage, made, _ = self._made.get(t, (None, None, None))
         return made is not None and self._writes.get(storage, 0) > made
+
+    def written_after_made(self, t: torch.Tensor, other: torch.Tensor) -> bool:
+        """An in-place op that bumps a version ran on ``other``'s storage after ``t`` was made: were the
+        two storages one at run time (a detach of a view's input, passed as another input), eager's
+        ``t`` would be stale."""
+        _, _, clock = self._made.get(t, (None, None, None))
+        return clock is not None and self._last_write.get(_storage_id(other), 0) > clock
 
     def written(self, t: torch.Tensor) -> bool:
         """An in-place op (data or metadata) ran on a tensor sharing ``t``'s storage, not through

@@ -152,6 +152,8 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
                     _output_info(out, call_args, input_storages, with_backward, flat_fn)
                 if info.kind == "input_view" and checks.written_since_made(out):
                     info = dataclasses.replace(info, made_before_write=True)
+                elif info.kind == "input_view" and info.input_index < len(call_args):
+                    info = _written_after(info, out, call_args, checks)
                 outputs.append(info)
                 if info.kind == "tensor" and info.requires_grad:
                     plain = from_fun(returned(out, info))
@@ -352,6 +354,13 @@ def _replayable_metadata(f_arg) -> tuple:
         raise UnsupportedError("metadata mutation of an input with symbolic sizes is not supported",
                                hint='pass dynamic=False, or on_unsupported="eager"')
     return size, stride, offset, replay
+
+
+def _written_after(info: OutputInfo, out, call_args: list, checks: EagerInPlaceChecks) -> OutputInfo:
+    """``info`` with the other inputs written after the view ``out`` was made (OutputInfo.written_after)."""
+    others = tuple(j for j, f in enumerate(call_args) if j != info.input_index and isinstance(f, torch.Tensor)
+                   and checks.written_after_made(out, f))
+    return dataclasses.replace(info, written_after=others) if others else info
 
 
 def _view_replay(f_tensor) -> tuple | None:

@@ -58,6 +58,9 @@ class OutputInfo:
     view_meta: tuple | None = None
     view_replay: tuple | None = None  # view ops from the input to this output (Note [Input mutations])
     made_before_write: bool = False   # an input view made before a write to the input: made before the epilogue
+    # Other inputs written (or version-bumped) after this input view was made: when one of them shares
+    # the view's input storage at run time, the view is made before the epilogue too.
+    written_after: tuple[int, ...] = ()
     # For a view of an intermediate or of an earlier output: its base's fake at trace time, whose sizes
     # say what a data-dependent size of the view is (Note [Unbacked sizes] in capture/unbacked.py).
     view_base: Any = None

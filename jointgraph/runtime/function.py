@@ -76,6 +76,9 @@ class EntryLayout:
     written_with_grad: tuple[int, ...] = ()     # inputs an in-place op autograd records ran on (or on a view)
     saved_mutated: tuple[int, ...] = ()         # mutated inputs whose new value the backward reads
     early_views: tuple[int, ...] = ()           # input views (flat positions) made before the epilogue
+    # (flat position, input, other inputs written after the view was made): made before the epilogue
+    # too when one of the others shares the input's storage in this call (a.copy_(a), a a detach of b)
+    early_if_aliased: tuple[tuple[int, int, tuple[int, ...]], ...] = ()
     # (error, user output positions, mutated inputs): Note [Errors in the backward]
     backward_error: tuple | None = None
     outputs_read_by_backward: tuple[int, ...] = ()   # user outputs to version-check in the backward
@@ -84,6 +87,16 @@ class EntryLayout:
     # (Function output, input index, size, stride, offset): Note [Detached aliases written with grad]
     moved_onto_inputs: tuple[tuple, ...] = ()
     no_gradient: tuple[int, ...] = ()           # inputs requiring grad the backward gives none: passed detached
+
+
+def _early_views(layout: EntryLayout, inputs: list) -> tuple[int, ...]:
+    """``layout.early_views``, and the views another input written later aliases in this call."""
+    def storage(i: int) -> int:
+        return inputs[i].untyped_storage().data_ptr()
+
+    aliased = tuple(k for k, i, others in layout.early_if_aliased
+                    if storage(i) != 0 and any(storage(j) == storage(i) for j in others))
+    return layout.early_views + aliased
 
 
 class CompiledEntry:
@@ -150,8 +163,9 @@ class CompiledEntry:
         pre = {i: torch.ops.aten.alias(inputs[i]) for i in self._pre_alias} if self._pre_alias else None
         # Views the function took of an input before writing it: made before the epilogue writes, so
         # they are stale views as eager's are (a view made under no_grad then refuses its grad_fn).
+        early_views = layout.early_views if not layout.early_if_aliased else _early_views(layout, inputs)
         early = {k: self._view(*layout.output_plan[k], (), outs, inputs, pre, early=True)
-                 for k in layout.early_views} if layout.early_views else None
+                 for k in early_views} if early_views else None
         if layout.metadata_mutations:
             apply_metadata_mutations(inputs, layout.metadata_mutations)
         if self._copies:
