@@ -6,6 +6,8 @@ torch.compile(backend="jointgraph")."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -52,6 +54,15 @@ SCENARIOS = {
     "split_view_then_self_copy_of_a_distinct_input": (   # the same entry, inputs not aliased: not stale
         "def f(a, b):\n    t = b.split(1)[1]\n    with torch.no_grad():\n        a.copy_(a)\n    return t, b",
         "leaf = torch.randn(3, 3, 2, requires_grad=True)\na = leaf[1:].detach().clone()\nb = leaf.view(-1)\na, b"),
+    "write_then_squeeze_to_0d": ("def f(b):\n    b.clamp_(-0.5, 0.5)\n    b.squeeze_(0)\n    return b",   # seed 30009
+                                 "leaf = torch.randn(1, requires_grad=True)\nb = leaf.clone()\nb,"),
+    "aliased_write_then_squeeze_to_0d": ("def f(a, b):\n    b.clamp_(-0.5, 0.5)\n    b.squeeze_(0)\n    return a, b",
+                                         "leaf = torch.randn(1, requires_grad=True)\nb = leaf.clone()\n"
+                                         "a = b.expand(4)\na, b"),
+    "view_of_detached_leaf_of_an_input_that_requires_grad": (   # fuzz seed 30612: the caller's offset
+        "def f(a, b):\n    t = b.detach().requires_grad_()\n    return t[:, :1], a * b",
+        "base = torch.randn(2, 3)\na = base[:, 1:]\nleaf = torch.randn(2, 3, requires_grad=True)\n"
+        "b = leaf.clone()[:, 1:]\na, b"),
     "overlapping_slices": ("def f(a, b):\n    a.mul_(2)\n    return b * 1",
                            "base = torch.arange(6.)\na = base[:4]\nb = base[2:]\na, b"),
     "same_view_twice": ("def f(a, b):\n    a.mul_(2)\n    return a + b",
@@ -354,6 +365,17 @@ DYNAMO_REFUSES = {"requires_grad_of_view_input_then_write_older_view",
 def test_uncompilable_input_scenario_is_refused(name):
     outcome = check(Program.scenario(*REFUSED[name]), CONTENDERS["mincut"])
     assert outcome.status == "refused", outcome.message
+
+
+@pytest.mark.parametrize("contender", ["default", "mincut"])
+def test_aliased_metadata_mutation_then_a_view_under_no_grad(contender):
+    """Fuzz seed 30061: the caller's t_() replayed after the call must not make the views the function
+    returned (made after its t_() in eager) stale; two calls with grad, a third under no_grad."""
+    program = Program.scenario("def f(b, c):\n    c[1:] = 1.0\n    b.transpose_(0, 1)\n    return b.transpose(0, 1)",
+                               "leaf = torch.randn(4, 3, requires_grad=True)\nbase = leaf.clone()\n"
+                               "b = base[::2]\nc = base[:, 1:]\nb, c")
+    outcome = check(dataclasses.replace(program, guard="no_grad"), CONTENDERS[contender])
+    assert outcome.status == "pass", outcome.message
 
 
 def test_zero_size_views_never_resize_the_callers_storage():

@@ -148,11 +148,19 @@ class LeafSlots:
         self.found: tuple[NewLeaf, ...] = ()
         self.made: list[torch.Tensor] = []       # the leaves of the latest call
         self.slots: list[torch.Tensor] = []      # the slots of the latest call
+        self.originals: list = []                # the inputs' geometries before the latest call
+        self._callers: list = []                 # the caller's geometries, where the trace passes copies
+
+    def caller_inputs(self, tensors: list) -> None:
+        """The tensors the next call's inputs stand for: a trace passes copies of the inputs that
+        require grad (offset 0), while views of an input alias the caller's tensor (its offset)."""
+        self._callers = [geometry(from_fun(t)) if isinstance(t, torch.Tensor) else None for t in tensors]
 
     def __call__(self, *args):
         inputs, slots = list(args[:self.num_inputs]), list(args[self.num_inputs:])
         binder = LeafBinder(inputs)
-        originals = [] if slots else [geometry(from_fun(t)) if isinstance(t, torch.Tensor) else None for t in inputs]
+        originals = self.originals = self._callers or [geometry(from_fun(t)) if isinstance(t, torch.Tensor) else None
+                                                       for t in inputs]
         with binder:
             outs = self.fn(*inputs)
         self.made, self.slots = binder.leaves, slots
@@ -168,6 +176,12 @@ class LeafSlots:
                     slot.copy_(leaf)
         by_leaf = {id(leaf): slot for leaf, slot in zip(binder.leaves, slots, strict=True)}
         return [by_leaf.get(id(out), out) for out in outs]
+
+    def geometry_on_input(self, out, slot: int) -> tuple | None:
+        """(size, stride, offset) of ``out``, a view of the leaf behind ``slot``, in the storage of the input
+        that leaf aliases (the slot shares it at run time); None for a fresh leaf's slot."""
+        leaf = self.found[slot - self.num_inputs]
+        return None if leaf.source is None else _view_of_input(out, self.originals[leaf.source])
 
     def wrt(self, tensor):
         """What the joint differentiates for graph input ``tensor``: a slot's leaf, else itself."""

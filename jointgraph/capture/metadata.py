@@ -125,6 +125,7 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
                 grad_fns = [a.grad_fn if isinstance(a, torch.Tensor) else None for a in call_args]
                 writes = [_write_count(a) for a in call_args]   # clone_as_is writes its copy once
                 versions = [_version(a) for a in call_args]
+                flat_fn.caller_inputs(f_args)
                 try:
                     flat_outs = flat_fn(*call_args)
                 except Exception as exc:   # a storage swapped under an input explains what failed after it
@@ -446,8 +447,10 @@ def _output_info(out, f_args: list, input_storages: dict, with_backward: bool, f
     slot = flat_fn.slot_of_view(out)   # None while the function has no slots
     if slot is not None:   # Note [New leaves]: a view of a leaf made inside is a view of its slot
         requires_grad = bool(out.requires_grad)
+        view_meta = _view_meta(out, requires_grad)
+        on_input = flat_fn.geometry_on_input(out, slot)   # a slot sharing an input's storage
         return OutputInfo(kind="input_view", requires_grad=requires_grad, input_index=slot,
-                          view_meta=_view_meta(out, requires_grad))
+                          view_meta=view_meta if on_input is None else (*on_input, *view_meta[3:]))
     base = input_storages.get(StorageWeakRef(out.untyped_storage()))
     if base is not None and with_backward and _detached_alias_with_grad(out, f_args):
         return _moved_onto_input(out, base)

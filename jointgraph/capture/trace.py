@@ -260,6 +260,7 @@ def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], f
                 call_inputs[i] = torch.ops.aten.alias(f_inputs[i]) if i in meta.uncloned else clone_as_is(f_inputs[i])
             for i in meta.as_views - set(clone_idx):   # the caller's views, where the metadata pass needed them
                 call_inputs[i] = f_inputs[i].view_as(f_inputs[i])
+            flat_fn.caller_inputs(f_inputs)
             with HooksInside(call_inputs, hooks), GeneratorArgs():   # Note [Hooks inside the function]
                 outs = flat_fn(*call_inputs)
         outs = [returned(out, info) for out, info in zip(outs, meta.outputs, strict=True)]
@@ -301,8 +302,10 @@ def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], f
     hooks = HookTable()
     tangents = list(meta.tangent_examples)
     with fake_mode:
-        tangents += [torch.empty(meta.inputs[i].final_shape or fake_args[i].shape, dtype=fake_args[i].dtype,
-                                 device=fake_args[i].device) for i in recorded_idx]
+        for i in recorded_idx:   # the input's final shape, () included
+            shape = meta.inputs[i].final_shape
+            tangents.append(torch.empty(fake_args[i].shape if shape is None else shape, dtype=fake_args[i].dtype,
+                                        device=fake_args[i].device))
     example = list(fake_args) + (tangents if has_backward else [])
     from torch._dispatch.python import enable_python_dispatcher
 

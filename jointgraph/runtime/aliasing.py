@@ -27,6 +27,7 @@ refused.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -167,6 +168,13 @@ class SyntheticBases:
         for position, _ in duplicates:
             masked[position] = None
         metadata = tuple(m for m in layout.metadata_mutations if m[0] in members_of)
+        # Eager's t_() bumped the version before the views f returns were made: with autograd off,
+        # a view made after it is not stale (with autograd on, the caller's t_() is recorded instead).
+        unrecorded = tuple(m[0] for m in metadata if not m[-1])
+        if unrecorded:
+            for i in unrecorded:
+                torch.autograd.graph.increment_version(leaves[positions[i]])
+            bases = [base_of([leaves[positions[i]] for i in group]) for group in aliased.groups]   # not stale
         try:
             result = inner(bases, masked)
         except RuntimeError as exc:
@@ -179,8 +187,11 @@ class SyntheticBases:
                                    f"view; this cannot be traced on their common storage ({str(exc).splitlines()[0]})",
                                    hint="pass distinct tensors (e.g. .clone()), use the out-of-place op "
                                         '(x = x.t()), or pass on_unsupported="eager"') from exc
-        if metadata:   # the rebuilt views' t_() / as_strided_(), on the caller's tensors
-            apply_metadata_mutations([leaves[p] for p in positions], metadata)
+        if metadata:   # the rebuilt views' t_() / as_strided_(), on the caller's tensors (versions bumped above)
+            with contextlib.ExitStack() as stack:
+                for i in unrecorded:
+                    stack.enter_context(torch.autograd._unsafe_preserve_version_counter(leaves[positions[i]]))
+                apply_metadata_mutations([leaves[p] for p in positions], metadata)
         for i in requires_grad_set:
             leaves[positions[i]].requires_grad_()
         if not returned:
