@@ -36,10 +36,13 @@ such *costly* recomputations (``RecomputeRule.costly``) in forward order while t
 ``RECOMPUTE_ALLOWANCE`` of the estimated step (``costs.graph_seconds`` of the joint graph); the
 rest are saved, with the figures in their reason. Earlier layers go first: their recomputation
 runs last in the backward, when the later layers' values are already freed. The budget planner
-weighs every recomputation against its budget itself and is not bound by the allowance.
+weighs every recomputation against its budget itself: it checks mincut's plan both within the
+allowance and without it.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import scipy.sparse
@@ -71,9 +74,12 @@ _INF = 2**30
 _FINITE_BUDGET = 2**29  # sum of finite capacities after scaling stays below this
 
 
-def plan_mincut(graph: torch.fx.Graph, compiler: str = "eager") -> list[SavedChoice]:
+def plan_mincut(graph: torch.fx.Graph, compiler: str = "eager",
+                allowance: float | None = None) -> list[SavedChoice]:
     """Return the values to save, each with the reason it crosses to the backward; ``compiler`` is
-    the backward's graph compiler, which prices costly recomputation (Note [Recompute allowance])."""
+    the backward's graph compiler, which prices costly recomputation against ``allowance`` (a fraction
+    of the estimated step, ``RECOMPUTE_ALLOWANCE`` when None; ``math.inf``: no limit; Note [Recompute
+    allowance])."""
     nodes = [n for n in graph.nodes if n.op != "output"]
     index = {n: i for i, n in enumerate(nodes)}
     # Note [Phases]: backward nodes stay in the backward, tangent-dependent or not.
@@ -88,28 +94,28 @@ def plan_mincut(graph: torch.fx.Graph, compiler: str = "eager") -> list[SavedCho
     for n in rules:
         if checkpoint_policy(n) == "save":
             rules[n] = RecomputeRule(False, "checkpoint policy: save")
-    _within_allowance(graph, rules, compiler)
+    _within_allowance(graph, rules, compiler, RECOMPUTE_ALLOWANCE if allowance is None else allowance)
     saved = _solve(nodes, index, from_tangents, user_outputs, rules)
     saved = _needed_by_backward(out, saved)
     return [SavedChoice(n, Decision.SAVE, _reason(n, rules, user_outputs)) for n in nodes if n in saved]
 
 
-def _within_allowance(graph: torch.fx.Graph, rules: dict, compiler: str) -> None:
-    """Save the costly recomputations past ``RECOMPUTE_ALLOWANCE`` (Note [Recompute allowance])."""
+def _within_allowance(graph: torch.fx.Graph, rules: dict, compiler: str, allowance: float) -> None:
+    """Save the costly recomputations past ``allowance`` (Note [Recompute allowance])."""
     costly = [n for n, rule in rules.items() if rule.costly and rule.recomputable]
-    if not costly:
+    if not costly or allowance == math.inf:
         return
     device = device_for(graph)
     step = graph_seconds(graph, device, compiler)
     spent = 0.0
     for node in costly:
         seconds = recompute_seconds(node, _chain(node, rules), device, compiler)
-        if spent + seconds <= RECOMPUTE_ALLOWANCE * step:
+        if spent + seconds <= allowance * step:
             spent += seconds
             continue
         rules[node] = RecomputeRule(False, f"attention scores: recomputing them would add {seconds * 1e3:.3g} ms to "
                                            f"an estimated {step * 1e3:.3g} ms step, past "
-                                           f"mincut's {RECOMPUTE_ALLOWANCE:.1%} allowance "
+                                           f"mincut's {allowance:.1%} allowance "
                                            f"(Note [Recompute allowance])", costly=True)
 
 
