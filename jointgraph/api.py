@@ -46,6 +46,13 @@ from .split import SplitGraphs, split
 
 PARTITIONERS: dict[str, Callable] = {"default": plan_default, "mincut": plan_mincut}
 
+def _partition(graph: torch.fx.Graph, options: CompileOptions) -> list:
+    """The "default" or "mincut" plan; mincut prices costly recomputation for the backward's compiler."""
+    if options.partitioner == "mincut":
+        return plan_mincut(graph, cost_compilers(options)[1])
+    return PARTITIONERS[options.partitioner](graph)
+
+
 # make_fx, functionalization and the trace-time RNG guard patch process-global state:
 # one compilation at a time, from any thread (re-entrant: a compile may compile again).
 COMPILE_LOCK = threading.RLock()
@@ -83,7 +90,7 @@ def build_plan(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake
     if options.partitioner == "budget" and joint.has_backward:
         choices, recompute_reasons = plan_to_budget(joint.gm, options, resharding)
     else:
-        choices = PARTITIONERS[options.partitioner](joint.gm.graph) if joint.has_backward else []
+        choices = _partition(joint.gm.graph, options) if joint.has_backward else []
     if options.partitioner != "budget":   # with "budget" the policy says what the planner may use
         choices = apply_policy(choices, options.saved_tensors)
     codecs, hooks_inlined = {}, False

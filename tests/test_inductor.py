@@ -151,3 +151,45 @@ def test_inductor_backward_frees_saved_values_as_it_consumes_them():
 def test_inductor_gpt_matches_eager_and_the_simulator():
     plan, peak, _, _ = _compiled_and_measured(_gpt())
     assert plan.peak_bytes > 1_000_000
+
+
+def _attention_stack(x, *weights):
+    for w in weights:
+        q, k, v = (x @ w).chunk(3, dim=-1)
+        x = x + ((q @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5).softmax(-1) @ v
+    return x.square().mean()
+
+
+def test_mincut_prices_attention_recompute_for_inductor(monkeypatch):
+    # Note [Recompute allowance]: the attention scores (a product, and a softmax that fuses into no
+    # library kernel) are recomputed in forward order while their estimated time fits the allowance.
+    import re
+
+    import jointgraph.planner.mincut as mincut
+
+    layers, seq = 4, 64
+    args = (torch.randn(4, seq, 16, requires_grad=True),
+            *((torch.randn(16, 48) * 0.3).requires_grad_() for _ in range(layers)))
+
+    def plan_with(allowance):
+        monkeypatch.setattr(mincut, "RECOMPUTE_ALLOWANCE", allowance)
+        plan = jointgraph.plan(_attention_stack, *args, partitioner="mincut", cache=False, **INDUCTOR)
+        scores = [s for s in plan.saved if s.decision is jointgraph.Decision.SAVE and s.shape == (4, seq, seq)]
+        return plan, scores
+
+    everything, none_saved = plan_with(1.0)
+    nothing, all_saved = plan_with(0.0)
+    assert none_saved == [] and len(all_saved) == layers
+    assert all("allowance" in s.reason for s in all_saved), [s.reason for s in all_saved]
+    def bmm_count(plan):
+        return [n.target for n in plan.backward.graph.nodes].count(torch.ops.aten.bmm.default)
+
+    figures = re.search(r"add ([\d.e+-]+) ms to an estimated ([\d.e+-]+) ms", all_saved[0].reason)
+    added, step = float(figures[1]), float(figures[2])
+    bmms = bmm_count(everything)
+    assert bmm_count(nothing) == bmms - layers
+    two, saved = plan_with(2.5 * added / step)   # room for the first two layers' scores
+    assert len(saved) == 2 and bmm_count(two) == bmms - 2
+    assert nothing.saved_bytes > two.saved_bytes > everything.saved_bytes
+    eager = torch.autograd.grad(_attention_stack(*args), args)
+    assert_same_grads(list(eager), _run_plan_graphs(two, tuple(a.detach() for a in args)))

@@ -60,6 +60,7 @@ deep model needs a handful of verified candidates (``staircase.py``).
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 import warnings
 from collections.abc import Callable
@@ -148,7 +149,8 @@ def plan_budget(graph: torch.fx.Graph, budget: float | int, verify: Verify, *, p
 
     default = check("default", plan_default(graph))
     budget_bytes = int(budget * default.peak_bytes) if isinstance(budget, float) else int(budget)
-    check("mincut", plan_mincut(graph))
+    check("mincut", plan_mincut(graph, compiler))
+    check("mincut, no recompute allowance", plan_mincut(graph, compiler, allowance=math.inf))
     start, verifying = time.perf_counter(), timings["verify"]
     milp_candidates(regions, budget_bytes, default.peak_bytes, check)
     timings["milp"] = time.perf_counter() - start - (timings["verify"] - verifying)

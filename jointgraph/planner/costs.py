@@ -22,6 +22,16 @@ one arithmetic operation per output element (``numel / flops_per_s``), no launch
 This is what makes recomputing a pointwise chain in the backward nearly free under
 Inductor (the budget planner reads it), while eagerly it costs a kernel per op.
 
+Recomputing a value in the backward costs its real time where it does not fuse
+(``recompute_seconds``): a matrix product runs as a library kernel under either compiler, and what
+it feeds (attention's scale, mask and softmax) is materialized for the product that reads it:
+eagerly a kernel per op; under Inductor one fused kernel that reads the product and writes the
+result (the softmax statistics are saved). Each buffer a recomputation writes is fresh memory: on
+a CPU the allocator hands large blocks back to the OS, so every step pays the page faults of
+touching them again (``first_touch_bytes_per_s``; measured here: ``torch.exp`` of a 16 MiB tensor
+took 4.3 ms into a fresh buffer and 2.1 ms into a reused one). GPU caching allocators keep their
+blocks: no such cost.
+
 A node's estimate depends only on its target, fake values and the compiler, so the budget
 planner computes it once per joint-graph node (``annotate_seconds``) into
 ``meta["est_seconds"]`` (keyed by device and compiler); the graphs ``split`` builds copy
@@ -50,17 +60,19 @@ class DeviceSpec:
     launch_s: float           # fixed overhead per kernel
     host_bytes_per_s: float   # device <-> host link, one direction (offload)
     codec_s_per_byte: float   # quantize + dequantize, per original byte
+    first_touch_bytes_per_s: float = float("inf")   # page faults of a fresh buffer (Note [Cost model])
 
 
 # One table of device presets.
 # "cpu": this machine, measured once with 2 threads (torch 2.13): a 1024^3 fp32 matmul
 #   ran at ~118 GFLOP/s; ``torch.add(x, 1, out=y)`` on 32 MiB moved ~28 GB/s (read + write).
-#   Host "offload" on a CPU is a copy within the same memory (same bandwidth).
+#   Host "offload" on a CPU is a copy within the same memory (same bandwidth). A fresh 16 MiB
+#   buffer cost 2.2 ms more than a reused one (one thread): ~7 GB/s of first touch.
 # "h100": NVIDIA H100 SXM public specs: ~990 TFLOP/s dense bf16, 3.35 TB/s HBM3,
 #   PCIe Gen5 x16 ~55 GB/s achievable per direction, ~5 us launch overhead.
 DEVICES: dict[str, DeviceSpec] = {
     "cpu": DeviceSpec("cpu", flops_per_s=118e9, bytes_per_s=28e9, launch_s=5e-6,
-                      host_bytes_per_s=28e9, codec_s_per_byte=2 / 28e9),
+                      host_bytes_per_s=28e9, codec_s_per_byte=2 / 28e9, first_touch_bytes_per_s=7e9),
     "h100": DeviceSpec("h100", flops_per_s=990e12, bytes_per_s=3.35e12, launch_s=5e-6,
                        host_bytes_per_s=55e9, codec_s_per_byte=2 / 3.35e12),
 }
@@ -130,6 +142,23 @@ def _node_seconds(node: torch.fx.Node, device: DeviceSpec, compiler: str = "eage
 
 
 _HOST_COPIES = {"jointgraph::offload", "jointgraph::reload"}
+
+
+def recompute_seconds(node: torch.fx.Node, chain: list[torch.fx.Node], device: DeviceSpec,
+                      compiler: str = "eager") -> float:
+    """Seconds the backward spends recomputing the product ``node`` and the ``chain`` of cheap ops
+    after it (Note [Cost model]: what does not fuse costs its real time, fresh buffers included)."""
+    out_bytes = tensor_bytes(node.meta.get("val"))
+    product = max(node_flops(node) / device.flops_per_s,
+                  (sum(tensor_bytes(a.meta.get("val")) for a in node.all_input_nodes) + out_bytes)
+                  / device.bytes_per_s) + device.launch_s
+    if compiler == "inductor":   # one fused kernel: read the product, write the chain's result
+        written = [out_bytes] * (1 + bool(chain))
+        rest = bool(chain) * (2 * out_bytes / device.bytes_per_s + device.launch_s)
+    else:                        # a kernel and a buffer per op
+        written = [out_bytes] + [tensor_bytes(n.meta.get("val")) for n in chain if not shares_storage(n.target)]
+        rest = sum(_node_seconds(n, device, "eager") for n in chain)
+    return product + rest + sum(written) / device.first_touch_bytes_per_s
 
 
 def codec_seconds(codec: str, nbytes: int, device: DeviceSpec) -> float:

@@ -19,16 +19,30 @@ Capacities (bytes, scaled so the finite total fits scipy's int32):
 - multi-output nodes are never saved themselves (infinite): their getitems are;
 - every capacity gets +1 so that, among equal-byte cuts, fewer saved values win.
 
-The objective is bytes alone; time enters only through ``rules.recompute_rule`` (compute-heavy
-ops are never recomputed, attention scores excepted: Note [Attention scores are recomputed]). That
-suits both graph compilers: what may be recomputed is memory-bound, a kernel per op when the graphs
+The objective is bytes alone; time enters through ``rules.recompute_rule`` (compute-heavy
+ops are never recomputed, attention scores excepted: Note [Attention scores are recomputed]) and
+through the allowance below. What may be recomputed is memory-bound, a kernel per op when the graphs
 run eagerly, and close to free under Inductor, where a recomputed pointwise chain fuses into the
-backward kernel that reads it (Note [Cost model] in costs.py). The attention scores are the one
-recomputation that costs FLOPs: what it costs a GPT step under Inductor, and the peak it saves, are
-measured by ``benchmarks/inductor_steps.py`` (README.md, "Which graph compiler", gives the command).
+backward kernel that reads it (Note [Cost model] in costs.py).
+
+Note [Recompute allowance]
+--------------------------
+The attention scores are the one recomputation that costs FLOPs, and the softmax after them is
+materialized for the product that reads it (it fuses into no library kernel): on a GPT with 4
+layers, width 256 and sequence 256 under Inductor on a CPU, recomputing every layer's scores adds
+about 2.5% of the step per layer (measured with ``benchmarks/inductor_steps.py``). mincut admits
+such *costly* recomputations (``RecomputeRule.costly``) in forward order while their estimated time
+(``costs.recompute_seconds``, priced for the backward's compiler) stays within
+``RECOMPUTE_ALLOWANCE`` of the estimated step (``costs.graph_seconds`` of the joint graph); the
+rest are saved, with the figures in their reason. Earlier layers go first: their recomputation
+runs last in the backward, when the later layers' values are already freed. The budget planner
+weighs every recomputation against its budget itself: it checks mincut's plan both within the
+allowance and without it.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import scipy.sparse
@@ -48,15 +62,24 @@ from ..ir.graph_utils import (
     is_random,
     unsaved_inputs,
 )
+from .costs import device_for, graph_seconds, recompute_seconds
 from .rules import RecomputeRule, recompute_rule
 from .simulate import allocated_nbytes
+
+# Note [Recompute allowance]: estimated seconds of costly recomputation mincut accepts, as a
+# fraction of the estimated step.
+RECOMPUTE_ALLOWANCE = 0.055
 
 _INF = 2**30
 _FINITE_BUDGET = 2**29  # sum of finite capacities after scaling stays below this
 
 
-def plan_mincut(graph: torch.fx.Graph) -> list[SavedChoice]:
-    """Return the values to save, each with the reason it crosses to the backward."""
+def plan_mincut(graph: torch.fx.Graph, compiler: str = "eager",
+                allowance: float | None = None) -> list[SavedChoice]:
+    """Return the values to save, each with the reason it crosses to the backward; ``compiler`` is
+    the backward's graph compiler, which prices costly recomputation against ``allowance`` (a fraction
+    of the estimated step, ``RECOMPUTE_ALLOWANCE`` when None; ``math.inf``: no limit; Note [Recompute
+    allowance])."""
     nodes = [n for n in graph.nodes if n.op != "output"]
     index = {n: i for i, n in enumerate(nodes)}
     # Note [Phases]: backward nodes stay in the backward, tangent-dependent or not.
@@ -71,9 +94,46 @@ def plan_mincut(graph: torch.fx.Graph) -> list[SavedChoice]:
     for n in rules:
         if checkpoint_policy(n) == "save":
             rules[n] = RecomputeRule(False, "checkpoint policy: save")
+    _within_allowance(graph, rules, compiler, RECOMPUTE_ALLOWANCE if allowance is None else allowance)
     saved = _solve(nodes, index, from_tangents, user_outputs, rules)
     saved = _needed_by_backward(out, saved)
     return [SavedChoice(n, Decision.SAVE, _reason(n, rules, user_outputs)) for n in nodes if n in saved]
+
+
+def _within_allowance(graph: torch.fx.Graph, rules: dict, compiler: str, allowance: float) -> None:
+    """Save the costly recomputations past ``allowance`` (Note [Recompute allowance])."""
+    costly = [n for n, rule in rules.items() if rule.costly and rule.recomputable]
+    if not costly or allowance == math.inf:
+        return
+    device = device_for(graph)
+    step = graph_seconds(graph, device, compiler)
+    spent = 0.0
+    for node in costly:
+        seconds = recompute_seconds(node, _chain(node, rules), device, compiler)
+        if spent + seconds <= allowance * step:
+            spent += seconds
+            continue
+        rules[node] = RecomputeRule(False, f"attention scores: recomputing them would add {seconds * 1e3:.3g} ms to "
+                                           f"an estimated {step * 1e3:.3g} ms step, past "
+                                           f"mincut's {allowance:.1%} allowance "
+                                           f"(Note [Recompute allowance])", costly=True)
+
+
+def _chain(product: torch.fx.Node, rules: dict) -> list[torch.fx.Node]:
+    """The cheap forward ops recomputed with ``product``: its same-size recomputable descendants, and
+    the reductions (softmax statistics) they feed."""
+    size = allocated_nbytes(product.meta["val"])
+    chain, frontier = [], [product]
+    while frontier:
+        for user in frontier.pop().users:
+            rule = rules.get(user)
+            if user in chain or rule is None or not rule.recomputable or rule.costly:
+                continue
+            chain.append(user)
+            val = user.meta.get("val")
+            if isinstance(val, torch.Tensor) and allocated_nbytes(val) == size:
+                frontier.append(user)
+    return chain
 
 
 def _solve(nodes: list, index: dict, from_tangents: set, user_outputs: set, rules: dict) -> set:
@@ -134,6 +194,22 @@ def _needed_by_backward(out: torch.fx.Node, cut: set) -> set:
     return reached & cut
 
 
+def _priced_source(node: torch.fx.Node, rules: dict) -> torch.fx.Node | None:
+    """A product past the allowance that recomputing ``node`` would run (through recomputable ops)."""
+    seen, stack = set(), list(node.all_input_nodes)
+    while stack:
+        source = stack.pop()
+        rule = rules.get(source)
+        if source in seen or rule is None:
+            continue
+        seen.add(source)
+        if rule.costly and not rule.recomputable:
+            return source
+        if rule.recomputable:
+            stack.extend(source.all_input_nodes)
+    return None
+
+
 def _reason(node: torch.fx.Node, rules: dict, user_outputs: set) -> str:
     if node.op == "placeholder":
         return "graph input, already live"
@@ -142,6 +218,9 @@ def _reason(node: torch.fx.Node, rules: dict, user_outputs: set) -> str:
     rule = rules[node]
     if not rule.recomputable:
         return f"saved: {rule.reason}"
+    priced = _priced_source(node, rules)
+    if priced is not None:
+        return f"saved: cheapest cut — recomputing it needs {priced.name}; {rules[priced].reason}"
     for source in node.all_input_nodes:
         if source.op == "call_function" and not rules[source].recomputable:
             return f"saved: cheapest cut — recomputing it needs {source.name}; {rules[source].reason}"

@@ -31,6 +31,7 @@ class RecomputeRule:
     recomputable: bool
     reason: str
     never: bool = False
+    costly: bool = False   # recomputing runs a matrix product: mincut prices it (Note [Recompute allowance])
 
 
 # Note [Compute-heavy ops are saved]
@@ -59,7 +60,9 @@ COMPUTE_HEAVY_OPS: dict[torch._ops.OpOverloadPacket, str] = {
 # attention's ``q @ k.T``: (batch·heads, seq, seq) from two (batch·heads, seq, head_dim) operands,
 # quadratic in the sequence. The backward usually keeps q and k anyway (the product's own gradients
 # read them), so recomputing the scores, and the softmax after them, trades 2·head_dim FLOPs per
-# element for not keeping a seq×seq tensor per layer, as FlashAttention does. A product with a
+# element for not keeping a seq×seq tensor per layer, as FlashAttention does. Those FLOPs, and the
+# softmax pass that follows, are real time under either graph compiler: mincut admits the
+# recomputation only within its time allowance (Note [Recompute allowance] in mincut.py). A product with a
 # weight operand (a layer's projection, an expert's matrix) stays saved: recomputing it repeats
 # the layer's FLOPs and frees nothing its inputs do not already hold.
 EXPANDING_PRODUCTS = (aten.bmm, aten.baddbmm)
@@ -137,7 +140,7 @@ def recompute_rule(node: torch.fx.Node) -> RecomputeRule:
     packet = target.overloadpacket
     if packet in EXPANDING_PRODUCTS and _expands(node):
         return RecomputeRule(True, "attention scores: a batched product larger than its operands, "
-                                   "recomputed from them (Note [Attention scores are recomputed])")
+                                   "recomputed from them (Note [Attention scores are recomputed])", costly=True)
     if packet in COMPUTE_HEAVY_OPS:
         return RecomputeRule(False, f"{packet.__name__} ({COMPUTE_HEAVY_OPS[packet]}) is not recomputable")
     if packet in CHEAP_OPS:
