@@ -165,3 +165,19 @@ def test_sparse_argument_raises_unsupported():
     dense = torch.eye(3)
     with pytest.raises(jointgraph.UnsupportedError, match="layout"):
         jointgraph.aot_function(lambda a, b: torch.sparse.mm(a, b))(dense.to_sparse_csr(), dense)
+
+
+def test_view_of_an_intermediate_changed_by_in_place_view_ops_is_regenerated_from_its_autograd_base():
+    import torch
+
+    def transposed_in_place(x):
+        y = x * 2
+        y.t_()            # y stays a base for autograd, a view for functionalization
+        y.unsqueeze_(0)
+        return y[0, 1:]
+
+    def stft_as_real(x):   # transpose_ and squeeze_ on the FFT result, then view_as_real
+        return torch.stft(x, n_fft=10, window=torch.ones(10), return_complex=False)
+
+    _compare_with_eager(transposed_in_place, torch.randn(3, 4, requires_grad=True))
+    _compare_with_eager(stft_as_real, torch.randn(100, requires_grad=True))
