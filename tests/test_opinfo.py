@@ -181,3 +181,18 @@ def test_view_of_an_intermediate_changed_by_in_place_view_ops_is_regenerated_fro
 
     _compare_with_eager(transposed_in_place, torch.randn(3, 4, requires_grad=True))
     _compare_with_eager(stft_as_real, torch.randn(100, requires_grad=True))
+
+
+def test_output_requires_grad_when_every_input_has_an_undefined_derivative():
+    import torch
+
+    for fn in (lambda x: torch.norm(x, 0), lambda x: torch.linalg.vector_norm(x * 2, 0, dim=0)):
+        x, copy = torch.randn(4, 3, requires_grad=True), None
+        expected = fn(x)
+        copy = x.detach().clone().requires_grad_()
+        actual = jointgraph.aot_function(fn)(copy)
+        assert actual.requires_grad == expected.requires_grad is True
+        torch.testing.assert_close(actual.detach(), expected.detach())
+        expected.sum().backward()   # eager's node has an edge to x and gives it no gradient
+        actual.sum().backward()
+        assert x.grad is None and copy.grad is None
