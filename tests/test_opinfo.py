@@ -20,7 +20,18 @@ import jointgraph
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.opinfo import autograd_ops, first_samples, op_label, run_pair  # noqa: E402
+from benchmarks.opinfo import (  # noqa: E402
+    PairRecord,
+    Result,
+    autograd_ops,
+    bar_met,
+    first_samples,
+    load_records,
+    main,
+    op_label,
+    run_pair,
+    summarize,
+)
 
 SAMPLES_PER_OP = 2
 
@@ -196,3 +207,29 @@ def test_output_requires_grad_when_every_input_has_an_undefined_derivative():
         expected.sum().backward()   # eager's node has an edge to x and gives it no gradient
         actual.sum().backward()
         assert x.grad is None and copy.grad is None
+
+
+def test_sweep_summary_lists_the_pairs_each_compiler_alone_passes_and_checks_the_bar(tmp_path, capsys):
+    def record(op, sample, ours, theirs):
+        return PairRecord(op, sample, {"jointgraph": Result(*ours), "pytorch": Result(*theirs)}, 0.1)
+
+    records = [record("sin", 0, ("pass",), ("pass",)),
+               record("masked_select", 0, ("pass",), ("error", "DynamicOutputShapeException")),
+               record("stft", 1, ("error", "IndexError"), ("pass",)),
+               record("normal", 0, ("skip", "eager raises"), ("skip", "eager raises"))]
+    summary = summarize(records)
+    assert summary["pairs"] == 3 and summary["jointgraph"]["counts"] == {"pass": 2, "error": 1}
+    assert summary["pytorch_only"] == [("stft", 1, "error", "IndexError")]
+    assert summary["jointgraph_only"] == [("masked_select", 0, "error", "DynamicOutputShapeException")]
+    assert not bar_met(summary) and bar_met(summarize(records[:2]))
+
+    import dataclasses
+    import json
+
+    for k, part in enumerate((records[:2], records[2:])):   # a sweep run in two chunks, merged
+        (tmp_path / f"{k}.json").write_text(json.dumps({"records": [dataclasses.asdict(r) for r in part],
+                                                        "seconds": 1.0}))
+    paths = [str(tmp_path / "0.json"), str(tmp_path / "1.json")]
+    assert load_records(paths) == (records, 2.0)
+    assert main(["--merge", *paths]) == 1
+    assert "stft[1]" in capsys.readouterr().out
