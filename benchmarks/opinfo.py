@@ -330,11 +330,13 @@ def bar_met(summary: dict) -> bool:
 
 
 def _print_pairs_by_cause(pairs: list) -> None:
-    by_cause: dict = collections.defaultdict(list)
+    by_cause: dict = collections.defaultdict(lambda: collections.defaultdict(list))
     for op, sample, status, cause in pairs:
-        by_cause[(status, cause)].append(f"{op}[{sample}]")
-    for (status, cause), labels in sorted(by_cause.items(), key=lambda item: -len(item[1])):
-        print(f"  {len(labels):4}  [{status}] {cause}\n        {', '.join(labels)}")
+        by_cause[(status, cause)][op].append(sample)
+    for (status, cause), ops in sorted(by_cause.items(), key=lambda item: -sum(map(len, item[1].values()))):
+        shown = ", ".join(f"{op}{samples}" if len(samples) <= 6 else f"{op} x{len(samples)}"
+                          for op, samples in ops.items())
+        print(f"  {sum(map(len, ops.values())):4}  [{status}] {cause}\n        {shown}")
 
 
 def print_report(summary: dict, records: list[PairRecord], seconds: float) -> None:

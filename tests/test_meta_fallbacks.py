@@ -93,3 +93,31 @@ def test_cov_weight_checks_raise_at_run_time_on_every_call():
             torch.cov(x, fweights=bad)
         with pytest.raises(RuntimeError, match="cov"):
             compiled(x, bad)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_gaussian_nll_loss_with_a_variance_tensor_matches_eager(reduction):
+    def loss(x, target, var, var_row, var_column):
+        terms = [torch.nn.functional.gaussian_nll_loss(x, target, v, full=full, reduction=reduction)
+                 for v, full in ((var, False), (var_row, True), (var_column, False))]
+        return sum((t * torch.linspace(0.5, 1.5, t.numel()).view(t.shape)).sum() for t in terms)
+
+    torch.manual_seed(4)
+    calls = [(torch.randn(4, 3, requires_grad=True), torch.randn(4, 3),
+              torch.rand(4, 3, requires_grad=True),      # one variance per element
+              torch.rand(4, requires_grad=True),         # one per row: unsqueezed
+              torch.rand(4, 1, requires_grad=True) * 1e-8)   # broadcast; below eps: clamped
+             for _ in range(2)]
+    _check_calls(loss, calls)
+
+
+def test_gaussian_nll_loss_negative_variance_raises_at_run_time():
+    compiled = jointgraph.aot_function(torch.nn.functional.gaussian_nll_loss)
+    x, target = torch.randn(3, 2), torch.randn(3, 2)
+    torch.testing.assert_close(compiled(x, target, torch.ones(3, 2)),
+                               torch.nn.functional.gaussian_nll_loss(x, target, torch.ones(3, 2)))
+    bad = torch.tensor([[1.0, 1.0], [1.0, -1.0], [1.0, 1.0]])
+    with pytest.raises(ValueError, match="negative"):   # eager
+        torch.nn.functional.gaussian_nll_loss(x, target, bad)
+    with pytest.raises(RuntimeError, match="negative"):
+        compiled(x, target, bad)

@@ -21,17 +21,20 @@ Note [Value branches traced branch-free]
 ----------------------------------------
 ``torch.cov`` and ``torch.corrcoef`` are composite ops whose C++ branches on tensor values:
 it sets the normalization factor to zero when it is ``<= 0`` (with a warning) and checks that
-weights are not negative and do not sum to zero. Fake tensors cannot answer such a branch
-(``aten.equal`` on a fake), so the same MetaFallbacks mode runs our own composition of the same
-ATen ops in the same order, with ``torch.where`` for the branch (same values, and the gradient
-of a zeroed factor is zero as after eager's ``zero_()``) and ``torch._assert_async`` for the
-checks (they raise at run time, on every call). The warning is given at trace time only, where
-it is known then (no weights: the factor depends on sizes). Complex inputs and malformed
-arguments are left to the op (its own error, or ``UnsupportedError`` naming ``aten.equal``).
+weights are not negative and do not sum to zero; ``F.gaussian_nll_loss`` checks in Python that
+no variance is negative. Fake tensors cannot answer such a branch (``aten.equal`` on a fake,
+``bool()`` of an unbacked symbol), so the same MetaFallbacks mode runs our own composition of
+the same ATen ops in the same order, with ``torch.where`` for the branch (same values, and the
+gradient of a zeroed factor is zero as after eager's ``zero_()``) and ``torch._assert_async``
+for the checks: they raise at run time, on every call (a ``RuntimeError`` where
+gaussian_nll_loss raises ``ValueError``). cov's warning is given at trace time only, where it is
+known then (no weights: the factor depends on sizes). Complex inputs and malformed arguments are
+left to the op (its own error, or ``UnsupportedError`` naming the data-dependent branch).
 """
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import torch
@@ -140,9 +143,29 @@ def _corrcoef(input):
     return c.clamp(-1, 1)
 
 
+def _gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
+    """Note [Value branches traced branch-free]: the check for a negative variance at run time."""
+    if not isinstance(var, torch.Tensor) or reduction not in ("none", "mean", "sum"):
+        return None   # a Python float is checked without values; a bad reduction raises in the op
+    if var.shape != input.shape:
+        if var.shape == input.shape[:-1]:   # one variance per row of the last dimension
+            var = var.unsqueeze(-1)
+        elif var.dim() != input.dim() or sum(v for i, v in zip(input.shape, var.shape, strict=True) if i != v) != 1:
+            return None   # the op raises on the size (after its own value check)
+    torch._assert_async(torch.logical_not(torch.any(var < 0)), "gaussian_nll_loss: var has negative entry/entries")
+    clamped = var.clone()
+    with torch.no_grad():   # clamped for stability, differentiated as var itself (as eager)
+        clamped.clamp_(min=eps)
+    loss = 0.5 * (torch.log(clamped) + (input - target) ** 2 / clamped)
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return loss.mean() if reduction == "mean" else loss.sum() if reduction == "sum" else loss
+
+
 # One table: a torch function traced through our own composition where it returns a value.
 _FALLBACKS = {
     torch._grouped_mm: _grouped_mm_on_cpu,
+    torch.nn.functional.gaussian_nll_loss: _gaussian_nll_loss,
     torch.cov: _cov, torch.Tensor.cov: _cov,
     torch.corrcoef: _corrcoef, torch.Tensor.corrcoef: _corrcoef,
 }
