@@ -267,9 +267,28 @@ def _inputs_without_gradient(joint) -> tuple[int, ...]:
     if not joint.has_backward:
         return ()
     graph = joint.gm.graph
-    grads = [v for v, r in zip(output_values(graph), output_roles(graph), strict=True) if r is Role.GRADIENT]
-    return tuple(i for i, (g, info) in enumerate(zip(grads, joint.inputs, strict=True))
-                 if g is None and info.requires_grad and not info.requires_grad_set)
+    values, roles = output_values(graph), output_roles(graph)
+    grads = [v for v, r in zip(values, roles, strict=True) if r is Role.GRADIENT]
+    differentiable = [i for i, info in enumerate(joint.inputs) if info.requires_grad and not info.requires_grad_set]
+    none = tuple(i for i in differentiable if grads[i] is None)
+    if len(none) < len(differentiable) or not any(o.kind == "tensor" and o.requires_grad for o in joint.outputs):
+        return none
+    # Every input would be detached, yet eager's outputs require grad: eager's node has an edge to an
+    # input whose derivative is undefined (``norm(x, 0)``). Keep the edges to what the outputs read.
+    read = _ancestors([v for v, r in zip(values, roles, strict=True) if r is Role.USER_OUTPUT])
+    inputs = [n for n in placeholders(graph) if n.meta["role"].is_input_value]
+    return tuple(i for i in none if inputs[i] not in read)
+
+
+def _ancestors(nodes: list) -> set[torch.fx.Node]:
+    seen: set[torch.fx.Node] = set()
+    stack = [n for n in nodes if isinstance(n, torch.fx.Node)]
+    while stack:
+        node = stack.pop()
+        if node not in seen:
+            seen.add(node)
+            stack.extend(node.all_input_nodes)
+    return seen
 
 
 def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) -> EntryLayout:

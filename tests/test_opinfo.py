@@ -20,7 +20,18 @@ import jointgraph
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.opinfo import autograd_ops, first_samples, op_label, run_pair  # noqa: E402
+from benchmarks.opinfo import (  # noqa: E402
+    PairRecord,
+    Result,
+    autograd_ops,
+    bar_met,
+    first_samples,
+    load_records,
+    main,
+    op_label,
+    run_pair,
+    summarize,
+)
 
 SAMPLES_PER_OP = 2
 
@@ -43,6 +54,9 @@ CI_OPS = [
     "cat", "index_select", "gather", "scatter", "masked_fill", "normal",
     # data-dependent sizes, traced with unbacked symbols (Note [Unbacked sizes])
     "masked_select", "index_put", "repeat_interleave", "masked_scatter",
+    # the full sweep's findings: an output view after in-place view ops (stft), an input whose derivative
+    # is undefined (norm p=0), value branches traced branch-free (Note [Value branches traced branch-free])
+    "stft", "norm", "linalg.norm.subgradients_at_zero", "cov", "corrcoef", "nn.functional.gaussian_nll_loss",
     # data-dependent, some samples refused (see KNOWN_DATA_DEPENDENT)
     "tensor_split", "narrow",
 ]
@@ -165,3 +179,60 @@ def test_sparse_argument_raises_unsupported():
     dense = torch.eye(3)
     with pytest.raises(jointgraph.UnsupportedError, match="layout"):
         jointgraph.aot_function(lambda a, b: torch.sparse.mm(a, b))(dense.to_sparse_csr(), dense)
+
+
+def test_view_of_an_intermediate_changed_by_in_place_view_ops_is_regenerated_from_its_autograd_base():
+    import torch
+
+    def transposed_in_place(x):
+        y = x * 2
+        y.t_()            # y stays a base for autograd, a view for functionalization
+        y.unsqueeze_(0)
+        return y[0, 1:]
+
+    def stft_as_real(x):   # transpose_ and squeeze_ on the FFT result, then view_as_real
+        return torch.stft(x, n_fft=10, window=torch.ones(10), return_complex=False)
+
+    _compare_with_eager(transposed_in_place, torch.randn(3, 4, requires_grad=True))
+    _compare_with_eager(stft_as_real, torch.randn(100, requires_grad=True))
+
+
+def test_output_requires_grad_when_every_input_has_an_undefined_derivative():
+    import torch
+
+    for fn in (lambda x: torch.norm(x, 0), lambda x: torch.linalg.vector_norm(x * 2, 0, dim=0)):
+        x, copy = torch.randn(4, 3, requires_grad=True), None
+        expected = fn(x)
+        copy = x.detach().clone().requires_grad_()
+        actual = jointgraph.aot_function(fn)(copy)
+        assert actual.requires_grad == expected.requires_grad is True
+        torch.testing.assert_close(actual.detach(), expected.detach())
+        expected.sum().backward()   # eager's node has an edge to x and gives it no gradient
+        actual.sum().backward()
+        assert x.grad is None and copy.grad is None
+
+
+def test_sweep_summary_lists_the_pairs_each_compiler_alone_passes_and_checks_the_bar(tmp_path, capsys):
+    def record(op, sample, ours, theirs):
+        return PairRecord(op, sample, {"jointgraph": Result(*ours), "pytorch": Result(*theirs)}, 0.1)
+
+    records = [record("sin", 0, ("pass",), ("pass",)),
+               record("masked_select", 0, ("pass",), ("error", "DynamicOutputShapeException")),
+               record("stft", 1, ("error", "IndexError"), ("pass",)),
+               record("normal", 0, ("skip", "eager raises"), ("skip", "eager raises"))]
+    summary = summarize(records)
+    assert summary["pairs"] == 3 and summary["jointgraph"]["counts"] == {"pass": 2, "error": 1}
+    assert summary["pytorch_only"] == [("stft", 1, "error", "IndexError")]
+    assert summary["jointgraph_only"] == [("masked_select", 0, "error", "DynamicOutputShapeException")]
+    assert not bar_met(summary) and bar_met(summarize(records[:2]))
+
+    import dataclasses
+    import json
+
+    for k, part in enumerate((records[:2], records[2:])):   # a sweep run in two chunks, merged
+        (tmp_path / f"{k}.json").write_text(json.dumps({"records": [dataclasses.asdict(r) for r in part],
+                                                        "seconds": 1.0}))
+    paths = [str(tmp_path / "0.json"), str(tmp_path / "1.json")]
+    assert load_records(paths) == (records, 2.0)
+    assert main(["--merge", *paths]) == 1
+    assert "stft[1]" in capsys.readouterr().out

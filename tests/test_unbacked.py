@@ -207,6 +207,7 @@ def test_python_branch_on_a_value_and_int_of_item_still_raise_with_the_users_lin
         with pytest.raises(jointgraph.UnsupportedError) as info:
             jointgraph.aot_function(fn)(torch.randn(4, requires_grad=True))
         assert "test_unbacked.py" in str(info.value) and "on_unsupported" in str(info.value)
+        assert "Python int" in str(info.value) and 'torch.compile(fn, backend="jointgraph")' in str(info.value)
 
 
 def test_narrow_with_a_tensor_start_computes_and_its_returned_view_is_refused():
@@ -257,6 +258,19 @@ def test_data_dependent_op_through_torch_compile(name, dynamo_captures_data_depe
     sizes = _check_against_eager(fn, compiled)
     assert len(sizes) > 1 or name == "masked_assign"
     assert len(jointgraph.plans(compiled)) == 1   # one graph serves every size
+
+
+def test_int_of_item_refused_by_aot_function_compiles_through_torch_compile(dynamo_captures_data_dependent_ops):
+    """The way out the refusal names: Dynamo turns ``int(n.item())`` into a symbol."""
+    def prefix(x, n):
+        return x[:int(n.item())] * torch.arange(float(x.shape[0]))[:int(n.item())]
+
+    with pytest.raises(jointgraph.UnsupportedError, match="capture_scalar_outputs"):
+        jointgraph.aot_function(prefix)(torch.randn(6, requires_grad=True), torch.tensor(2))
+    compiled = torch.compile(prefix, backend="jointgraph")
+    for n in (2, 5, 3):
+        x = torch.randn(6, requires_grad=True)
+        _same_as_eager(prefix, compiled, (x, torch.tensor(n)))
 
 
 def _expand_and_transpose(x):

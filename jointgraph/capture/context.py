@@ -250,6 +250,17 @@ def compiling():
         compiler._is_compiling_flag = old
 
 
+_DATA_DEPENDENT_HINT = ("compute it outside the compiled function; a size may stay symbolic (torch.zeros(n.item()) "
+                        'compiles, int(n.item()) asks for the value); or pass on_unsupported="eager"')
+# int() and bool() must return Python values, which make_fx cannot give without the tensor's value;
+# Dynamo rewrites them into symbols (or breaks the graph at a branch), so torch.compile is the way out.
+_PYTHON_VALUE_HINT = ("compute the value outside the compiled function and pass it as a Python int; or keep it a "
+                      "tensor or a symbolic size (torch.zeros(n.item()) compiles, int(n.item()) asks for the value); "
+                      'or use torch.compile(fn, backend="jointgraph"), which traces int(n.item()) with '
+                      "torch._dynamo.config.capture_scalar_outputs = True and breaks the graph at a Python branch; "
+                      'or pass on_unsupported="eager"')
+
+
 @contextlib.contextmanager
 def translate_errors():
     """Turn tracer failures the user cannot see into UnsupportedError with their source line."""
@@ -263,8 +274,7 @@ def translate_errors():
         raise UnsupportedError(
             f"{what} cannot be compiled ahead of time: its result depends on tensor values ({type(exc).__name__})",
             source=source_from_traceback(exc),
-            hint="compute it outside the compiled function; a size may stay symbolic (torch.zeros(n.item()) "
-                 'compiles, int(n.item()) asks for the value); or pass on_unsupported="eager"') from exc
+            hint=_DATA_DEPENDENT_HINT if op is not None else _PYTHON_VALUE_HINT) from exc
     except AssertionError as exc:
         if _REAL_TENSOR_REACHED not in str(exc):
             raise

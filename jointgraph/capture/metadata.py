@@ -364,16 +364,23 @@ def _written_after(info: OutputInfo, out, call_args: list, checks: EagerInPlaceC
     return dataclasses.replace(info, written_after=others) if others else info
 
 
-def _view_replay(f_tensor) -> tuple | None:
+def _view_replay(f_tensor, autograd_base=None) -> tuple | None:
     """The view ops from ``f_tensor``'s base to it, to replay on the caller's tensor; None if not replayable
-    (symbolic sizes: the ops hold symbols, not the caller's sizes)."""
+    (symbolic sizes: the ops hold symbols, not the caller's sizes).
+
+    Functionalization counts from the storage's first tensor, autograd from ``autograd_base`` when
+    given: they differ after in-place view ops on an intermediate (``stft`` runs ``transpose_`` and
+    ``squeeze_`` on its FFT result before ``view_as_real``). The base's own ops are a prefix of the
+    view's; only the ops after it are replayed on the base."""
     plain = from_fun(f_tensor)
     if not static(*geometry(plain)):
         return None
     try:
-        return tuple(functionalization.get_view_meta_sequence(f_tensor.elem))
+        sequence = tuple(functionalization.get_view_meta_sequence(f_tensor.elem))
+        skip = 0 if autograd_base is None else len(functionalization.get_view_meta_sequence(autograd_base.elem))
     except (RuntimeError, AttributeError):
         return None
+    return sequence[skip:] if skip < len(sequence) else None
 
 
 def _output_view_info(out, flat_outs: list, infos: list[OutputInfo], with_backward: bool) -> OutputInfo | None:
@@ -465,7 +472,7 @@ def _output_info(out, f_args: list, input_storages: dict, with_backward: bool, f
         # in place; the graph returns its base instead, and the runtime takes the view of it
         # (replaying the view ops: the base's real strides may differ from its fake's).
         view_meta = _view_meta(out, bool(out.requires_grad))
-        replay = _view_replay(out)
+        replay = _view_replay(out, out._base)
         out = out._base
         view_base = from_fun(out)
     requires_grad = with_backward and out.requires_grad and (out.is_floating_point() or out.is_complex())
