@@ -63,6 +63,12 @@ SCENARIOS = {
         "def f(a, b):\n    t = b.detach().requires_grad_()\n    return t[:, :1], a * b",
         "base = torch.randn(2, 3)\na = base[:, 1:]\nleaf = torch.randn(2, 3, requires_grad=True)\n"
         "b = leaf.clone()[:, 1:]\na, b"),
+    "t_of_an_input_whose_alias_is_saved": (   # fuzz seed 30905: the backward expects the epilogue's bump
+        "def f(a, b):\n    a.unsqueeze_(0)\n    return (b * torch.ones((5,), requires_grad=True)).sum()",
+        "leaf = torch.randn(6, requires_grad=True)\nbase = leaf.clone()\na = base[2:]\nb = base[:-1]\na, b"),
+    "same_input_twice_written_by_itself_then_unbind": (   # seed 31719: one version bump, views not stale
+        "def f(a, b):\n    t1 = b.select(0, -1)\n    a.mul_(b)\n    return t1.unbind(0)[0]",
+        "leaf = torch.randn(3, 4, requires_grad=True)\nbase = leaf * 1\nbase, base"),
     "overlapping_slices": ("def f(a, b):\n    a.mul_(2)\n    return b * 1",
                            "base = torch.arange(6.)\na = base[:4]\nb = base[2:]\na, b"),
     "same_view_twice": ("def f(a, b):\n    a.mul_(2)\n    return a + b",
@@ -289,6 +295,9 @@ SCENARIOS = {
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.
 REFUSED = {
+    # fuzz seed 32210: b, a view of a, starts requiring grad with a's requires_grad_() (the graph traced it constant)
+    "requires_grad_of_an_input_another_input_views": ("def f(a, b):\n    a.requires_grad_()\n    return (b + b)[:-1]",
+                                                      "base = torch.randn(3, 2)\nb = base[:, 1:]\nbase, b"),
     # fuzz seeds 3884 and 1238: the gradient through the older view would come from the new geometry (wrong)
     "view_differentiated_after_transpose_of_its_base": ("def f(b):\n    t0 = b[1:]\n    b.transpose_(0, 1)\n"
                                                         "    return t0.sum()",
@@ -375,6 +384,17 @@ def test_aliased_metadata_mutation_then_a_view_under_no_grad(contender):
                                "leaf = torch.randn(4, 3, requires_grad=True)\nbase = leaf.clone()\n"
                                "b = base[::2]\nc = base[:, 1:]\nb, c")
     outcome = check(dataclasses.replace(program, guard="no_grad"), CONTENDERS[contender])
+    assert outcome.status == "pass", outcome.message
+
+
+@pytest.mark.parametrize("contender", ["default", "mincut", "dynamo"])
+def test_intermediate_written_through_its_full_view_can_be_modified_after(contender):
+    """Fuzz seed 33293: functionalization rebuilds t0 as a view of the write; returned as such from the
+    step's autograd.Function, the output could not be modified in place (passes/remove_noop_views.py)."""
+    program = Program.scenario("def f(a):\n    t0 = a * torch.ones((4,), requires_grad=True)\n    t1 = t0.view(-1)\n"
+                               "    t1.copy_(t0 * 2)\n    return t1", "leaf = torch.randn(4, requires_grad=True)\n"
+                               "a = leaf.clone()\na,", mutate_outputs=True)
+    outcome = check(program, CONTENDERS[contender])
     assert outcome.status == "pass", outcome.message
 
 

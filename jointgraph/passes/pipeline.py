@@ -11,12 +11,14 @@ from .cse import cse
 from .pointwise_scatter import pointwise_scatter
 from .remove_clones import remove_clones
 from .remove_detach import remove_detach
+from .remove_noop_views import remove_noop_views
 from .remove_storage_resizes import remove_storage_resizes
 from .reorder_recompute import reorder_recompute
 
 JOINT_PASSES = [
     ("remove_storage_resizes", remove_storage_resizes),
     ("remove_detach", remove_detach),
+    ("remove_noop_views", remove_noop_views),
     ("remove_clones", remove_clones),
     ("cse", cse),
     ("honour_checkpoints", honour_checkpoints),

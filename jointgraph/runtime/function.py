@@ -34,6 +34,7 @@ from torch.autograd.function import once_differentiable
 from ..capture.inputs import unflattener
 from ..capture.leaves import make_slot
 from ..capture.metadata import replay_views
+from ..errors import UnsupportedError
 from ..ir.hook_ops import running_hooks
 from .aliasing import check_no_aliasing
 from .epilogue import apply_metadata_mutations, apply_mutations, check_recorded_writes, check_view_of_leaf
@@ -146,8 +147,8 @@ class CompiledEntry:
             check_view_of_leaf(inputs, layout.written_with_grad)
         if layout.new_leaves:   # after the aliasing check: a slot may share an input's storage
             inputs = [*inputs, *[make_slot(leaf, inputs) for leaf in layout.new_leaves]]
-        for i in layout.requires_grad_set:   # Note [Input mutations]: a prologue, as the user's call did
-            inputs[i].requires_grad_()
+        if layout.requires_grad_set:   # Note [Input mutations]: a prologue, as the user's call did
+            _set_requires_grad(inputs, layout.requires_grad_set)
         if self._input_hooks:
             register_input_hooks(inputs, self._input_hooks)
         # The trace applied the caller's autocast (its casts are nodes of the graph, and regions
@@ -176,6 +177,8 @@ class CompiledEntry:
             _expect_versions(outs, inputs, layout.saved_mutated)
         if layout.moved_onto_inputs:
             _move_onto_inputs(outs, inputs, layout.moved_onto_inputs)
+        if layout.backward_error is not None and layout.backward_error[2]:
+            self._raising_inputs(inputs)   # before the views of them are made, as eager's come after the write
         flat = []
         for kind, value in layout.output_plan:
             if early and len(flat) in early:
@@ -234,17 +237,16 @@ class CompiledEntry:
     def _with_raising_backward(self, flat: list, inputs: list) -> list:
         """Note [Errors in the backward]: the outputs eager differentiates, behind a node whose
         backward raises eager's error."""
-        error, positions, mutated = self.layout.backward_error
+        error, positions, _ = self.layout.backward_error
         sources = [t for t in inputs if isinstance(t, torch.Tensor) and t.requires_grad]
-        if not sources or not torch.is_grad_enabled():
+        if not sources or not torch.is_grad_enabled() or not positions:
             return flat
         # Outputs that are views of one tensor stay views of one tensor: the node returns each
         # distinct base once, and the outputs are taken from it with their own geometry.
         chosen = [flat[k] for k in positions]
         roots = [_root(t) for t in chosen]
         unique = list({id(r): r for r in roots}.values())
-        outs = RaisesInBackward.apply(error, len(unique) + len(mutated), *sources,
-                                      *unique, *[inputs[i].detach() for i in mutated])
+        outs = RaisesInBackward.apply(error, len(unique), *sources, *unique)
         new_root = {id(r): out for r, out in zip(unique, outs, strict=False)}
         flat = list(flat)
         for k, t in enumerate(flat):   # the chosen outputs, and the other views of their bases
@@ -256,15 +258,51 @@ class CompiledEntry:
                 offset = out.storage_offset() + t.storage_offset() - r.storage_offset()
                 out = out.as_strided(t.shape, t.stride(), offset)
             flat[k] = out if t.requires_grad or k in positions else out.detach()
-        for i, value in zip(mutated, outs[len(unique):], strict=True):
-            inputs[i].copy_(value)   # the caller's tensor takes a history whose backward raises, as eager's
         return flat
+
+    def _raising_inputs(self, inputs: list) -> None:
+        """Note [Errors in the backward]: the mutated inputs take a history whose backward raises, as
+        eager's; the write is the epilogue's, so their versions stay as it left them."""
+        error, _, mutated = self.layout.backward_error
+        sources = [t for t in inputs if isinstance(t, torch.Tensor) and t.requires_grad]
+        if not sources or not torch.is_grad_enabled():
+            return
+        outs = RaisesInBackward.apply(error, len(mutated), *sources, *[inputs[i].detach() for i in mutated])
+        for i, value in zip(mutated, outs, strict=True):
+            with torch.autograd._unsafe_preserve_version_counter(inputs[i]):
+                inputs[i].copy_(value)
 
     def __call__(self, leaves: list) -> Any:
         flat = self.run_inputs([leaves[p] for p in self._positions])
         if self._single_output:
             return flat[0]
         return self._unflatten(flat)
+
+
+def _set_requires_grad(inputs: list, indices: tuple) -> None:
+    """``requires_grad_()`` on the inputs the function called it on. Another input that is a view of
+    one of them would then require grad too, where the graph was traced with it constant: refused."""
+    constant = [j for j, t in enumerate(inputs) if isinstance(t, torch.Tensor) and not t.requires_grad]
+    for i in indices:
+        inputs[i].requires_grad_()
+    views = [j for j in constant if j not in indices and inputs[j].requires_grad]
+    if views:
+        for i in indices:
+            inputs[i].requires_grad_(False)
+        raise UnsupportedError(f"requires_grad_() on an input that input {views[0]} is a view of: the view starts "
+                               "requiring grad with it, which the compiled graph cannot follow",
+                               hint='call requires_grad_() before the compiled function, or pass '
+                                    'on_unsupported="eager"')
+
+
+def _epilogue_bumps(inputs: list, i: int, meta_mutated: frozenset, bumped: frozenset) -> int:
+    """How many times the epilogue's as_strided_ / increment_version moves input ``i``'s version counter:
+    its own, and those of other inputs sharing its storage in this call (a view's counter is its base's)."""
+    if not meta_mutated and not bumped:
+        return 0
+    storage = inputs[i].untyped_storage().data_ptr()
+    return sum((j in meta_mutated) + (j in bumped) for j in meta_mutated | bumped
+               if j == i or storage and inputs[j].untyped_storage().data_ptr() == storage)
 
 
 def _expect_versions(outs, inputs: list, saved_mutated: tuple) -> None:
@@ -387,7 +425,7 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                 ctx.stash = list(saved)
             ctx.sizes = list(outs[n_fw_outs + n_saved:])
             if saved_inputs:   # the epilogue's own as_strided_ (a metadata mutation) is not the user's write
-                ctx.versions = [(s, inputs[i], inputs[i]._version + (i in meta_mutated) + (i in bumped))
+                ctx.versions = [(s, inputs[i], inputs[i]._version + _epilogue_bumps(inputs, i, meta_mutated, bumped))
                                 for s, i in saved_inputs]
             if read_outputs:   # weakly: a cycle output -> grad_fn -> ctx -> output would outlive the call
                 ctx.output_versions = [(weakref.ref(outs[k]), outs[k]._version) for k in read_outputs]
