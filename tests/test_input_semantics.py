@@ -295,6 +295,13 @@ SCENARIOS = {
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.
 REFUSED = {
+    # fuzz seed 33075: the copy_ reads a view of b's old storage; refused as .data = y, not eager's overlap error
+    "data_assigned_then_copy_from_an_older_view": ("def f(b):\n    t0 = b.select(0, -1)\n    b.data = b.data * 2\n"
+                                                   "    b.copy_(t0)\n    return t0.sum()",
+                                                   "b = torch.randn(4, 2, 3)\nb,"),
+    # fuzz seed 33167: functionalization keeps t0's split geometry after set_(a)
+    "set_of_a_split_view_then_reshape": ("def f(a):\n    t0 = a.split(1)[1]\n    t0.set_(a)\n    return t0.reshape(-1)",
+                                         "base = torch.randn(8, 4)\na = base[::2]\na,"),
     # fuzz seed 32210: b, a view of a, starts requiring grad with a's requires_grad_() (the graph traced it constant)
     "requires_grad_of_an_input_another_input_views": ("def f(a, b):\n    a.requires_grad_()\n    return (b + b)[:-1]",
                                                       "base = torch.randn(3, 2)\nb = base[:, 1:]\nbase, b"),

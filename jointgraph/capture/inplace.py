@@ -237,6 +237,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self._writes: dict[int, int] = {}      # storage -> in-place ops on it that bump its version
         self._views: dict[int, list] = {}      # storage -> weak references to views made of it inside
         self.reshaped_under_views = False      # an in-place view op ran on a storage with views made before
+        self.set_inside = False                # set_() ran on a tensor made inside the function
 
     def track(self, tensors: list) -> None:
         """Watch ``tensors`` (the inputs) as results are watched: a storage swapped under them is refused."""
@@ -258,6 +259,12 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         name = getattr(func, "__name__", "")
         target = args[0] if args and isinstance(args[0], torch.Tensor) else None
         in_place = target is not None and _is_in_place(name)
+        if name.split(".")[0] == "set_" and target is not None:   # set_.source_Tensor, ...
+            self.set_inside = True
+        if self.analyze:   # a storage swapped under an argument explains what its checks would find
+            for arg in args:
+                if isinstance(arg, torch.Tensor):
+                    self.check_storage_kept(arg)
         if self.analyze and func in _AS_STRIDED and target is not None:
             _check_as_strided_bounds(target, *args[1:], **kwargs)
         if name == "copy_" and len(args) > 1 and _same_data(target, args[1]) \
@@ -287,9 +294,6 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             if target is not None and name in _VERSIONED_METADATA and self._views.get(_storage_id(target), 0):
                 self.reshaped_under_views = True   # Note [Views made before an in-place view op]
                 self._refuse_regenerated_gradients(name, target)
-            for arg in args:
-                if isinstance(arg, torch.Tensor):
-                    self.check_storage_kept(arg)
         result = func(*args, **kwargs)
         if isinstance(result, torch.Tensor):
             self._track(func, name, target, result)
@@ -345,6 +349,12 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         replaying its view ops on its base's *new* geometry (``t0 = a.t(); a.unsqueeze_(0); t0[::2]``
         replays ``t()`` on a 3-D tensor), where eager's view keeps its own. A failure of the trace
         after such an op is that limit, not the user's error."""
+        if self.set_inside and type(exc) is ValueError and str(exc).startswith("Cannot view a tensor"):
+            raise UnsupportedError("a tensor given another's geometry by set_() inside the function is viewed "
+                                   "afterwards; functionalization keeps its old geometry, where eager takes the new "
+                                   f"one ({str(exc).splitlines()[0][:120]})",
+                                   hint='use the other tensor itself (or a clone) instead of set_(), or pass '
+                                        'on_unsupported="eager"') from exc
         if self.reshaped_under_views and (type(exc) is RuntimeError or type(exc) is ValueError
                                           and str(exc).startswith("Cannot view a tensor")):
             raise stale_view_error("a view taken before an in-place view op on the tensor it views is used "
