@@ -285,6 +285,11 @@ SCENARIOS = {
     "chunk_of_an_input_made_before_a_write": ("def f(a):\n    t0 = a.chunk(2)[0]\n    a.clamp_(-0.5, 0.5)\n"
                                               "    return a.sum(), t0",
                                               "leaf = torch.randn(6, 3, requires_grad=True)\nx = leaf.clone()[3:]\nx,"),
+    # fuzz seeds 22656, 22853: an entry whose backward raises returns t0 and t0.detach(): the detach
+    # shares the storage of the copy the raising node returns for t0, as eager's shares t0's
+    "detach_of_an_output_whose_backward_raises": ("def f(a):\n    t0 = a * a\n    with torch.no_grad():\n"
+                                                  "        a.zero_()\n    return t0.detach(), t0, a.sum()",
+                                                  "a = torch.randn(4, 3, requires_grad=True)\na,"),
 }
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.
