@@ -290,6 +290,11 @@ SCENARIOS = {
     "detach_of_an_output_whose_backward_raises": ("def f(a):\n    t0 = a * a\n    with torch.no_grad():\n"
                                                   "        a.zero_()\n    return t0.detach(), t0, a.sum()",
                                                   "a = torch.randn(4, 3, requires_grad=True)\na,"),
+    # fuzz seed 24240: x and x.detach() passed together, the detach written with a value that requires
+    # grad: it takes the write's history from the synthetic base (the other root keeps none)
+    "detach_of_an_input_written_with_grad": ("def f(a, b, c):\n    c[1:] = a.sum()\n    return c, b * 2",
+                                             "leaf = torch.randn(6, requires_grad=True)\nbase = torch.randn(4)\n"
+                                             "leaf[1:5], base, base.detach()"),
 }
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.
