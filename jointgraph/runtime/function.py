@@ -37,7 +37,13 @@ from ..capture.metadata import replay_views
 from ..ir.hook_ops import running_hooks
 from ..ir.sizes import extent
 from .aliasing import check_no_aliasing
-from .epilogue import apply_metadata_mutations, apply_mutations, check_recorded_writes, check_view_of_leaf
+from .epilogue import (
+    apply_metadata_mutations,
+    apply_mutations,
+    check_recorded_writes,
+    check_view_of_leaf,
+    check_views_of_grad_set,
+)
 from .hook_calls import EntryHooks, HookCalls, inputs_needed, register_input_hooks, skipped_hooks
 
 _keep_graph = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", lambda: True)
@@ -140,6 +146,8 @@ class CompiledEntry:
     def run_inputs(self, inputs: list) -> list:
         """Run on graph inputs; return the flat user outputs."""
         layout = self.layout
+        if layout.requires_grad_set:   # before the aliasing check: a view of the input refuses either way
+            check_views_of_grad_set(inputs, layout.requires_grad_set)
         if self._mutation_check:
             check_no_aliasing(inputs, layout.mutated_inputs)
             check_recorded_writes(inputs, layout.mutated_with_grad)
