@@ -13,7 +13,9 @@ with ``as_strided`` and its real size, stride and storage offset, so a write
 through any view lands in the base and every other view sees it, as in eager.
 The base is a differentiable view of the views' common autograd root, so
 gradients reach the root; inputs that share storage but not an autograd root
-(``x`` and ``x.detach()``) can be rebased only when none of them requires grad.
+(``x`` and ``x.detach()``) can be rebased only when none of them requires grad; a write
+autograd records on one of them gives that input the write's history (taken from the base
+after the call), and the other roots are rebuilt detached inside, as eager gives them none.
 An output that is one of the caller's tensors is returned as the caller's object; a
 tensor passed twice is rebuilt once, so both arguments are one object, as in eager.
 What the function does to a view's own metadata (``t_()``, ``unsqueeze_()``,
