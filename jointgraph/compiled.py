@@ -30,6 +30,7 @@ from .errors import UnsupportedError
 from .logs import compile_log, recompiles_log
 from .options import CompileOptions
 from .runtime.aliasing import AliasedInputs, SyntheticBases
+from .runtime.epilogue import RefusedCall
 
 _top_hooks = torch._C._autograd._top_saved_tensors_default_hooks
 
@@ -138,6 +139,11 @@ class CompiledFunction:
                                        hint='pass distinct tensors (e.g. .clone()), or on_unsupported="eager"') \
                     from aliased
             return self._synthetic(leaves, spec, entry.layout, aliased)
+        except RefusedCall as exc:   # nothing ran: the call can still run eagerly
+            if self.options.on_unsupported != "eager":
+                raise
+            warnings.warn(f"jointgraph: running {getattr(self.fn, '__name__', self.fn)} eagerly: {exc}", stacklevel=4)
+            return _EagerEntry(self.fn, spec)(leaves)
 
     def _compile(self, leaves: list, spec, grad_enabled: bool, leaf_roles) -> tuple[Any, list]:
         """Compile an entry for ``leaves``; return it and the leaves it runs on (with the captured

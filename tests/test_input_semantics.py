@@ -291,6 +291,16 @@ SCENARIOS = {
     "chunk_of_an_input_made_before_a_write": ("def f(a):\n    t0 = a.chunk(2)[0]\n    a.clamp_(-0.5, 0.5)\n"
                                               "    return a.sum(), t0",
                                               "leaf = torch.randn(6, 3, requires_grad=True)\nx = leaf.clone()[3:]\nx,"),
+    # fuzz seeds 22656, 22853: an entry whose backward raises returns t0 and t0.detach(): the detach
+    # shares the storage of the copy the raising node returns for t0, as eager's shares t0's
+    "detach_of_an_output_whose_backward_raises": ("def f(a):\n    t0 = a * a\n    with torch.no_grad():\n"
+                                                  "        a.zero_()\n    return t0.detach(), t0, a.sum()",
+                                                  "a = torch.randn(4, 3, requires_grad=True)\na,"),
+    # fuzz seed 24240: x and x.detach() passed together, the detach written with a value that requires
+    # grad: it takes the write's history from the synthetic base (the other root keeps none)
+    "detach_of_an_input_written_with_grad": ("def f(a, b, c):\n    c[1:] = a.sum()\n    return c, b * 2",
+                                             "leaf = torch.randn(6, requires_grad=True)\nbase = torch.randn(4)\n"
+                                             "leaf[1:5], base, base.detach()"),
 }
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.
@@ -359,6 +369,14 @@ REFUSED = {
     # functionalization gives the earlier view's backward the input's new geometry
     "view_taken_before_t_": ("def f(b):\n    t1 = b.t()\n    b.t_()\n    return t1.sum()",
                              "leaf = torch.randn(4, 2, requires_grad=True)\nb = leaf.clone()\nb,"),
+    # fuzz seeds 24948, 24679: requires_grad_() on an input another input is a view of: eager's view then
+    # requires grad (values from it do; an in-place op on it raises), the graph traced it as not requiring it
+    "requires_grad_of_an_input_with_a_view_passed": ("def f(b, c):\n    b.requires_grad_()\n    return c.sum()",
+                                                     "base = torch.randn(4, 2)\nbase, base[::2]"),
+    "requires_grad_of_an_input_then_write_to_its_view": (
+        "def f(a, b, c):\n    a.requires_grad_()\n    t0 = b @ b.t()\n    c.masked_fill_(c > 0, -1.0)\n"
+        "    return t0[:, :1]",
+        "base = torch.randn(4, 4)\nbase, base[:, :2], base[:-1]"),
 }
 
 
@@ -494,3 +512,23 @@ def test_a_view_made_before_the_input_is_written_is_stale_as_eagers(grad):
     expected, actual = state(f), state(jointgraph.aot_function(f))
     torch.testing.assert_close(actual[0], expected[0])
     assert actual[1:] == expected[1:]
+
+
+def test_requires_grad_of_an_input_with_a_view_passed_runs_eagerly_when_asked():
+    # fuzz seed 24948: refused before anything runs, so on_unsupported="eager" runs the call eagerly
+    def f(b, c):
+        b.requires_grad_()
+        return c.sum() * 2
+
+    base = torch.randn(4, 2)
+    eager_base = base.clone()
+    with pytest.warns(UserWarning, match="running f eagerly"):
+        out = jointgraph.aot_function(f, cache=False, on_unsupported="eager")(base, base[::2])
+    expected = f(eager_base, eager_base[::2])
+    torch.testing.assert_close(out, expected)
+    assert (out.requires_grad, base.requires_grad) == (expected.requires_grad, eager_base.requires_grad) == (True, True)
+    out.backward()
+    expected.backward()
+    assert (base.grad is None) == (eager_base.grad is None)
+    if base.grad is not None:
+        torch.testing.assert_close(base.grad, eager_base.grad)

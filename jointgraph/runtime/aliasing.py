@@ -13,7 +13,9 @@ with ``as_strided`` and its real size, stride and storage offset, so a write
 through any view lands in the base and every other view sees it, as in eager.
 The base is a differentiable view of the views' common autograd root, so
 gradients reach the root; inputs that share storage but not an autograd root
-(``x`` and ``x.detach()``) can be rebased only when none of them requires grad.
+(``x`` and ``x.detach()``) can be rebased only when none of them requires grad; a write
+autograd records on one of them gives that input the write's history (taken from the base
+after the call), and the other roots are rebuilt detached inside, as eager gives them none.
 An output that is one of the caller's tensors is returned as the caller's object; a
 tensor passed twice is rebuilt once, so both arguments are one object, as in eager.
 What the function does to a view's own metadata (``t_()``, ``unsqueeze_()``,
@@ -83,6 +85,32 @@ def base_of(members: list[torch.Tensor]) -> torch.Tensor | None:
     return first.detach().as_strided((numel,), (1,), 0)
 
 
+def _other_roots(group: tuple, members: list, recorded: tuple) -> frozenset[int]:
+    """Members of a group of several autograd roots (``x`` and ``x.detach()``) whose root no write autograd
+    records reaches: eager gives them no history from the others' writes, so they are rebuilt detached."""
+    roots = [id(m if m._base is None else m._base) for m in members]
+    written = {r for i, r in zip(group, roots, strict=True) if i in recorded}
+    if len(set(roots)) == 1 or not written:
+        return frozenset()
+    return frozenset(i for i, r in zip(group, roots, strict=True) if r not in written)
+
+
+def _take_recorded_writes(leaves: list, positions: tuple, groups: tuple, bases: list, recorded: tuple) -> None:
+    """Inputs of a group of several autograd roots (``x`` and ``x.detach()``) share a detached base, which
+    took the history of a write autograd records: the written input takes it from the base (a copy of
+    its own values, its version kept), as eager's write gave it that history and left the other roots'."""
+    if not torch.is_grad_enabled():
+        return
+    for group, base in zip(groups, bases, strict=True):
+        members = [leaves[positions[i]] for i in group]
+        if len({id(m if m._base is None else m._base) for m in members}) == 1 or not base.requires_grad:
+            continue
+        for i, m in zip(group, members, strict=True):
+            if i in recorded:
+                with torch.autograd._unsafe_preserve_version_counter(m):
+                    m.copy_(base.as_strided(m.shape, m.stride(), m.storage_offset()))
+
+
 def _views_requiring_grad(layout, members: set) -> bool:
     """An output is a view of one of ``members`` that requires grad after the call: its gradient
     would go to the caller's tensor, whose requires_grad_() the synthetic base does not carry."""
@@ -96,8 +124,10 @@ def _views_of_bases(fn: Callable, spec, views: tuple, duplicates: tuple, returne
     def call(bases: list, masked: list) -> Any:
         leaves = list(masked)
         rebuilt = {}
-        for position, size, stride, offset, group in views:
+        for position, size, stride, offset, group, detached in views:
             leaves[position] = bases[group].as_strided(size, stride, offset)
+            if detached:   # another autograd root than the written one's: the write's history is not its
+                leaves[position] = leaves[position].detach()
             rebuilt[id(leaves[position])] = position
         for position, first in duplicates:
             leaves[position] = leaves[first]
@@ -150,7 +180,8 @@ class SyntheticBases:
             base = base_of(members)
             if base is None:
                 raise aliased
-            views += [(positions[i], tuple(m.shape), tuple(m.stride()), m.storage_offset(), len(bases))
+            detached = _other_roots(group, members, layout.mutated_with_grad)
+            views += [(positions[i], tuple(m.shape), tuple(m.stride()), m.storage_offset(), len(bases), i in detached)
                       for i, m in zip(group, members, strict=True)]
             bases.append(base)
         duplicates = tuple(sorted((p, positions[i]) for p, i in layout.signature.duplicate_of.items()
@@ -192,6 +223,7 @@ class SyntheticBases:
                 for i in unrecorded:
                     stack.enter_context(torch.autograd._unsafe_preserve_version_counter(leaves[positions[i]]))
                 apply_metadata_mutations([leaves[p] for p in positions], metadata)
+        _take_recorded_writes(leaves, positions, aliased.groups, bases, layout.mutated_with_grad)
         for i in requires_grad_set:
             leaves[positions[i]].requires_grad_()
         if not returned:

@@ -80,3 +80,21 @@ def check_view_of_leaf(inputs: list, written: tuple) -> None:
         base = inputs[i]._base
         if base is not None and base.is_leaf and base.requires_grad and inputs[i].requires_grad:
             raise RuntimeError(VIEW_OF_LEAF + ".")
+
+
+class RefusedCall(UnsupportedError):
+    """Refused before anything ran: with ``on_unsupported="eager"`` the call runs the function eagerly."""
+
+
+def check_views_of_grad_set(inputs: list, requires_grad_set: tuple) -> None:
+    """Refuse a call passing a view of an input the function calls ``requires_grad_()`` on: in eager
+    the view requires grad from then on (values computed from it do, an in-place op on it raises),
+    while the graph was traced with it as an input that does not."""
+    for i in requires_grad_set:
+        for j, t in enumerate(inputs):
+            if isinstance(t, torch.Tensor) and t._base is inputs[i] and not t.requires_grad:
+                raise RefusedCall(
+                    f"requires_grad_() on input {i} of the compiled function, while input {j} is a view of it: "
+                    "eager's view then requires grad too (and an in-place op on it raises), which the compiled "
+                    "graph does not trace", hint="call requires_grad_() before calling the compiled function, "
+                    'pass a view of another tensor (e.g. .clone()), or pass on_unsupported="eager"')

@@ -36,8 +36,15 @@ from ..capture.leaves import make_slot
 from ..capture.metadata import replay_views
 from ..errors import UnsupportedError
 from ..ir.hook_ops import running_hooks
+from ..ir.sizes import extent
 from .aliasing import check_no_aliasing
-from .epilogue import apply_metadata_mutations, apply_mutations, check_recorded_writes, check_view_of_leaf
+from .epilogue import (
+    apply_metadata_mutations,
+    apply_mutations,
+    check_recorded_writes,
+    check_view_of_leaf,
+    check_views_of_grad_set,
+)
 from .hook_calls import EntryHooks, HookCalls, inputs_needed, register_input_hooks, skipped_hooks
 
 _keep_graph = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", lambda: True)
@@ -140,6 +147,8 @@ class CompiledEntry:
     def run_inputs(self, inputs: list) -> list:
         """Run on graph inputs; return the flat user outputs."""
         layout = self.layout
+        if layout.requires_grad_set:   # before the aliasing check: a view of the input refuses either way
+            check_views_of_grad_set(inputs, layout.requires_grad_set)
         if self._mutation_check:
             check_no_aliasing(inputs, layout.mutated_inputs)
             check_recorded_writes(inputs, layout.mutated_with_grad)
@@ -248,10 +257,17 @@ class CompiledEntry:
         unique = list({id(r): r for r in roots}.values())
         outs = RaisesInBackward.apply(error, len(unique), *sources, *unique)
         new_root = {id(r): out for r, out in zip(unique, outs, strict=False)}
+        by_storage = {_storage(r): (r, out) for r, out in zip(unique, outs, strict=False)}
         flat = list(flat)
-        for k, t in enumerate(flat):   # the chosen outputs, and the other views of their bases
-            r = _root(t) if isinstance(t, torch.Tensor) else None
+        for k, t in enumerate(flat):   # the chosen outputs, the other views of their bases, their detaches
+            if not isinstance(t, torch.Tensor):
+                continue
+            r = _root(t)
             out = new_root.get(id(r))
+            if out is None and _storage(t) in by_storage:   # t.detach() of a chosen t: shares its storage
+                r, out = by_storage[_storage(t)]
+                if not _within(t, r):
+                    continue
             if out is None:
                 continue
             if t is not r:
@@ -347,6 +363,19 @@ def _regenerate_view(base: torch.Tensor, size, stride, offset, dtype) -> torch.T
 
 def _root(t: torch.Tensor) -> torch.Tensor:
     return t if t._base is None else t._base
+
+
+def _storage(t: torch.Tensor) -> int:
+    return t.untyped_storage().data_ptr()
+
+
+def _within(t: torch.Tensor, r: torch.Tensor) -> bool:
+    """``t``'s elements lie in the storage span ``r``'s copy (same strides) has."""
+    if t.numel() == 0:
+        return True
+    low = t.storage_offset() - r.storage_offset()
+    return low >= 0 and extent(t.shape, t.stride(), low) <= extent(r.shape, r.stride(), 0) and \
+        all(st >= 0 for st in t.stride())
 
 
 class RaisesInBackward(torch.autograd.Function):
