@@ -34,7 +34,6 @@ from torch.autograd.function import once_differentiable
 from ..capture.inputs import unflattener
 from ..capture.leaves import make_slot
 from ..capture.metadata import replay_views
-from ..errors import UnsupportedError
 from ..ir.hook_ops import running_hooks
 from ..ir.sizes import extent
 from .aliasing import check_no_aliasing
@@ -156,8 +155,8 @@ class CompiledEntry:
             check_view_of_leaf(inputs, layout.written_with_grad)
         if layout.new_leaves:   # after the aliasing check: a slot may share an input's storage
             inputs = [*inputs, *[make_slot(leaf, inputs) for leaf in layout.new_leaves]]
-        if layout.requires_grad_set:   # Note [Input mutations]: a prologue, as the user's call did
-            _set_requires_grad(inputs, layout.requires_grad_set)
+        for i in layout.requires_grad_set:   # Note [Input mutations]: a prologue, as the user's call did
+            inputs[i].requires_grad_()
         if self._input_hooks:
             register_input_hooks(inputs, self._input_hooks)
         # The trace applied the caller's autocast (its casts are nodes of the graph, and regions
@@ -293,22 +292,6 @@ class CompiledEntry:
         if self._single_output:
             return flat[0]
         return self._unflatten(flat)
-
-
-def _set_requires_grad(inputs: list, indices: tuple) -> None:
-    """``requires_grad_()`` on the inputs the function called it on. Another input that is a view of
-    one of them would then require grad too, where the graph was traced with it constant: refused."""
-    constant = [j for j, t in enumerate(inputs) if isinstance(t, torch.Tensor) and not t.requires_grad]
-    for i in indices:
-        inputs[i].requires_grad_()
-    views = [j for j in constant if j not in indices and inputs[j].requires_grad]
-    if views:
-        for i in indices:
-            inputs[i].requires_grad_(False)
-        raise UnsupportedError(f"requires_grad_() on an input that input {views[0]} is a view of: the view starts "
-                               "requiring grad with it, which the compiled graph cannot follow",
-                               hint='call requires_grad_() before the compiled function, or pass '
-                                    'on_unsupported="eager"')
 
 
 def _epilogue_bumps(inputs: list, i: int, meta_mutated: frozenset, bumped: frozenset) -> int:
