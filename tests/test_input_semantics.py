@@ -301,6 +301,15 @@ SCENARIOS = {
     "detach_of_an_input_written_with_grad": ("def f(a, b, c):\n    c[1:] = a.sum()\n    return c, b * 2",
                                              "leaf = torch.randn(6, requires_grad=True)\nbase = torch.randn(4)\n"
                                              "leaf[1:5], base, base.detach()"),
+    # fuzz seeds 21590, 23921: requires_grad_() on the caller's view, a view of it, then a hidden write:
+    # eager regenerates the view's grad_fn from the caller's base (requires grad, no edge to the input)
+    "view_of_input_given_requires_grad_then_hidden_write": (
+        "def f(a):\n    a.requires_grad_()\n    t0 = a[1:]\n    with torch.no_grad():\n"
+        "        a.detach().mul_(2.0)\n    return t0",
+        "base = torch.randn(6)\nx = base[3:]\nx,"),
+    "expand_of_input_given_requires_grad_then_data_write": (
+        "def f(a):\n    a.requires_grad_()\n    t0 = a.expand(2, 2, 3)\n    t0.data.zero_()\n    return t0",
+        "base = torch.randn(5, 3)\nx = base[3:]\nx,"),
 }
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.

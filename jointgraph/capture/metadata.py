@@ -144,13 +144,17 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
             input_storages = {StorageWeakRef(f.untyped_storage()): i for i, f in enumerate(call_args)
                               if isinstance(f, torch.Tensor)}
             outputs, tangents = [], []
-            for out in flat_outs:
+            # Read before anything asks for a grad_fn (see _STALE_VIEW_OF_NON_GRAD_BASE).
+            required = [isinstance(out, torch.Tensor) and out.requires_grad for out in flat_outs]
+            for out, out_required in zip(flat_outs, required, strict=True):
                 if isinstance(out, torch.Tensor) and torch._functionalize_was_storage_changed(out.elem):
                     raise UnsupportedError("set_() on a tensor the function returns is not supported: which "
                                            "storage it aliases is not tracked",
                                            hint='return a new tensor instead, or pass on_unsupported="eager"')
                 info = _output_view_info(out, flat_outs, outputs, with_backward) or \
                     _output_info(out, call_args, input_storages, with_backward, flat_fn)
+                if info.kind == "input_view" and with_backward and out_required and not info.requires_grad:
+                    info = _required(info)
                 if info.kind == "input_view" and checks.written_since_made(out):
                     info = dataclasses.replace(info, made_before_write=True)
                 elif info.kind == "input_view" and info.input_index < len(call_args):
@@ -364,6 +368,13 @@ def _written_after(info: OutputInfo, out, call_args: list, checks: EagerInPlaceC
     return dataclasses.replace(info, written_after=others) if others else info
 
 
+def _required(info: OutputInfo) -> OutputInfo:
+    """An input view that required grad when the function returned it, before autograd's regeneration
+    of its grad_fn failed on functional fakes and cleared it (_STALE_VIEW_OF_NON_GRAD_BASE); eager's
+    regenerated grad_fn requires grad."""
+    return dataclasses.replace(info, requires_grad=True, view_meta=(*info.view_meta[:4], True, *info.view_meta[5:]))
+
+
 def _view_replay(f_tensor, autograd_base=None) -> tuple | None:
     """The view ops from ``f_tensor``'s base to it, to replay on the caller's tensor; None if not replayable
     (symbolic sizes: the ops hold symbols, not the caller's sizes).
@@ -410,6 +421,12 @@ def returned(out, info: OutputInfo):
 
 
 _VIEW_OF_MODIFIED_BASE = "its base or another view of its base has been modified inplace"
+# A view that requires grad (of an input given ``requires_grad_()`` inside) whose autograd base does
+# not (the caller's base), seen as written after it was made: autograd regenerates its grad_fn by
+# replaying the view ops on the base, which on functional fakes gives no grad_fn and clears its
+# requires_grad (eager's is an as_strided node, with no edge to the input when the write is real).
+# It is no custom Function's output; its requires_grad is the one read before (_required).
+_STALE_VIEW_OF_NON_GRAD_BASE = "new_fn INTERNAL ASSERT FAILED"
 
 
 def _from_custom_function(out) -> bool:
@@ -417,7 +434,7 @@ def _from_custom_function(out) -> bool:
     try:
         grad_fn = out.grad_fn
     except RuntimeError as exc:   # a multi-output view whose base was written: eager raises on its use
-        if _VIEW_OF_MODIFIED_BASE in str(exc):
+        if _VIEW_OF_MODIFIED_BASE in str(exc) or _STALE_VIEW_OF_NON_GRAD_BASE in str(exc):
             return False
         raise
     return isinstance(grad_fn, torch.autograd.function.BackwardCFunction) or type(grad_fn).__name__ == "CppFunction"
