@@ -310,6 +310,18 @@ SCENARIOS = {
     "expand_of_input_given_requires_grad_then_data_write": (
         "def f(a):\n    a.requires_grad_()\n    t0 = a.expand(2, 2, 3)\n    t0.data.zero_()\n    return t0",
         "base = torch.randn(5, 3)\nx = base[3:]\nx,"),
+    # fuzz seed 21673: set_() shares the storage, not the version counter: writes through t0 (or its
+    # .data) change the input's values but not its _version
+    "write_through_data_of_a_tensor_set_to_the_input": (
+        "def f(a):\n    t0 = a + a\n    t1 = t0.unsqueeze(0)\n    t0.set_(a)\n    t0.data.add_(a)\n    return t1",
+        "x = torch.randn(2, 3, 2, requires_grad=True)\nx,"),
+    "write_through_a_tensor_set_to_a_detach_of_the_input": (
+        "def f(a):\n    t0 = a.detach() * 1\n    t0.set_(a.detach())\n    t0[1:].add_(1)\n    return a * 2",
+        "leaf = torch.randn(4, requires_grad=True)\nx = leaf * 1\nx,"),
+    "write_through_a_set_tensor_and_directly": (   # the direct write bumps the version, once
+        "def f(a):\n    t0 = a.detach() * 1\n    t0.set_(a.detach())\n    t0.add_(1)\n    a.detach().mul_(2)\n"
+        "    return a * 2",
+        "leaf = torch.randn(4, requires_grad=True)\nx = leaf * 1\nx,"),
 }
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.
@@ -386,6 +398,17 @@ REFUSED = {
         "def f(a, b, c):\n    a.requires_grad_()\n    t0 = b @ b.t()\n    c.masked_fill_(c > 0, -1.0)\n"
         "    return t0[:, :1]",
         "base = torch.randn(4, 4)\nbase, base[:, :2], base[:-1]"),
+    # fuzz seeds 22262 and 23903: autograd keeps how a view was taken from before its in-place view op, and
+    # differentiates a later write through that old geometry (PyTorch's AOTAutograd too): wrong gradients
+    "write_into_a_diagonal_after_its_unsqueeze_": (
+        "def f(a, b):\n    t0 = b.diagonal()\n    t0.unsqueeze_(0)\n    t0[-1] = t0.sum()\n    return a",
+        "base0 = torch.randn(3, 4, requires_grad=True)\nleaf1 = torch.randn(4, 3, requires_grad=True)\n"
+        "base0[:, 1:], (leaf1 * 1)[::2]"),
+    "write_into_an_aliased_input_after_its_t_": (
+        "def f(a, b):\n    b.t_()\n    t0 = b * 1\n    b[1:] = t0.sum()\n    return b",
+        "leaf = torch.randn(4, 4, requires_grad=True)\nbase = leaf * 1\nbase[2:], base.t()"),
+    "write_into_a_view_after_its_t_": ("def f(x):\n    b = x[:, 1:]\n    b.t_()\n    b[0].mul_(2)\n    return x",
+                                       "leaf = torch.randn(4, 4, requires_grad=True)\nx = leaf * 1\nx,"),
 }
 
 

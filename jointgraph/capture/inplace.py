@@ -214,6 +214,11 @@ def _storage_id(t: torch.Tensor) -> int:
     return t.untyped_storage()._cdata
 
 
+def _elem(t: torch.Tensor) -> torch.Tensor:
+    """The tensor a functional wrapper holds (what functionalization's own ops see), else ``t``."""
+    return getattr(t, "elem", t)
+
+
 class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
     """Note [Eager's in-place checks].
 
@@ -227,17 +232,21 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self.analyze = analyze
         self._expanded = ExpandedViews()   # Note [Writes into expanded tensors]
         self._data_aliases = _ByTensor()   # x.data and views of it (``.data`` counts its own versions) -> True
+        # A tensor given another's storage by set_(), its .data and views -> that storage (its own counter)
+        self._set_sources = _ByTensor()
         self._made = _ByTensor()           # any result -> (its storage, that storage's writes, clock) when made
         self._clock = 0                        # in-place ops that bump a version, on any storage
         self._last_write: dict[int, int] = {}  # storage -> the clock of its latest such op
         # Storages written through a .data alias / through any other tensor (eager bumps those versions).
         self.written_via_data: set = set()
         self.written_directly: set = set()
+        self.written_via_set: set = set()      # storages (of ``elem``s) written through a tensor set_() gave them
         self._written_with_grad: set = set()   # storages an in-place op autograd records ran on
         self._writes: dict[int, int] = {}      # storage -> in-place ops on it that bump its version
         self._views: dict[int, list] = {}      # storage -> weak references to views made of it inside
         self.reshaped_under_views = False      # an in-place view op ran on a storage with views made before
         self.set_inside = False                # set_() ran on a tensor made inside the function
+        self._reshaped_views: dict[int, list] = {}   # storage -> differentiable views given new metadata in place
 
     def track(self, tensors: list) -> None:
         """Watch ``tensors`` (the inputs) as results are watched: a storage swapped under them is refused."""
@@ -261,6 +270,14 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         in_place = target is not None and _is_in_place(name)
         if name.split(".")[0] == "set_" and target is not None:   # set_.source_Tensor, ...
             self.set_inside = True
+            if self.analyze and len(args) > 1 and isinstance(args[1], torch.Tensor):
+                # set_() shares the storage, not the version counter: writes through ``target`` leave
+                # the source's version as is, like writes through ``.data``. The user's set_() is not
+                # seen here, only functionalization's, on the tensors its wrappers hold (``elem``).
+                source = self._set_sources.get(args[1], _storage_id(args[1]))
+                result = func(*args, **kwargs)
+                self._set_sources[target] = source
+                return result
         if self.analyze:   # a storage swapped under an argument explains what its checks would find
             for arg in args:
                 if isinstance(arg, torch.Tensor):
@@ -289,8 +306,13 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                                        source=user_source_line(),
                                        hint='write into a clone, or pass on_unsupported="eager"')
         if self.analyze:
+            if in_place or target is not None and name in _DUNDER_WRITES:
+                self._refuse_write_under_reshaped_view(name, target)
             if in_place or target is not None and (name in _DUNDER_WRITES or name in _VERSIONED_METADATA):
                 self._record_write(target)
+            if target is not None and name in _VERSIONED_METADATA and target.requires_grad \
+                    and torch.is_grad_enabled() and target._is_view():
+                self._reshaped_views.setdefault(_storage_id(target), []).append(weakref.ref(target))
             if target is not None and name in _VERSIONED_METADATA and self._views.get(_storage_id(target), 0):
                 self.reshaped_under_views = True   # Note [Views made before an in-place view op]
                 self._refuse_regenerated_gradients(name, target)
@@ -318,9 +340,15 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                                    or func is _GET_DATA   # x.data in a Dynamo graph
                                    or self._data_aliases.get(target) and a_view):
             self._data_aliases[result] = True   # x.data, or a view of it
+        source = self._set_sources.get(_elem(target)) if target is not None else None
+        if source is not None and result is not target and (a_view or name == "__get__" or func is _GET_DATA):
+            self._set_sources[_elem(result)] = source
 
     def _record_write(self, target: torch.Tensor) -> None:
         if self.analyze:
+            source = self._set_sources.get(_elem(target))
+            if source is not None:
+                self.written_via_set.add(source)   # the storage set_() gave it: eager leaves its version
             via_data = self._data_aliases.get(target)
             written = self.written_via_data if via_data else self.written_directly
             storage = _storage_id(target)
@@ -343,6 +371,19 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             raise stale_view_error(f"{name} on a tensor that requires grad, with a view of it taken earlier inside "
                                    "the function (or, for as_strided_, on such a view): the gradient through the "
                                    "older view would come from the new geometry, not eager's", user_source_line())
+
+    def _refuse_write_under_reshaped_view(self, name: str, target: torch.Tensor) -> None:
+        """Note [Writes after an in-place view op on a view]: autograd records how a view was
+        taken from its base when the view is made; ``t_()`` / ``unsqueeze_()`` on the view change
+        its geometry but not that record. A later write into the storage is then differentiated
+        through the view's old geometry (as PyTorch's own AOTAutograd does): the gradient goes to
+        the wrong elements where eager's is right. Refused."""
+        views = self._reshaped_views.get(_storage_id(target))
+        if views and any(ref() is not None for ref in views):
+            raise stale_view_error(f"{name} into the storage of a view that requires grad and was given new "
+                                   "metadata in place (t_(), unsqueeze_(), transpose_(), ...) earlier in the "
+                                   "function: autograd would differentiate the write through the view's old "
+                                   "geometry, not eager's", user_source_line())
 
     def refuse_stale_views(self, exc: BaseException) -> None:
         """Note [Views made before an in-place view op]: functionalization regenerates a view by
@@ -387,7 +428,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         """``t``'s storage was written in place only through ``.data`` aliases: eager leaves its version
         unchanged (``.data`` counts its own versions)."""
         storage = _storage_id(t)
-        return storage in self.written_via_data and storage not in self.written_directly
+        return (storage in self.written_via_data or _storage_id(_elem(t)) in self.written_via_set) \
+            and storage not in self.written_directly
 
     @staticmethod
     def _check(target: torch.Tensor, rest: tuple, kwargs: dict) -> None:
