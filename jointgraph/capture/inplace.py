@@ -274,10 +274,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                 # set_() shares the storage, not the version counter: writes through ``target`` leave
                 # the source's version as is, like writes through ``.data``. The user's set_() is not
                 # seen here, only functionalization's, on the tensors its wrappers hold (``elem``).
-                source = self._set_sources.get(args[1], _storage_id(args[1]))
-                result = func(*args, **kwargs)
-                self._set_sources[target] = source
-                return result
+                self._set_sources[target] = self._set_sources.get(args[1], _storage_id(args[1]))
         if self.analyze:   # a storage swapped under an argument explains what its checks would find
             for arg in args:
                 if isinstance(arg, torch.Tensor):
