@@ -310,6 +310,11 @@ SCENARIOS = {
     "expand_of_input_given_requires_grad_then_data_write": (
         "def f(a):\n    a.requires_grad_()\n    t0 = a.expand(2, 2, 3)\n    t0.data.zero_()\n    return t0",
         "base = torch.randn(5, 3)\nx = base[3:]\nx,"),
+    # fuzz seed 34889: copy_ from a leaf that is the input's own detach(): no data changes, yet autograd
+    # records it (the input and its views require grad, through the leaf)
+    "copy_from_a_leaf_made_from_the_input": ("def f(a):\n    t0 = a.detach().requires_grad_()\n    a.copy_(t0)\n"
+                                             "    t1 = a.unsqueeze(0).requires_grad_(True)\n    return t1",
+                                             "base = torch.randn(5, requires_grad=True)\nx = base[1:].detach()\nx,"),
 }
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.
