@@ -322,6 +322,18 @@ SCENARIOS = {
         "def f(a):\n    t0 = a.detach() * 1\n    t0.set_(a.detach())\n    t0.add_(1)\n    a.detach().mul_(2)\n"
         "    return a * 2",
         "leaf = torch.randn(4, requires_grad=True)\nx = leaf * 1\nx,"),
+    # fuzz seed 34889: copy_ from a leaf that is the input's own detach(): no data changes, yet autograd
+    # records it (the input and its views require grad, through the leaf)
+    "copy_from_a_leaf_made_from_the_input": ("def f(a):\n    t0 = a.detach().requires_grad_()\n    a.copy_(t0)\n"
+                                             "    t1 = a.unsqueeze(0).requires_grad_(True)\n    return t1",
+                                             "base = torch.randn(5, requires_grad=True)\nx = base[1:].detach()\nx,"),
+    # fuzz seed 31881: a multi-output view whose base is then written: eager raises on its grad_fn / is_leaf
+    "unbind_view_of_an_intermediate_written_after": ("def f(a):\n    t0 = a * torch.full((3, 3), 2.0)\n"
+                                                     "    t1 = t0.unbind(0)[0]\n    t0.copy_(t0)\n    return t1",
+                                                     "a = torch.randn(3, 3, requires_grad=True)\na,"),
+    "unbind_view_of_a_written_intermediate_it_saves": ("def f(a):\n    t0 = a * 2.0\n    t1 = t0.unbind(0)[0]\n"
+                                                       "    t0.mul_(2.0)\n    return t1, (t0 * t0).sum()",
+                                                       "a = torch.randn(3, 3, requires_grad=True)\na,"),
 }
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.

@@ -282,9 +282,11 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         if self.analyze and func in _AS_STRIDED and target is not None:
             _check_as_strided_bounds(target, *args[1:], **kwargs)
         if name == "copy_" and len(args) > 1 and _same_data(target, args[1]) \
-                and not (target.requires_grad and torch.is_grad_enabled()):
+                and not ((target.requires_grad or args[1].requires_grad) and torch.is_grad_enabled()):
             # Eager's copy_ returns at once when the source is the target's memory, but its version
-            # counter still moves: a value saved before makes the backward raise.
+            # counter still moves: a value saved before makes the backward raise. Under grad mode
+            # autograd still records it when either side requires grad (``a.copy_(a.detach()
+            # .requires_grad_())`` gives ``a`` a history): traced as a copy.
             self._record_write(target)
             torch.autograd.graph.increment_version(target)
             return target

@@ -429,6 +429,27 @@ _VIEW_OF_MODIFIED_BASE = "its base or another view of its base has been modified
 _STALE_VIEW_OF_NON_GRAD_BASE = "new_fn INTERNAL ASSERT FAILED"
 
 
+# Note [Multi-output views of a written base]
+# ------------------------------------------------
+# ``t1 = t0.unbind(0)[0]; t0.copy_(t0); return t1``: eager's t1 is one of several views one op
+# returned, and its base was written after it was made, so reading its grad_fn (is_leaf, a backward
+# through it) or writing it in place raises. The runtime regenerates the view from the base the
+# graph returns, so nothing was written after; its view_meta's multi_output is WRITTEN_AFTER, and
+# the runtime moves the version counter after making it, which makes autograd refuse it as eager's.
+WRITTEN_AFTER = "written_after"
+
+
+def _base_written_after(out) -> bool:
+    """``out``, a multi-output view that requires grad, whose base was written after it was made."""
+    if not out.requires_grad:
+        return False
+    try:
+        out.grad_fn   # noqa: B018 (autograd checks the view's version here)
+    except RuntimeError as exc:
+        return _VIEW_OF_MODIFIED_BASE in str(exc)
+    return False
+
+
 def _from_custom_function(out) -> bool:
     """The output of a custom autograd.Function (Python or C++): its own backward, not a view's."""
     try:
@@ -489,6 +510,8 @@ def _output_info(out, f_args: list, input_storages: dict, with_backward: bool, f
         # in place; the graph returns its base instead, and the runtime takes the view of it
         # (replaying the view ops: the base's real strides may differ from its fake's).
         view_meta = _view_meta(out, bool(out.requires_grad))
+        if view_meta[5] and _base_written_after(out):   # Note [Multi-output views of a written base]
+            view_meta = (*view_meta[:5], WRITTEN_AFTER)
         replay = _view_replay(out, out._base)
         out = out._base
         view_base = from_fun(out)
