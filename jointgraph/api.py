@@ -311,7 +311,8 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         if info.carries is not None:   # no user output
             continue
         if i in carrier:
-            kind, index = {"input_view": ("input_view", info.input_index), "output_view": ("output_view", info.input_index),
+            kind, index = {"input_view": ("input_view", info.input_index),
+                           "output_view": ("output_view", info.input_index),
                            "tensor": ("tensor_view", position.get(i))}[info.kind]
             plan_entries.append(data_view_entry(kind, index, carrier[i], info.view_meta))
         elif info.kind == "tensor" and info.view_meta is not None:   # the graph returns the view's base
