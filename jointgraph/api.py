@@ -25,7 +25,7 @@ from .capture.guards import ambient_state
 from .capture.inputs import FlatSignature, fakeify
 from .capture.leaves import slot_examples
 from .capture.subclasses import SubclassOutputs, any_subclass, flatten_call
-from .capture.symbolic import output_entry, view_entry
+from .capture.symbolic import data_view_entry, output_entry, view_entry
 from .capture.trace import trace_joint
 from .capture.unbacked import estimated_sizes, make_fake_mode
 from .hooks import apply_policy, check_policy, user_hook_codecs
@@ -305,8 +305,17 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
     non_diff += tuple(n_user + k for k, needs in enumerate(mutated_grad) if not needs)
     plan_entries = []
     position = {i: k for k, i in enumerate(tensor_outs)}
+    # Note [Views with data-dependent geometry]: view output -> the Function output with its geometry
+    carrier = {info.carries: position[i] for i, info in enumerate(outputs) if info.carries is not None}
     for i, info in enumerate(outputs):
-        if info.kind == "tensor" and info.view_meta is not None:   # the graph returns the view's base
+        if info.carries is not None:   # no user output
+            continue
+        if i in carrier:
+            kind, index = {"input_view": ("input_view", info.input_index),
+                           "output_view": ("output_view", info.input_index),
+                           "tensor": ("tensor_view", position.get(i))}[info.kind]
+            plan_entries.append(data_view_entry(kind, index, carrier[i], info.view_meta))
+        elif info.kind == "tensor" and info.view_meta is not None:   # the graph returns the view's base
             plan_entries.append(view_entry("tensor_view", (position[i], info.view_meta, info.view_replay), fakes,
                                            info.view_base))
         elif info.kind == "tensor":

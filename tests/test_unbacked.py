@@ -210,10 +210,10 @@ def test_python_branch_on_a_value_and_int_of_item_still_raise_with_the_users_lin
         assert "Python int" in str(info.value) and 'torch.compile(fn, backend="jointgraph")' in str(info.value)
 
 
-def test_narrow_with_a_tensor_start_computes_and_its_returned_view_is_refused():
+def test_narrow_with_a_tensor_start_computes_and_its_returned_view_is_regenerated():
     """The start is a data-dependent symbol: a narrowed slice used in computation compiles (one graph,
-    forward and backward equal eager's for every start); returned as a view of the input, its storage
-    offset cannot be regenerated from the inputs' sizes: refused by name."""
+    forward and backward equal eager's for every start); returned as a view of the input, its geometry
+    comes from the graph (Note [Views with data-dependent geometry])."""
     def used(x, start):
         return x.narrow(0, start, 2).sin().sum(0) * 2
 
@@ -229,8 +229,9 @@ def test_narrow_with_a_tensor_start_computes_and_its_returned_view_is_refused():
         torch.testing.assert_close(out, want)
         torch.testing.assert_close(got, x.grad)
     assert len(jointgraph.plans(compiled)) == 1
-    with pytest.raises(jointgraph.UnsupportedError, match="Unbacked sizes"):
-        jointgraph.aot_function(lambda x, s: x.narrow(0, s, 2))(torch.randn(5, 3), torch.tensor(1))
+    x = torch.randn(5, 3)
+    view = jointgraph.aot_function(lambda x, s: x.narrow(0, s, 2))(x, torch.tensor(1))
+    assert view._base is x and torch.equal(view, x[1:3])
 
 
 def test_returning_item_is_refused_naming_the_data_dependent_value():
@@ -396,3 +397,24 @@ def test_data_dependent_op_recomputed_by_checkpoint_is_refused_by_name():
 
     with pytest.raises(jointgraph.UnsupportedError, match="checkpoint"):
         jointgraph.aot_function(fn)(*_inputs(0))
+
+
+def test_views_with_data_dependent_geometry():
+    """Note [Views with data-dependent geometry]: narrow by a tensor start, tensor_split by an index tensor."""
+    import jointgraph
+
+    def f(x, s, idx):
+        return (torch.narrow(x, 1, s, 2), *torch.tensor_split(x, idx, 1))
+
+    cf = jointgraph.aot_function(f, cache=False)
+    for s, idx in ((torch.tensor(1), torch.tensor([1, 3])), (torch.tensor(-3), torch.tensor([-2, 7]))):
+        xe = torch.randn(4, 5, requires_grad=True)
+        xc = xe.detach().clone().requires_grad_()
+        e, c = f(xe, s, idx), cf(xc, s, idx)
+        assert [a.shape for a in e] == [b.shape for b in c]
+        assert all(torch.equal(a, b) and b._base is xc for a, b in zip(e, c, strict=True))
+        sum((a * (k + 1)).sum() for k, a in enumerate(e)).backward()
+        sum((b * (k + 1)).sum() for k, b in enumerate(c)).backward()
+        assert torch.equal(xe.grad, xc.grad)
+    with pytest.raises(jointgraph.UnsupportedError, match="tensor_split"):
+        cf(torch.randn(4, 5), torch.tensor(1), torch.tensor(2))

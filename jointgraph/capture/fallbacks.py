@@ -17,6 +17,17 @@ replaces such a call on CPU by ops that compute the same value with static shape
 Gradients follow from the decomposition. Any other form, and any device but CPU, is
 left to the op itself: where its meta kernel refuses, ``translate_errors`` names it.
 
+Note [Tensor indices as unbacked symbols]
+-----------------------------------------
+``torch.tensor_split(x, indices)`` with ``indices`` a 1-D int64 tensor reads the tensor's data
+in its C++ kernel, which fake tensors refuse. The fallback reads the indices with ``tolist()``:
+each is an unbacked symbol bound by an ``item()`` node of the graph (Note [Unbacked sizes]), and
+``tensor_split`` with those symbols slices as eager does (negative and out-of-range indices are
+clamped by ``slice`` at run time). Its outputs are views of the input whose offsets hold the
+symbols, regenerated at run time from a geometry tensor the graph returns (Note [Views with
+data-dependent geometry] in capture/symbolic.py). A 0-d tensor (a number of sections) decides
+how many tensors are returned: that is refused, naming the op.
+
 Note [Value branches traced branch-free]
 ----------------------------------------
 ``torch.cov`` and ``torch.corrcoef`` are composite ops whose C++ branches on tensor values:
@@ -162,10 +173,28 @@ def _gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean
     return loss.mean() if reduction == "mean" else loss.sum() if reduction == "sum" else loss
 
 
+def _tensor_split(input, indices_or_sections=None, dim=0, *, tensor_indices_or_sections=None):
+    """Note [Tensor indices as unbacked symbols]: indices given as a 1-D int64 CPU tensor."""
+    t = tensor_indices_or_sections if indices_or_sections is None else indices_or_sections
+    if not isinstance(input, torch.Tensor) or not isinstance(t, torch.Tensor) or t.device.type != "cpu" \
+            or t.dtype != torch.long:
+        return None   # Python values need no fallback; a wrong tensor gets the op's own error
+    if t.dim() == 0:   # the number of outputs is the tensor's value
+        raise UnsupportedError("torch.tensor_split with sections given as a 0-d tensor cannot be compiled ahead of "
+                               "time: how many tensors it returns depends on the tensor's value",
+                               source=user_source_line(),
+                               hint='pass the number of sections as a Python int (sections.item() outside the '
+                                    'compiled function), or pass on_unsupported="eager"')
+    if t.dim() != 1:
+        return None
+    return torch.tensor_split(input, t.tolist(), dim)
+
+
 # One table: a torch function traced through our own composition where it returns a value.
 _FALLBACKS = {
     torch._grouped_mm: _grouped_mm_on_cpu,
     torch.nn.functional.gaussian_nll_loss: _gaussian_nll_loss,
     torch.cov: _cov, torch.Tensor.cov: _cov,
     torch.corrcoef: _corrcoef, torch.Tensor.corrcoef: _corrcoef,
+    torch.tensor_split: _tensor_split, torch.Tensor.tensor_split: _tensor_split,
 }

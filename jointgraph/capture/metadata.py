@@ -69,6 +69,7 @@ from .generators import GeneratorArgs, rng_state_as_effects
 from .hooks_inside import HooksInside, HookTable
 from .inplace import VIEW_OF_LEAF, EagerInPlaceChecks
 from .leaves import LeafSlots
+from .symbolic import geometry_carriers
 from .unbacked import fresh_symbols_ignored
 
 
@@ -177,6 +178,7 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
     views = frozenset(i for i, info in enumerate(inputs) if info.requires_grad_set and fake_args[i]._base is not None)
     if views and not as_views and with_backward:
         return _outputs_after_requires_grad(flat_fn, fake_args, roles, fake_mode, inputs, non_leaf, views, uncloned)
+    outputs += geometry_carriers(outputs, fake_args)   # Note [Views with data-dependent geometry]
     return TraceMetadata(inputs, outputs, tangents, as_views, uncloned)
 
 

@@ -5,6 +5,20 @@ returning ``x.shape[0] * 3`` returns a ``SymInt`` at trace time. The caller must
 integer of *its* call, so such an output is an expression over the graph inputs' sizes,
 strides, storage offsets and symbolic-int inputs, evaluated at run time (only for outputs
 that need it: nothing is added to the call path of other entries).
+
+Note [Views with data-dependent geometry]
+-----------------------------------------
+A view output whose geometry holds an unbacked symbol that no input's or base's size gives
+(``torch.narrow(x, 1, start_tensor, 2)``: the storage offset is ``start.item()``;
+``x.tensor_split(index_tensor)``) cannot be regenerated from sizes. The metadata pass appends,
+for each such output ``k``, an OutputInfo ``carries=k`` (``geometry_carriers``): the joint graph
+returns one more int64 tensor, the view's sizes, strides and storage offset as computed in the
+graph (``geometry_tensor``), a non-differentiable output no user sees. The runtime reads it
+(``tolist()``, one host read per call) and regenerates the view with ``as_strided`` on the
+caller's tensor (or on its base), so the output aliases the input and is differentiable as
+eager's view is: the plan entry is ``("data_view", (kind, index, carrier, dtype,
+requires_grad, multi_output))``. Carriers come after every user output, so the flat
+positions of the user outputs are unchanged; they have no plan entry.
 """
 
 from __future__ import annotations
@@ -64,6 +78,44 @@ def view_entry(kind: str, value: tuple, fake_inputs: list, base: Any = None) -> 
         return tuple(values[:rank]), tuple(values[rank:2 * rank]), values[-1]
 
     return "symbolic_view", (kind, index, read, dtype, requires_grad, multi_output)
+
+
+def needs_carrier(kind: str, index: int, info, fake_inputs: list) -> bool:
+    """Note [Views with data-dependent geometry]: the view ``info`` cannot be regenerated from sizes."""
+    if info.view_meta is None:
+        return False
+    size, stride, offset = info.view_meta[:3]
+    if not any(isinstance(v, torch.SymInt) and free_unbacked_symbols(v) for v in (*size, *stride, offset)):
+        return False
+    try:
+        view_entry(kind, (index, info.view_meta, None), fake_inputs, info.view_base)
+    except UnsupportedError:
+        return True
+    return False
+
+
+def geometry_carriers(outputs: list, fake_inputs: list) -> list:
+    """The OutputInfos to append for the views that need a carrier (Note [Views with data-dependent geometry])."""
+    from ..ir.graph import OutputInfo
+
+    carriers = []
+    for k, info in enumerate(outputs):
+        kind = {"input_view": "input_view", "output_view": "output_view", "tensor": "tensor_view"}.get(info.kind)
+        if kind is not None and needs_carrier(kind, info.input_index or 0, info, fake_inputs):
+            carriers.append(OutputInfo(kind="tensor", carries=k))
+    return carriers
+
+
+def geometry_tensor(view: torch.Tensor) -> torch.Tensor:
+    """The int64 tensor of ``view``'s sizes, strides and storage offset, computed in the graph."""
+    values = [*view.shape, *view.stride(), view.storage_offset()]
+    return torch.stack([torch.scalar_tensor(v, dtype=torch.int64) for v in values])
+
+
+def data_view_entry(kind: str, index: int, carrier: int, view_meta: tuple) -> tuple[str, Any]:
+    """The plan entry of a view regenerated from its carrier (Note [Views with data-dependent geometry])."""
+    dtype, requires_grad, multi_output = view_meta[3:6]
+    return "data_view", (kind, index, carrier, dtype, requires_grad, multi_output)
 
 
 def symbolic_reader(value: Any, fake_inputs: list, where: dict | None = None) -> Callable[[list], Any]:

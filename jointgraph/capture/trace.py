@@ -54,6 +54,7 @@ from .leaves import LeafSlots, slot_examples
 from .metadata import collect_metadata, restore_storage_bytes, returned, storage_sizes
 from .scopes import module_scopes
 from .subclasses import refuse_subclass_gradients
+from .symbolic import geometry_tensor
 from .unbacked import (
     backward_depends_on_values,
     insert_runtime_asserts,
@@ -263,7 +264,8 @@ def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], f
             flat_fn.caller_inputs(f_inputs)
             with HooksInside(call_inputs, hooks), GeneratorArgs():   # Note [Hooks inside the function]
                 outs = flat_fn(*call_inputs)
-        outs = [returned(out, info) for out, info in zip(outs, meta.outputs, strict=True)]
+        carried = [geometry_tensor(from_fun(outs[info.carries])) for info in meta.outputs[len(outs):]]
+        outs = [returned(out, info) for out, info in zip(outs, meta.outputs[:len(outs)], strict=True)] + carried
         results = [from_fun(outs[i]) for i in tensor_out_idx]
         grads: list = []
         if has_backward:

@@ -68,6 +68,9 @@ class OutputInfo:
     # storage_offset) of the caller's storage this differentiable "tensor" (or the base of this view)
     # aliases without being a view of the input.
     on_input: tuple | None = None
+    # Note [Views with data-dependent geometry] in capture/symbolic.py: this "tensor" is no user
+    # output but the geometry (sizes, strides, storage offset, as int64) of the view output ``carries``.
+    carries: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -209,10 +209,13 @@ class CompiledEntry:
     def _view(kind: str, value, flat: list, outs, inputs: list, pre: dict | None, early: bool = False):
         """A view of the caller's tensor ("input_view"), of an earlier output, or of the base the graph
         returned for a view of an intermediate ("tensor_view"), as eager returns it."""
-        read = None
+        read = carried = None
         if kind == "symbolic_view":   # its geometry read for this call (capture/symbolic.py)
             kind, index, read, dtype, requires_grad, multi_output = value
             replay = None
+        elif kind == "data_view":   # Note [Views with data-dependent geometry] in capture/symbolic.py
+            kind, index, carrier, dtype, requires_grad, multi_output = value
+            replay, carried = None, outs[carrier].tolist()
         else:
             index, (size, stride, offset, dtype, requires_grad, multi_output), replay = value
         if kind == "output_view":
@@ -223,6 +226,9 @@ class CompiledEntry:
             base = pre[index] if pre and index in pre else inputs[index]
         if read is not None:
             size, stride, offset = read(inputs, base)
+        elif carried is not None:
+            rank = (len(carried) - 1) // 2
+            size, stride, offset = carried[:rank], carried[rank:2 * rank], carried[-1]
         if base.requires_grad and not requires_grad and not (early and not torch.is_grad_enabled()):
             base = base.detach()   # x.detach(), views under no_grad
         stale = multi_output == WRITTEN_AFTER and requires_grad and torch.is_grad_enabled()
