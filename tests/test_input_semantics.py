@@ -324,6 +324,11 @@ SCENARIOS = {
         "leaf = torch.randn(4, requires_grad=True)\nx = leaf * 1\nx,"),
     # fuzz seed 34889: copy_ from a leaf that is the input's own detach(): no data changes, yet autograd
     # records it (the input and its views require grad, through the leaf)
+    # fuzz seed 32914: a leaf made from an expanded input's detach() keeps the caller's geometry; the
+    # reshape after it copies in eager (no view of an expanded tensor), which the leaf's replay must not try
+    "leaf_from_a_detach_of_an_expanded_input_reshaped": (
+        "def f(a):\n    t2 = a.detach().requires_grad_()\n    return t2.reshape(-1), t2",
+        "leaf = torch.randn(1, 2, requires_grad=True)\nx = leaf.clone().expand(4, 2)\nx,"),
     "copy_from_a_leaf_made_from_the_input": ("def f(a):\n    t0 = a.detach().requires_grad_()\n    a.copy_(t0)\n"
                                              "    t1 = a.unsqueeze(0).requires_grad_(True)\n    return t1",
                                              "base = torch.randn(5, requires_grad=True)\nx = base[1:].detach()\nx,"),

@@ -249,7 +249,10 @@ def _view_of_input(leaf, original: tuple | None) -> tuple | None:
     size, stride, offset = original
     with _disable_current_modes():
         base = torch.empty(extent(size, stride, offset) if all(size) else 0, dtype=leaf.dtype, device="meta")
-        view = functionalization.apply_view_meta_sequence(base.as_strided(size, stride, offset), sequence)
+        try:
+            view = functionalization.apply_view_meta_sequence(base.as_strided(size, stride, offset), sequence)
+        except RuntimeError:   # a view op the caller's geometry does not admit (a view of an expanded input)
+            return None
     return geometry(view) if static(*geometry(view)) else None
 
 
