@@ -299,6 +299,15 @@ def translate_errors():
                 "an in-place write to a tensor whose storage another tensor took with set_() cannot be compiled "
                 "(functionalization freezes that storage)", source=source_from_traceback(exc),
                 hint='use the tensor set_() was given, or a clone, or pass on_unsupported="eager"') from exc
+        if message.startswith("new_fn INTERNAL ASSERT FAILED"):
+            # autograd regenerates the grad_fn of a view whose base was written since it was made; on the
+            # traced (functional) tensors that regeneration fails inside autograd (fuzz seed 31799: a view of
+            # an input given requires_grad_(), the input then written under no_grad).
+            raise UnsupportedError(
+                "autograd cannot regenerate, while tracing, the history of a view whose base was written in place "
+                "after the view was made (an internal assertion in PyTorch's autograd)",
+                source=source_from_traceback(exc),
+                hint='take the view after the write, write a clone, or pass on_unsupported="eager"') from exc
         if _FAKE_DATA_ACCESS in message:
             # A kernel read the data of a fake tensor: its result depends on tensor values.
             raise UnsupportedError(
