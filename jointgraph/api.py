@@ -338,7 +338,11 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         detach_shared = _shared_with_differentiable(values[:n_user + len(mutated)], non_diff)
         # An input's new value saved for the backward: eager saved the input itself, whose later
         # in-place use makes the backward raise (Note [Saved mutated inputs] in runtime/function.py).
-        saved_mutated = tuple(sorted({i for node, i in zip(new_values, mutated, strict=True) if node in saved_nodes}))
+        # A view of the new value counts too: eager saved that view of the input (fuzz seed 34438, one view of a
+        # synthetic base written, then read by a saving op).
+        written = dict(zip(new_values, mutated, strict=True))
+        saved_mutated = tuple(sorted({written[storage_root(node)] for node in saved_nodes
+                                      if storage_root(node) in written}))
         read_outputs = _outputs_the_backward_reads(joint.gm.graph, len(tensor_outs))
         for s, node in enumerate(saved_nodes):
             root = storage_root(node)
