@@ -596,7 +596,8 @@ def test_saved_view_of_a_written_input_is_version_checked(name, contender):
     base of inputs sharing a storage); writing the returned view after the call makes eager's backward
     raise, and the compiled one must raise too."""
     body, inputs = {
-        "written_view_saved": ("def f(a, b, c):\n    c[0] = 2.0\n    t1 = c.cos()\n    return b.sum(), c[:, :1], t1.sum()",
+        "written_view_saved": ("def f(a, b, c):\n    c[0] = 2.0\n    t1 = c.cos()\n"
+                               "    return b.sum(), c[:, :1], t1.sum()",
                                "leaf = torch.randn(7, 3, requires_grad=True)\nbase = leaf.clone()\n"
                                "other = torch.randn(3, requires_grad=True)\nbase[3:], other[1:].detach(), base[1:]"),
         "aliased_view_saved_after_a_write": ("def f(a, b, c):\n    c[...] = c.sum()\n    a.mul_(b)\n    return c",
