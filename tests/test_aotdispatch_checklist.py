@@ -307,8 +307,6 @@ XFAIL: dict[tuple[str, str], str] = {
     **{(f"{name}[rg={rg}]", c): BATCH_NORM
        for name in ("input_mutation_batchnorm", "input_mutation_batchnorm_functional")
        for rg in ("True", "False") for c in CONTENDERS},
-    ("input_data_and_metadata_mutation_aliases_other_input[rg=True]", "mincut"):
-        "backward raises 'modified by an inplace operation' (an input the entry wrote is saved at its old version)",
 }
 
 

@@ -111,6 +111,21 @@ def _take_recorded_writes(leaves: list, positions: tuple, groups: tuple, bases: 
                     m.copy_(base.as_strided(m.shape, m.stride(), m.storage_offset()))
 
 
+def _expected_versions_holder(result: Any) -> Any:
+    """The compiled step's backward node among ``result``'s outputs, if it checks versions of inputs it wrote
+    (Note [Saved mutated inputs] in runtime/function.py)."""
+    for t in pytree.tree_leaves(result):
+        node = t.grad_fn if isinstance(t, torch.Tensor) else None
+        if node is not None and hasattr(node, "expected_versions"):
+            return node
+    return None
+
+
+def _expected_versions(result: Any) -> list:
+    node = _expected_versions_holder(result)
+    return list(node.expected_versions) if node is not None else []
+
+
 def _views_requiring_grad(layout, members: set) -> bool:
     """An output is a view of one of ``members`` that requires grad after the call: its gradient
     would go to the caller's tensor, whose requires_grad_() the synthetic base does not carry."""
@@ -219,10 +234,15 @@ class SyntheticBases:
                                    hint="pass distinct tensors (e.g. .clone()), use the out-of-place op "
                                         '(x = x.t()), or pass on_unsupported="eager"') from exc
         if metadata:   # the rebuilt views' t_() / as_strided_(), on the caller's tensors (versions bumped above)
+            expected = _expected_versions(result)
+            before = [t._version for t, _ in expected]
             with contextlib.ExitStack() as stack:
                 for i in unrecorded:
                     stack.enter_context(torch.autograd._unsafe_preserve_version_counter(leaves[positions[i]]))
                 apply_metadata_mutations([leaves[p] for p in positions], metadata)
+            if expected:   # eager's recorded t_() came before the op that saved the input: its bump is expected
+                _expected_versions_holder(result).expected_versions = [
+                    (t, v + t._version - b) for (t, v), b in zip(expected, before, strict=True)]
         _take_recorded_writes(leaves, positions, aliased.groups, bases, layout.mutated_with_grad)
         for i in requires_grad_set:
             leaves[positions[i]].requires_grad_()
