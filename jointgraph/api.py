@@ -385,7 +385,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
                                 if info.on_input is not None),
         grad_inputs=tuple(info.requires_grad or info.requires_grad_set for info in joint.inputs),
         no_gradient=_inputs_without_gradient(joint),
-        saved_input_positions=tuple(saved_inputs),
+        saved_input_positions=_with_eager_saved(saved_inputs, joint.gm.graph),
         outputs_read_by_backward=tuple(read_outputs),
         backward_error=(joint.backward_error, joint.error_outputs, joint.error_inputs)
         if joint.backward_error is not None else None,
@@ -394,6 +394,18 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         out_spec=out_spec,
         signature=signature,
     )
+
+
+def _with_eager_saved(saved_inputs: list, graph) -> tuple:
+    """Each saved graph input as (saved index, input index, eager saves it too): the "default" plan
+    keeps what eager keeps, so an input whose storage none of its saved values lies in is one the
+    planner chose to save (to recompute from) where eager kept something else (Note [Saved mutated
+    inputs] in runtime/function.py: writing it after the call is then ours to refuse, not eager's error)."""
+    if not saved_inputs:
+        return ()
+    roots = (storage_root(choice.node) for choice in plan_default(graph))
+    eager = {root.meta["input_index"] for root in roots if root.op == "placeholder"}
+    return tuple((s, i, i in eager) for s, i in saved_inputs)
 
 
 def _outputs_the_backward_reads(graph, num_user_tensors: int) -> list[int]:

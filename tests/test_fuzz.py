@@ -239,6 +239,24 @@ def test_a_dynamo_error_that_backend_eager_does_not_raise_is_not_a_refusal(error
     assert outcome.status == "crash" and outcome.key.startswith(f"call: {error.__name__}"), outcome
 
 
+def test_an_assertion_dynamo_raises_with_backend_eager_too_is_dynamos_own():
+    """Fuzz seed 60008: Dynamo's fake-tensor conversion of a returned input view (whose base a
+    copy_ from a tensor that requires grad wrote) asserts, with backend="eager" as with any other:
+    Dynamo's own error, not the backend's. An assertion backend="eager" does not raise is a crash."""
+    p = program("def f(a, b, c):\n    a[:, 1:].copy_(c)\n    return b\n",
+                "base0 = torch.randn(2, 4, generator=g)", "x1 = base0[:, :2]",
+                "leaf2 = torch.randn(6, generator=g).requires_grad_()", "base2 = leaf2 * 1", "x2 = base2[3:]",
+                args="base0, x1, x2")
+    dynamo = fuzz.contenders(dynamo_every=1)["dynamo"]
+    outcome = fuzz.check(p, dynamo)
+    assert outcome.status == "refused" and "backend='eager' too" in outcome.message, outcome
+
+    def assertion(fn, *args):
+        raise AssertionError("raised by the compiler under test")
+
+    assert fuzz.check(p, fake(assertion)).status == "crash"
+
+
 def test_second_call_is_checked_too():
     calls = []
 

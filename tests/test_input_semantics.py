@@ -291,6 +291,11 @@ SCENARIOS = {
     "chunk_of_an_input_made_before_a_write": ("def f(a):\n    t0 = a.chunk(2)[0]\n    a.clamp_(-0.5, 0.5)\n"
                                               "    return a.sum(), t0",
                                               "leaf = torch.randn(6, 3, requires_grad=True)\nx = leaf.clone()[3:]\nx,"),
+    # fuzz --semantics12 seed 70295: a detach of the input written with a value that requires grad, in an
+    # entry whose backward raises (cos saved a, then written): the output still shares the input's storage
+    "detached_alias_written_with_grad_whose_backward_raises": (
+        "def f(a):\n    t0 = a.detach()\n    t2 = a.cos()\n    t0[0] = t2.sum()\n    return t0",
+        "a = torch.randn(3, 2, requires_grad=True)\na,"),
     # fuzz seeds 22656, 22853: an entry whose backward raises returns t0 and t0.detach(): the detach
     # shares the storage of the copy the raising node returns for t0, as eager's shares t0's
     "detach_of_an_output_whose_backward_raises": ("def f(a):\n    t0 = a * a\n    with torch.no_grad():\n"
@@ -545,6 +550,30 @@ def test_writing_a_saved_mutated_input_after_the_call_makes_backward_raise(parti
         untouched[1].sum().backward()
         results.append(leaf.grad.clone())
     torch.testing.assert_close(results[1], results[0])
+
+
+def test_writing_after_the_call_an_input_only_the_plan_recomputes_from_is_refused_by_name():
+    """fuzz --semantics12 seed 70184: eager saves the bf16 copy of ``a`` for the matmul, min-cut saves
+    ``a`` and recomputes the copy. Writing ``a`` after the call leaves eager's backward intact; ours
+    cannot recompute from the old value, so it raises UnsupportedError naming the way out, and
+    partitioner="default" (which keeps what eager keeps) runs it as eager."""
+    def f(a):
+        with torch.autocast("cpu", torch.bfloat16):
+            t0 = a @ a.t()
+        return a, t0
+
+    def call_write_then_backward(fn):
+        leaf = value.clone().requires_grad_()
+        a, t0 = fn(leaf * 1)
+        a.mul_(2)
+        t0.float().sum().backward()
+        return leaf.grad
+
+    value = torch.randn(2, 4)
+    torch.testing.assert_close(call_write_then_backward(jointgraph.aot_function(f, partitioner="default")),
+                               call_write_then_backward(f))
+    with pytest.raises(jointgraph.UnsupportedError, match='partitioner="default"'):
+        call_write_then_backward(jointgraph.aot_function(f, partitioner="mincut"))
 
 
 @pytest.mark.parametrize("grad", [True, False])

@@ -34,6 +34,7 @@ from torch.autograd.function import once_differentiable
 from ..capture.inputs import unflattener
 from ..capture.leaves import make_slot
 from ..capture.metadata import WRITTEN_AFTER, replay_views
+from ..errors import UnsupportedError, user_source_line
 from ..ir.hook_ops import running_hooks
 from ..ir.sizes import extent
 from .aliasing import check_no_aliasing
@@ -75,7 +76,7 @@ class EntryLayout:
     tangent_positions: tuple[int, ...]          # among Function outputs (user tensors, then mutated values)
     non_differentiable: tuple[int, ...]         # among Function outputs
     grad_inputs: tuple[bool, ...]               # per graph input: receives a gradient
-    saved_input_positions: tuple[tuple[int, int], ...]  # (saved index, graph input index)
+    saved_input_positions: tuple[tuple[int, int, bool], ...]  # (saved index, graph input index, eager saves it)
     output_plan: tuple[tuple[str, Any], ...]    # per flat user output: ("tensor", k) | ("symbolic", read) | ...
     out_spec: Any
     signature: Any                              # FlatSignature: leaves -> graph inputs
@@ -266,6 +267,7 @@ class CompiledEntry:
         roots = [_root(t) for t in chosen]
         unique = list({id(r): r for r in roots}.values())
         outs = RaisesInBackward.apply(error, len(unique), *sources, *unique)
+        _onto_input_storages(unique, outs, inputs)
         new_root = {id(r): out for r, out in zip(unique, outs, strict=False)}
         by_storage = {_storage(r): (r, out) for r, out in zip(unique, outs, strict=False)}
         flat = list(flat)
@@ -343,6 +345,19 @@ def _move_onto_inputs(outs, inputs: list, moved: tuple) -> None:
             torch._C._autograd._unsafe_set_version_counter((out,), (version,))
 
 
+def _onto_input_storages(roots: list, outs, inputs: list) -> None:
+    """Note [Errors in the backward]: the node returns copies; a root that lies in an input's storage
+    (an input, a view of one, ``x.detach()`` written with a value that requires grad) is moved back
+    onto that storage, as eager's output shares it (writes through the output reach the input)."""
+    storages = {_storage(t) for t in inputs if isinstance(t, torch.Tensor) and t.numel() > 0}
+    with torch.no_grad():
+        for r, out in zip(roots, outs, strict=False):
+            if r.numel() > 0 and _storage(r) in storages:
+                version = out._version
+                out.set_(r.untyped_storage(), r.storage_offset(), r.shape, r.stride())
+                torch._C._autograd._unsafe_set_version_counter((out,), (version,))
+
+
 def _regenerate_view(base: torch.Tensor, size, stride, offset, dtype) -> torch.Tensor:
     """A differentiable view of ``base`` with the given geometry, in units of ``dtype``."""
     if dtype == base.dtype:
@@ -399,6 +414,18 @@ class RaisesInBackward(torch.autograd.Function):
         raise type(error)(*error.args)
 
 
+def _recomputed_from_written_input(s: int, now: int, expected: int) -> UnsupportedError:
+    """Note [Saved mutated inputs]: the plan saved input ``s`` to recompute from it in the backward
+    where eager kept a value computed from it; an in-place write after the call destroyed it."""
+    return UnsupportedError(
+        f"an input the plan recomputes from in the backward (saved input {s}) was modified in place after the "
+        f"call (version {now}, expected {expected}); eager kept a value computed from it instead, whose "
+        "old contents are gone here",
+        source=user_source_line(),
+        hint='compile with partitioner="default" (it keeps what eager keeps), or write a clone of the input, '
+             "or run the backward before the in-place write")
+
+
 def _zeros_for_absent(grads: tuple, positions: tuple, like: list) -> list:
     """``grads`` with zeros where autograd passed None (what it does itself by default)."""
     grads = list(grads)
@@ -448,8 +475,8 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                 ctx.stash = list(saved)
             ctx.sizes = list(outs[n_fw_outs + n_saved:])
             if saved_inputs:   # the epilogue's own as_strided_ (a metadata mutation) is not the user's write
-                ctx.versions = [(s, inputs[i], inputs[i]._version + _epilogue_bumps(inputs, i, meta_mutated, bumped))
-                                for s, i in saved_inputs]
+                ctx.versions = [(s, inputs[i], inputs[i]._version + _epilogue_bumps(inputs, i, meta_mutated, bumped),
+                                 eager_saves) for s, i, eager_saves in saved_inputs]
             if read_outputs:   # weakly: a cycle output -> grad_fn -> ctx -> output would outlive the call
                 ctx.output_versions = [(weakref.ref(outs[k]), outs[k]._version) for k in read_outputs]
             if bw_mutated:
@@ -477,7 +504,9 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                     "after they have already been freed). Specify retain_graph=True if you need to backward "
                     "through the graph a second time.")
             if saved_inputs:
-                for s, tensor, version in ctx.versions:
+                for s, tensor, version, eager_saves in ctx.versions:
+                    if tensor._version != version and not eager_saves:
+                        raise _recomputed_from_written_input(s, tensor._version, version)
                     if tensor._version != version:
                         raise RuntimeError(
                             "one of the variables needed for gradient computation has been modified by an "
