@@ -30,7 +30,7 @@ from .capture.trace import trace_joint
 from .capture.unbacked import estimated_sizes, make_fake_mode
 from .hooks import apply_policy, check_policy, user_hook_codecs
 from .ir import NO_RESHARDING, Decision, Plan, Resharding, Role, verify
-from .ir.graph import output_roles, output_values, placeholders
+from .ir.graph import output_node, output_roles, output_values, placeholders
 from .ir.graph_utils import backward_nodes, storage_root
 from .logs import compile_log, configure_from_env, graphs_log, plan_log
 from .options import CompileOptions
@@ -341,8 +341,10 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         # A view of the new value counts too: eager saved that view of the input (fuzz seed 34438, one view of a
         # synthetic base written, then read by a saving op).
         written = dict(zip(new_values, mutated, strict=True))
-        saved_mutated = tuple(sorted({written[storage_root(node)] for node in saved_nodes
-                                      if storage_root(node) in written}))
+        ours = {written[storage_root(node)] for node in saved_nodes if storage_root(node) in written}
+        eager_plain, eager_new = _inputs_eager_saves(joint.gm.graph, mutated)
+        # checked after the epilogue: what our plan reads, and what eager saved though our plan does not
+        saved_mutated = tuple((i, i in eager_new) for i in sorted(ours | eager_new))
         read_outputs = _outputs_the_backward_reads(joint.gm.graph, len(tensor_outs))
         for s, node in enumerate(saved_nodes):
             root = storage_root(node)
@@ -353,7 +355,10 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
             if source in reshaped:
                 saved_aliases.append(s)   # the epilogue's as_strided_ changes its geometry: keep the old one
             if node.op == "placeholder":
-                saved_inputs.append((s, node.meta["input_index"]))
+                saved_inputs.append((s, node.meta["input_index"], node.meta["input_index"] in eager_plain))
+        # an input eager saves as it is where our plan saves a value computed from it: eager's check still holds
+        kept = {i for _, i, _ in saved_inputs}
+        saved_inputs += [(-1, i, True) for i in sorted(eager_plain - kept - set(mutated))]
     return EntryLayout(
         num_user_tensors=len(tensor_outs),
         mutated_inputs=mutated,
@@ -385,7 +390,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
                                 if info.on_input is not None),
         grad_inputs=tuple(info.requires_grad or info.requires_grad_set for info in joint.inputs),
         no_gradient=_inputs_without_gradient(joint),
-        saved_input_positions=_with_eager_saved(saved_inputs, joint.gm.graph),
+        saved_input_positions=tuple(saved_inputs),
         outputs_read_by_backward=tuple(read_outputs),
         backward_error=(joint.backward_error, joint.error_outputs, joint.error_inputs)
         if joint.backward_error is not None else None,
@@ -396,16 +401,24 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
     )
 
 
-def _with_eager_saved(saved_inputs: list, graph) -> tuple:
-    """Each saved graph input as (saved index, input index, eager saves it too): the "default" plan
-    keeps what eager keeps, so an input whose storage none of its saved values lies in is one the
-    planner chose to save (to recompute from) where eager kept something else (Note [Saved mutated
-    inputs] in runtime/function.py: writing it after the call is then ours to refuse, not eager's error)."""
-    if not saved_inputs:
-        return ()
-    roots = (storage_root(choice.node) for choice in plan_default(graph))
-    eager = {root.meta["input_index"] for root in roots if root.op == "placeholder"}
-    return tuple((s, i, i in eager) for s, i in saved_inputs)
+def _inputs_eager_saves(graph, mutated: tuple) -> tuple[frozenset, frozenset]:
+    """Note [Saved mutated inputs] in runtime/function.py: the inputs whose version eager's backward
+    checks. The "default" plan keeps what eager keeps: (inputs it saves as they are, or a view of,
+    mutated inputs whose new value, or a view of it, it saves). Another plan may save other values
+    (an input to recompute from, where eager kept a value computed from it); eager's checks are
+    these, whatever ours saves."""
+    out = output_node(graph)
+    new_values = [v for v, r in zip(out.args[0], out.meta["roles"], strict=True) if r is Role.MUTATED_INPUT]
+    written = dict(zip(new_values, mutated, strict=True))
+    plain, new = set(), set()
+    for choice in plan_default(graph):
+        root = storage_root(choice.node)
+        if root in written:
+            new.add(written[root])
+        elif root.op == "placeholder" and isinstance(root.meta.get("val"), torch.Tensor) \
+                and root.meta.get("role") is not Role.TANGENT:
+            plain.add(root.meta["input_index"])
+    return frozenset(plain), frozenset(new)
 
 
 def _outputs_the_backward_reads(graph, num_user_tensors: int) -> list[int]:

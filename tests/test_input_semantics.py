@@ -348,6 +348,13 @@ SCENARIOS = {
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.
 REFUSED = {
+    # fuzz seed 61688 (through Dynamo, whose graph break passes a and its view): one autograd root starting
+    # inside its storage, written with a value that requires grad; autograd's backward of the synthetic
+    # base's view cannot place it (it failed in the backward with an invalid storage offset)
+    "detach_of_an_offset_slice_and_its_view_written_with_grad": (
+        "def f(a, t0, w):\n    a.copy_(w)\n    return t0 * 3",
+        "base = torch.randn(3, 4, 4, requires_grad=True)\na = base[1:].detach()\nt0 = a[::2]\n"
+        "w = torch.randn(2, 4, 4, requires_grad=True)\na, t0, w"),
     # fuzz seed 31799: autograd's regeneration of t1's history fails on the traced tensors (an internal
     # assertion); eager runs it. Refused by name, not PyTorch's assertion at the call
     "view_of_an_input_given_requires_grad_then_written_under_no_grad": (
@@ -446,6 +453,41 @@ def test_input_scenario_matches_eager(name, contender):
     outcome = check(Program.scenario(*SCENARIOS[name]), CONTENDERS[contender])
     expected = "refused" if contender == "dynamo" and name in DYNAMO_REFUSES else "pass"
     assert outcome.status == expected, outcome.message
+
+
+# Outputs written in place after the call, then the backward (Note [Saved mutated inputs]): eager's
+# version checks are on what eager saves, whatever our plan saves. name -> (f, inputs, contenders that
+# refuse: the plan recomputes from an input eager did not save, and the write destroyed it).
+WRITTEN_AFTER_THE_CALL = {
+    # fuzz --semantics12 seed 70615: a written value no output reaches; nothing the backward needs is saved
+    "unused_written_intermediate": ("def f(a):\n    t0 = a.sin() * 2.0\n    t0[t0 > 0] = 0.5\n"
+                                    "    return a[:-1], a.sum()",
+                                    "leaf = torch.randn(4, requires_grad=True)\na = leaf * 1\na,", ()),
+    # seed 70702: eager saves the written input itself for the product; min-cut recomputes the clamp from
+    # a copy of the old value, yet writing the input after the call makes the backward raise, as eager's
+    "eager_saves_the_written_input": ("def f(a, b):\n    with torch.no_grad():\n        b.clamp_(-0.5, 0.5)\n"
+                                      "    t0 = a * torch.full((2, 4), 0.5, requires_grad=True)\n"
+                                      "    return b.reshape(-1), t0",
+                                      "leaf = torch.randn(5, 4, requires_grad=True)\nbase = leaf * 1\n"
+                                      "x = base[2:4]\nx, x", ()),
+    # seed 70831: eager saves bf16 copies of the written input; min-cut recomputes them from its new value
+    "only_the_plan_reads_the_written_input": ("def f(a, b):\n    a.fill_(3.0)\n"
+                                              "    with torch.autocast('cpu', torch.bfloat16):\n"
+                                              "        t0 = b @ b.t().float()\n    return t0.sum(), b.select(0, -1)",
+                                              "leaf = torch.randn(3, 4, requires_grad=True)\nbase = leaf.clone()\n"
+                                              "base, base", ("mincut", "dynamo")),
+}
+
+
+@pytest.mark.parametrize("contender", list(CONTENDERS))
+@pytest.mark.parametrize("name", list(WRITTEN_AFTER_THE_CALL))
+def test_outputs_written_after_the_call_then_backward_as_eager(name, contender):
+    body, inputs, refusing = WRITTEN_AFTER_THE_CALL[name]
+    outcome = check(Program.scenario(body, inputs, True), CONTENDERS[contender])
+    if contender in refusing:
+        assert outcome.status == "refused" and "plan recomputes from" in outcome.message, outcome.message
+    else:
+        assert outcome.status == "pass", outcome.message
 
 
 # Dynamo breaks the graph at requires_grad_(): the second graph takes the older view and the

@@ -23,6 +23,7 @@ from ..ir.graph_utils import (
     is_symbolic_scalar,
     tangent_dependent,
 )
+from ..ir.hook_ops import is_hook_call
 
 
 def plan_default(graph: torch.fx.Graph) -> list[SavedChoice]:
@@ -43,11 +44,15 @@ def plan_default(graph: torch.fx.Graph) -> list[SavedChoice]:
     # A multi-output node is never saved: its (free) getitem users run in the forward instead.
     forward |= {u for n in list(forward) if is_multi_output(n) for u in n.users
                 if u.op == "call_function" and u not in from_tangents}
+    # Backward nodes count only when a gradient (or a hook that runs) needs them: the joint graph also
+    # holds the backward of values no output reaches (fuzz seed 70615: ``t0 = a.sin()`` written, unused).
+    grads = [v for v, r in zip(outputs, roles, strict=True) if r in (Role.GRADIENT, Role.BACKWARD_MUTATION)]
+    needed = ancestors([*grads, *(n for n in graph.nodes if is_hook_call(n) and not n.users)])
     reasons: dict[torch.fx.Node, str] = {}
     for node in graph.nodes:
         if node not in forward:
             continue
-        users = [u for u in node.users if u not in forward and u.op != "output"]
+        users = [u for u in node.users if u not in forward and u.op != "output" and u in needed]
         if users:
             reasons[node] = (f"computed in the forward; used by {users[0].name} ({_op_name(users[0])}) "
                              "in the backward")

@@ -95,6 +95,22 @@ def _other_roots(group: tuple, members: list, recorded: tuple) -> frozenset[int]
     return frozenset(i for i, r in zip(group, roots, strict=True) if r not in written)
 
 
+def _check_offset_root(group: tuple, members: list, recorded: tuple) -> None:
+    """Fuzz seed 61688: one autograd root that starts inside its storage (``t[1:].detach()``), written
+    with a value that requires grad. The write's history would go through a view of the root over the
+    whole storage, which starts before the root: autograd's backward of that view (as functionalization
+    traces it) cannot place it, so the call is refused by name instead of failing in the backward."""
+    if not torch.is_grad_enabled() or not any(i in recorded for i in group):
+        return
+    roots = {id(r): r for r in (m if m._base is None else m._base for m in members)}
+    if len(roots) == 1 and next(iter(roots.values())).storage_offset() != 0:
+        raise UnsupportedError("inputs sharing the storage of a tensor that starts inside it (a detach() or .data of a "
+                               "slice, t[1:].detach()) are written with a value that requires grad; their common "
+                               "storage cannot be rebuilt differentiably",
+                               hint="pass a .clone() of the slice (or of one of the aliased inputs), or pass "
+                                    'on_unsupported="eager"')
+
+
 def _take_recorded_writes(leaves: list, positions: tuple, groups: tuple, bases: list, recorded: tuple) -> None:
     """Inputs of a group of several autograd roots (``x`` and ``x.detach()``) share a detached base, which
     took the history of a write autograd records: the written input takes it from the base (a copy of
@@ -140,7 +156,8 @@ def _views_of_bases(fn: Callable, spec, views: tuple, duplicates: tuple, returne
         leaves = list(masked)
         rebuilt = {}
         for position, size, stride, offset, group, detached in views:
-            leaves[position] = bases[group].as_strided(size, stride, offset)
+            base = bases[group]   # offsets are the base's own: a fake base need not keep the real one's
+            leaves[position] = base.as_strided(size, stride, base.storage_offset() + offset)
             if detached:   # another autograd root than the written one's: the write's history is not its
                 leaves[position] = leaves[position].detach()
             rebuilt[id(leaves[position])] = position
@@ -196,8 +213,9 @@ class SyntheticBases:
             if base is None:
                 raise aliased
             detached = _other_roots(group, members, layout.mutated_with_grad)
-            views += [(positions[i], tuple(m.shape), tuple(m.stride()), m.storage_offset(), len(bases), i in detached)
-                      for i, m in zip(group, members, strict=True)]
+            _check_offset_root(group, members, layout.mutated_with_grad)
+            views += [(positions[i], tuple(m.shape), tuple(m.stride()), m.storage_offset() - base.storage_offset(),
+                       len(bases), i in detached) for i, m in zip(group, members, strict=True)]
             bases.append(base)
         duplicates = tuple(sorted((p, positions[i]) for p, i in layout.signature.duplicate_of.items()
                                   if i in members_of))
@@ -235,14 +253,14 @@ class SyntheticBases:
                                         '(x = x.t()), or pass on_unsupported="eager"') from exc
         if metadata:   # the rebuilt views' t_() / as_strided_(), on the caller's tensors (versions bumped above)
             expected = _expected_versions(result)
-            before = [t._version for t, _ in expected]
+            before = [t._version for t, _, _ in expected]
             with contextlib.ExitStack() as stack:
                 for i in unrecorded:
                     stack.enter_context(torch.autograd._unsafe_preserve_version_counter(leaves[positions[i]]))
                 apply_metadata_mutations([leaves[p] for p in positions], metadata)
             if expected:   # eager's recorded t_() came before the op that saved the input: its bump is expected
                 _expected_versions_holder(result).expected_versions = [
-                    (t, v + t._version - b) for (t, v), b in zip(expected, before, strict=True)]
+                    (t, v + t._version - b, eager) for (t, v, eager), b in zip(expected, before, strict=True)]
         _take_recorded_writes(leaves, positions, aliased.groups, bases, layout.mutated_with_grad)
         for i in requires_grad_set:
             leaves[positions[i]].requires_grad_()

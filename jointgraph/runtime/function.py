@@ -76,13 +76,16 @@ class EntryLayout:
     tangent_positions: tuple[int, ...]          # among Function outputs (user tensors, then mutated values)
     non_differentiable: tuple[int, ...]         # among Function outputs
     grad_inputs: tuple[bool, ...]               # per graph input: receives a gradient
-    saved_input_positions: tuple[tuple[int, int, bool], ...]  # (saved index, graph input index, eager saves it)
+    # (saved index or -1 where only eager saves it, graph input index, eager saves it)
+    saved_input_positions: tuple[tuple[int, int, bool], ...]
     output_plan: tuple[tuple[str, Any], ...]    # per flat user output: ("tensor", k) | ("symbolic", read) | ...
     out_spec: Any
     signature: Any                              # FlatSignature: leaves -> graph inputs
     hooks_inlined: bool = False                 # Note [Inlined saved-tensor hooks] in jointgraph/hooks
     written_with_grad: tuple[int, ...] = ()     # inputs an in-place op autograd records ran on (or on a view)
-    saved_mutated: tuple[int, ...] = ()         # mutated inputs whose new value the backward reads
+    # (mutated input, eager saves it): whose new value our backward reads or eager's saves
+    # (Note [Saved mutated inputs])
+    saved_mutated: tuple[tuple[int, bool], ...] = ()
     early_views: tuple[int, ...] = ()           # input views (flat positions) made before the epilogue
     # (flat position, input, other inputs written after the view was made): made before the epilogue
     # too when one of the others shares the input's storage in this call (a.copy_(a), a a detach of b)
@@ -324,7 +327,7 @@ def _expect_versions(outs, inputs: list, saved_mutated: tuple) -> None:
     (``grad_fn`` of its outputs is its ctx) keeps them."""
     node = next((t.grad_fn for t in outs if isinstance(t, torch.Tensor) and t.grad_fn is not None), None)
     if node is not None:
-        node.expected_versions = [(inputs[i], inputs[i]._version) for i in saved_mutated]
+        node.expected_versions = [(inputs[i], inputs[i]._version, eager_saves) for i, eager_saves in saved_mutated]
 
 
 def _move_onto_inputs(outs, inputs: list, moved: tuple) -> None:
@@ -414,11 +417,13 @@ class RaisesInBackward(torch.autograd.Function):
         raise type(error)(*error.args)
 
 
-def _recomputed_from_written_input(s: int, now: int, expected: int) -> UnsupportedError:
-    """Note [Saved mutated inputs]: the plan saved input ``s`` to recompute from it in the backward
-    where eager kept a value computed from it; an in-place write after the call destroyed it."""
+def _recomputed_from_written_input(s: int | None, now: int, expected: int) -> UnsupportedError:
+    """Note [Saved mutated inputs]: the plan saved an input (``s``: its saved index; None: the new value
+    the function wrote) to recompute from it in the backward where eager kept a value computed from
+    it; an in-place write after the call destroyed it."""
+    which = f"saved input {s}" if s is not None else "an input the function wrote"
     return UnsupportedError(
-        f"an input the plan recomputes from in the backward (saved input {s}) was modified in place after the "
+        f"an input the plan recomputes from in the backward ({which}) was modified in place after the "
         f"call (version {now}, expected {expected}); eager kept a value computed from it instead, whose "
         "old contents are gone here",
         source=user_source_line(),
@@ -508,11 +513,14 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                     if tensor._version != version and not eager_saves:
                         raise _recomputed_from_written_input(s, tensor._version, version)
                     if tensor._version != version:
+                        which = f"saved input {s}" if s >= 0 else "an input eager saves"
                         raise RuntimeError(
                             "one of the variables needed for gradient computation has been modified by an "
-                            f"inplace operation: saved input {s} is at version {tensor._version}; expected "
+                            f"inplace operation: {which} is at version {tensor._version}; expected "
                             f"version {version} instead.")
-            for tensor, version in getattr(ctx, "expected_versions", ()):
+            for tensor, version, eager_saves in getattr(ctx, "expected_versions", ()):
+                if tensor._version != version and not eager_saves:
+                    raise _recomputed_from_written_input(None, tensor._version, version)
                 if tensor._version != version:
                     raise RuntimeError(
                         "one of the variables needed for gradient computation has been modified by an inplace "
