@@ -321,10 +321,21 @@ def _epilogue_bumps(inputs: list, i: int, meta_mutated: frozenset, bumped: froze
 
 
 def _expect_versions(outs, inputs: list, saved_mutated: tuple) -> None:
-    """Note [Saved mutated inputs]: eager saves the mutated input itself where the graph saves its
-    new value, so writing the caller's tensor after the call makes eager's backward raise. The
-    versions the inputs have after the epilogue are what the backward expects; the step's node
-    (``grad_fn`` of its outputs is its ctx) keeps them."""
+    """Note [Saved mutated inputs]
+    ----------------------------
+    Eager saves the mutated input itself where the graph saves its new value, so writing the
+    caller's tensor after the call makes eager's backward raise. The versions the inputs have
+    after the epilogue are what the backward expects; the step's node (``grad_fn`` of its
+    outputs is its ctx) keeps them.
+
+    Which inputs are checked is eager's business, not the plan's: the "default" plan keeps what
+    eager keeps, so the inputs whose storage its saved values lie in (``_inputs_eager_saves`` in
+    api.py) are the ones eager version-checks, and a write after the call raises eager's
+    RuntimeError there, whatever our plan saved (min-cut may have saved a value computed from
+    the input instead). An input only our plan saves (to recompute from it, where eager kept a
+    value computed from it) cannot be read back once written: that raises UnsupportedError,
+    naming ``partitioner="default"``, never a version error eager would not raise. Backward
+    nodes no gradient needs (the backward of a value no output reaches) save nothing."""
     node = next((t.grad_fn for t in outs if isinstance(t, torch.Tensor) and t.grad_fn is not None), None)
     if node is not None:
         node.expected_versions = [(inputs[i], inputs[i]._version, eager_saves) for i, eager_saves in saved_mutated]
