@@ -385,6 +385,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
                                 if info.on_input is not None),
         grad_inputs=tuple(info.requires_grad or info.requires_grad_set for info in joint.inputs),
         no_gradient=_inputs_without_gradient(joint),
+        storage_sets=_storage_sets(joint.inputs, mutated, n_user),
         saved_input_positions=_with_eager_saved(saved_inputs, joint.gm.graph),
         outputs_read_by_backward=tuple(read_outputs),
         backward_error=(joint.backward_error, joint.error_outputs, joint.error_inputs)
@@ -394,6 +395,14 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         out_spec=out_spec,
         signature=signature,
     )
+
+
+def _storage_sets(inputs: list, mutated: tuple, n_user: int) -> tuple:
+    """EntryLayout.storage_sets (Note [Inputs given another storage] in capture/metadata.py): onto another
+    input (with the view ops from it), or onto the new value the Function returns among mutated inputs."""
+    return tuple((i, info.new_storage[1], info.new_storage[2], info.version_delta) if info.new_storage[0] == "input"
+                 else (i, None, n_user + mutated.index(i), info.version_delta)
+                 for i, info in enumerate(inputs) if info.new_storage is not None)
 
 
 def _with_eager_saved(saved_inputs: list, graph) -> tuple:

@@ -54,6 +54,7 @@ from ..errors import UnsupportedError
 from ..ir import InputInfo, OutputInfo, Role
 from ..ir.sizes import extent
 from .context import (
+    WRITTEN_BEFORE_SET,
     JointFunctionalMode,
     clone_as_is,
     from_fun,
@@ -120,7 +121,10 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
                          else a.view_as(a) if i in as_views else a
                          for i, a in enumerate(f_args)]
             tensors = [a for a in call_args if isinstance(a, torch.Tensor)]
-            checks.track(tensors)   # `x.data = y` on an input is refused like one on an intermediate
+            checks.track(tensors)
+            # Before the call: an input given another's storage (set_, .data =) shows that storage after
+            input_storages = {StorageWeakRef(f.untyped_storage()): i for i, f in enumerate(call_args)
+                              if isinstance(f, torch.Tensor)}
             with grad_context(with_backward), MetaFallbacks(), checks, \
                     HooksInside(call_args, HookTable()), GeneratorArgs():
                 grad_fns = [a.grad_fn if isinstance(a, torch.Tensor) else None for a in call_args]
@@ -129,8 +133,7 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
                 flat_fn.caller_inputs(f_args)
                 try:
                     flat_outs = flat_fn(*call_args)
-                except Exception as exc:   # a storage swapped under an input explains what failed after it
-                    _check_storages_kept(call_args, exc)
+                except Exception as exc:
                     checks.refuse_stale_views(exc)
                     raise
             for t in (*tensors, *flat_outs):
@@ -142,21 +145,28 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
             _check_written_geometry(inputs, fake_args)
             inputs = [_eager_counters(info, a, version, checks)
                       for info, a, version in zip(inputs, call_args, versions, strict=True)]
-            input_storages = {StorageWeakRef(f.untyped_storage()): i for i, f in enumerate(call_args)
-                              if isinstance(f, torch.Tensor)}
+            inputs = _new_storages(inputs, call_args, fake_args, versions, grad_fns, input_storages,
+                                   with_backward)
             outputs, tangents = [], []
             # Read before anything asks for a grad_fn (see _STALE_VIEW_OF_NON_GRAD_BASE).
             required = [isinstance(out, torch.Tensor) and out.requires_grad for out in flat_outs]
             for out, out_required in zip(flat_outs, required, strict=True):
-                if isinstance(out, torch.Tensor) and torch._functionalize_was_storage_changed(out.elem):
-                    raise UnsupportedError("set_() on a tensor the function returns is not supported: which "
-                                           "storage it aliases is not tracked",
+                info = _view_of_moved_input(out, call_args, inputs)   # Note [Inputs given another storage]
+                if info is not None:
+                    outputs.append(info)
+                    continue
+                if isinstance(out, torch.Tensor) and out_required and torch._functionalize_was_storage_changed(
+                        out.elem) and not any(out is f for f in call_args):   # an input: the caller's object
+                    raise UnsupportedError("set_() (or .data =) on a tensor that requires grad and that the function "
+                                           "returns (or a view of it) is not supported: the runtime regenerates it "
+                                           "on the storage it aliases, without its autograd history",
                                            hint='return a new tensor instead, or pass on_unsupported="eager"')
                 info = _output_view_info(out, flat_outs, outputs, with_backward) or \
                     _output_info(out, call_args, input_storages, with_backward, flat_fn)
                 if info.kind == "input_view" and with_backward and out_required and not info.requires_grad:
                     info = _required(info)
-                if info.kind == "input_view" and checks.written_since_made(out):
+                if info.kind == "input_view" and (checks.written_since_made(out)   # a view of an input's old
+                                                  or _moved(inputs, info.input_index)):   # storage: made first
                     info = dataclasses.replace(info, made_before_write=True)
                 elif info.kind == "input_view" and info.input_index < len(call_args):
                     info = _written_after(info, out, call_args, checks)
@@ -275,11 +285,106 @@ def _write_count(t) -> int | None:
     return torch._functionalize_mutation_counter(t.elem)
 
 
-def _check_storages_kept(f_args: list, cause: BaseException | None = None) -> None:
-    for f in f_args:
-        if isinstance(f, torch.Tensor) and torch._functionalize_was_storage_changed(f.elem):
-            raise UnsupportedError("set_() of an input (sharing another tensor's storage) is not supported",
-                                   hint='return the new tensor instead, or pass on_unsupported="eager"') from cause
+def _new_storages(infos: list[InputInfo], call_args: list, fake_args: list, versions: list, grad_fns: list,
+                  storages: dict, with_backward: bool) -> list[InputInfo]:
+    """Note [Inputs given another storage]
+    -----------------------------------
+    ``x.set_(y)`` and ``x.data = y`` (traced as a ``set_``, Note [Assigning .data] in capture/inplace.py)
+    leave the caller's ``x`` on another storage, with another geometry. Where that storage is another
+    input's (``x.set_(y)``, ``x.set_(y[1:])``), the runtime sets the caller's ``x`` onto the caller's
+    ``y`` with the view ops functionalization recorded from ``y`` to ``x``'s new value; where it is
+    a tensor made inside (``x.data = x.data * 2``), the graph returns that value (as a mutated input's
+    new value, hidden from autograd) and the runtime sets ``x`` onto it. Either way under ``no_grad``,
+    with ``x``'s version moved as far as the function moved it (``set_`` moves it, ``.data =`` does
+    not), after the data copies of the other inputs (``y`` written through ``x`` afterwards). Refused:
+    a history autograd records for it (eager's ``set_`` under grad mode, whose backward raises), a
+    new shape for an input that receives a gradient, an input also written before, and a storage
+    another input was also moved from or onto (``x.set_(y)`` with ``y`` given another storage too)."""
+    result = []
+    for i, (info, f) in enumerate(zip(infos, call_args, strict=True)):
+        if not (isinstance(f, torch.Tensor) and torch._functionalize_was_storage_changed(f.elem)):
+            result.append(info)
+            continue
+        if with_backward and (f.grad_fn is not grad_fns[i] or f.requires_grad != fake_args[i].requires_grad):
+            raise UnsupportedError(f"set_() of input {i} under grad mode with a tensor that requires grad is not "
+                                   "supported: eager records a history for it whose backward raises (the derivative "
+                                   "for set_ is not implemented)",
+                                   hint='call set_() under torch.no_grad(), or pass on_unsupported="eager"')
+        if getattr(f, WRITTEN_BEFORE_SET, False):
+            raise UnsupportedError(f"input {i} is written in place and then given another storage (set_(), "
+                                   ".data =): the write into its old storage is not returned by the graph",
+                                   hint='write after the set_(), or pass on_unsupported="eager"')
+        if info.requires_grad and with_backward and tuple(f.shape) != tuple(fake_args[i].shape):
+            raise UnsupportedError(f"input {i} requires grad and is given a storage of another shape (set_(), "
+                                   ".data =): its gradient would have the new shape",
+                                   hint='keep the shape, or pass on_unsupported="eager"')
+        j = storages.get(StorageWeakRef(f.untyped_storage()))
+        if j is not None:
+            new_storage = _onto_input(i, f, j, call_args)
+        else:
+            new_storage = ("value",)
+        result.append(dataclasses.replace(
+            info, new_storage=new_storage, version_delta=_version(f) - versions[i], mutates_data=j is None,
+            mutation_hidden_from_autograd=j is None, new_metadata=None, mutated_via_data=False,
+            version_bumped=False, storage_bytes=None))
+    moved = {i for i, info in enumerate(result) if info.new_storage is not None}
+    for i, info in enumerate(result):
+        if info.new_storage is not None and info.new_storage[0] == "input" and info.new_storage[1] in moved:
+            raise UnsupportedError(f"input {i} is set_() onto the storage of input {info.new_storage[1]}, which is "
+                                   "itself given another storage: not supported",
+                                   hint='pass on_unsupported="eager"')
+    return result
+
+
+def _view_of_moved_input(out, call_args: list, inputs: list[InputInfo]) -> OutputInfo | None:
+    """An output taken from an input after it was given another storage (``x.data = y; return x.detach()``,
+    ``x[0]``): eager's shares ``x``'s storage and version counter, so it is regenerated from the caller's
+    ``x`` after the epilogue moved it, with the view ops from ``x``'s new value."""
+    if not isinstance(out, torch.Tensor) or any(out is f for f in call_args):
+        return None
+    for i, (info, f) in enumerate(zip(inputs, call_args, strict=False)):
+        if info.new_storage is None or StorageWeakRef(out.untyped_storage()) != StorageWeakRef(f.untyped_storage()) \
+                or not _shares_version_counter(f, out):
+            continue
+        replay = _replay_from(out, f)
+        if replay is None:
+            raise UnsupportedError(f"an output taken from input {i} after it was given another storage (set_(), "
+                                   ".data =) cannot be replayed on it (symbolic sizes)",
+                                   hint='pass dynamic=False, or on_unsupported="eager"')
+        requires_grad = bool(out.requires_grad)
+        return OutputInfo(kind="input_view", requires_grad=requires_grad, input_index=i,
+                          view_meta=_view_meta(out, requires_grad), view_replay=replay)
+    return None
+
+
+def _shares_version_counter(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """``b`` moves with ``a``'s version counter (a view, detach or ``.data`` of it): probed, then restored."""
+    if a.is_inference() or b.is_inference():
+        return False
+    version, other = a._version, b._version
+    torch.autograd.graph.increment_version(a)
+    shared = b._version != other
+    torch._C._autograd._unsafe_set_version_counter((a,), (version,))
+    return shared
+
+
+def _moved(inputs: list[InputInfo], i: int) -> bool:
+    """Input ``i`` (not a new leaf's slot) was given another storage (Note [Inputs given another storage])."""
+    return i < len(inputs) and inputs[i].new_storage is not None
+
+
+def _onto_input(i: int, f, j: int, call_args: list) -> tuple:
+    """("input", j, the view ops from input ``j`` to input ``i``'s new value)."""
+    source = call_args[j]
+    if j == i or source.elem is f.elem:
+        raise UnsupportedError(f"set_() of input {i} onto its own storage is not supported",
+                               hint='use a view (x = x[1:]), or pass on_unsupported="eager"')
+    replay = _replay_from(f, source)
+    if replay is None or torch._functionalize_has_metadata_mutation(source.elem):
+        raise UnsupportedError(f"input {i} is set_() onto the storage of input {j} with a geometry that cannot be "
+                               "replayed on the caller's tensor (symbolic sizes, or a metadata mutation of "
+                               f"input {j})", hint='pass dynamic=False, or on_unsupported="eager"')
+    return ("input", j, replay)
 
 
 def _input_info(f_arg, fake_arg, role: Role, grad_fn_before, writes_before: int | None) -> InputInfo:
@@ -287,7 +392,6 @@ def _input_info(f_arg, fake_arg, role: Role, grad_fn_before, writes_before: int 
         return InputInfo(role=role, requires_grad=False)
     written = _write_count(f_arg) != writes_before
     elem = f_arg.elem
-    _check_storages_kept([f_arg])
     mutated = written and bool(torch._functionalize_has_data_mutation(elem))
     if mutated and has_internal_overlap(fake_arg):
         raise UnsupportedError("an input whose elements share memory (an expanded tensor, stride 0) is written in "
@@ -361,6 +465,19 @@ def _replayable_metadata(f_arg) -> tuple:
         raise UnsupportedError("metadata mutation of an input with symbolic sizes is not supported",
                                hint='pass dynamic=False, or on_unsupported="eager"')
     return size, stride, offset, replay
+
+
+def _replay_from(f_tensor, source) -> tuple | None:
+    """The view ops from ``source`` to ``f_tensor``, a view of its functional storage; None if not
+    replayable (symbolic sizes, or ``f_tensor`` not viewed from ``source``'s geometry)."""
+    if not static(*geometry(from_fun(f_tensor))):
+        return None
+    try:
+        sequence = tuple(functionalization.get_view_meta_sequence(f_tensor.elem))
+        prefix = tuple(functionalization.get_view_meta_sequence(source.elem))
+    except (RuntimeError, AttributeError):
+        return None
+    return sequence[len(prefix):] if len(prefix) <= len(sequence) else None
 
 
 def _written_after(info: OutputInfo, out, call_args: list, checks: EagerInPlaceChecks) -> OutputInfo:

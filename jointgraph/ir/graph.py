@@ -30,6 +30,10 @@ class InputInfo:
     version_bumped: bool = False        # written in place only where no value changed (t_() of a view)
     written_with_grad: bool = False     # an in-place op autograd records ran on it or a view of it
     storage_bytes: int | None = None    # final storage size after a resize (Note [Storage resize])
+    # Note [Inputs given another storage]: ("input", j, view replay from input j) or ("value",) for the
+    # new value the graph returns; and how far the input's version moved
+    new_storage: tuple | None = None
+    version_delta: int = 0
 
     @property
     def mutation_recorded(self) -> bool:

@@ -41,9 +41,12 @@ from .aliasing import check_no_aliasing
 from .epilogue import (
     apply_metadata_mutations,
     apply_mutations,
+    apply_storage_sets,
     check_recorded_writes,
+    check_storage_sets_apart,
     check_view_of_leaf,
     check_views_of_grad_set,
+    storage_sources,
 )
 from .hook_calls import EntryHooks, HookCalls, inputs_needed, register_input_hooks, skipped_hooks
 
@@ -95,6 +98,9 @@ class EntryLayout:
     # (Function output, input index, size, stride, offset): Note [Detached aliases written with grad]
     moved_onto_inputs: tuple[tuple, ...] = ()
     no_gradient: tuple[int, ...] = ()           # inputs requiring grad the backward gives none: passed detached
+    # Note [Inputs given another storage]: (input, source input or None, view replay or Function output,
+    # version delta)
+    storage_sets: tuple[tuple, ...] = ()
 
 
 def _early_views(layout: EntryLayout, inputs: list) -> tuple[int, ...]:
@@ -120,8 +126,9 @@ class CompiledEntry:
         self.function = _make_function(forward, backward, layout, hooks) if backward is not None else None
         self._mutation_check = bool(layout.mutated_inputs)
         # Note [Input mutations]: (input index, output index, record the copy in autograd)
+        moved = {m[0] for m in layout.storage_sets}   # set onto their new value, not copied into
         self._copies = tuple((i, layout.num_user_tensors + k, i in layout.mutated_with_grad, i in layout.keep_version)
-                             for k, i in enumerate(layout.mutated_inputs))
+                             for k, i in enumerate(layout.mutated_inputs) if i not in moved)
         self._positions = layout.signature.tensor_leaf_positions
         # Inputs whose views are replayed from their geometry before a metadata mutation.
         meta_mutated = {m[0] for m in layout.metadata_mutations}
@@ -149,6 +156,8 @@ class CompiledEntry:
         layout = self.layout
         if layout.requires_grad_set:   # before the aliasing check: a view of the input refuses either way
             check_views_of_grad_set(inputs, layout.requires_grad_set)
+        if layout.storage_sets:
+            check_storage_sets_apart(inputs, layout.storage_sets)
         if self._mutation_check:
             check_no_aliasing(inputs, layout.mutated_inputs)
             check_recorded_writes(inputs, layout.mutated_with_grad)
@@ -176,12 +185,15 @@ class CompiledEntry:
         early_views = layout.early_views if not layout.early_if_aliased else _early_views(layout, inputs)
         early = {k: self._view(*layout.output_plan[k], (), outs, inputs, pre, early=True)
                  for k in early_views} if early_views else None
+        sources = storage_sources(inputs, outs, layout.storage_sets) if layout.storage_sets else None
         if layout.metadata_mutations:
             apply_metadata_mutations(inputs, layout.metadata_mutations)
         if self._copies:
             apply_mutations(inputs, outs, self._copies)
         for i in layout.version_bumps:
             torch.autograd.graph.increment_version(inputs[i])
+        if sources:
+            apply_storage_sets(inputs, sources, layout.storage_sets)
         if layout.saved_mutated:   # only entries with a backward save anything
             _expect_versions(outs, inputs, layout.saved_mutated)
         if layout.moved_onto_inputs:
