@@ -400,8 +400,8 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
 def _storage_sets(inputs: list, mutated: tuple, n_user: int) -> tuple:
     """EntryLayout.storage_sets (Note [Inputs given another storage] in capture/metadata.py): onto another
     input (with the view ops from it), or onto the new value the Function returns among mutated inputs."""
-    return tuple((i, info.new_storage[1], info.new_storage[2], info.version_delta) if info.new_storage[0] == "input"
-                 else (i, None, n_user + mutated.index(i), info.version_delta)
+    return tuple((i, *info.new_storage[1:], info.version_delta) if info.new_storage[0] == "input"
+                 else (i, None, n_user + mutated.index(i), False, info.version_delta)
                  for i, info in enumerate(inputs) if info.new_storage is not None)
 
 

@@ -403,6 +403,20 @@ SCENARIOS = {
     "return_an_intermediate_and_its_view_after_set_": ("def f(a, b):\n    t = b * 2\n    t.set_(a)\n"
                                                        "    return t, t[1:]",
                                                        "a = torch.randn(3)\nb = torch.randn(2, 3)\na, b"),
+    # eager records set_'s history (whose backward raises): the epilogue's set_ runs with grad mode on
+    "set_of_an_input_with_one_that_requires_grad": ("def f(a, b):\n    a.set_(b)\n    return a * 2",
+                                                    "a = torch.zeros(3)\nb = torch.randn(3, requires_grad=True)\na, b"),
+    "set_onto_a_view_of_an_input_that_requires_grad": ("def f(a, b):\n    a.set_(b[1:])\n    return b * 2, a.detach()",
+                                                       "a = torch.zeros(3)\nb = torch.randn(4, requires_grad=True)\n"
+                                                       "a, b"),
+    # fuzz seed 90053: requires_grad_() before .data = is the prologue's
+    "requires_grad_then_assign_data": ("def f(a):\n    a.requires_grad_()\n    a.data = a.data * 2\n"
+                                       "    return a.reshape(-1), a[::2].detach()",
+                                       "base = torch.randn(8, 2, 3)\na = base[::2]\na,"),
+    # fuzz seed 1224 (--semantics12): a.detach() after .data = shares a's storage and version counter
+    "detach_after_assign_data_twice": ("def f(a):\n    t0 = a.relu()\n    a.data = a.data * 2\n"
+                                       "    a.data = a.data * 2\n    return a.detach()",
+                                       "base = torch.randn(3, 4)\na = base[:, 2:]\na,"),
     "assign_data_of_an_input_view": ("def f(x):\n    x.data = x.data * 2\n    return x.sum()",
                                      "base = torch.randn(4, 3)\nx = base[1:3]\nx,"),
 }
@@ -413,9 +427,6 @@ REFUSED = {
     "set_of_an_intermediate_that_requires_grad_to_another_shape": (
         "def f(a, b):\n    t = b * 2\n    with torch.no_grad():\n        t.set_(a)\n    return t.sum(), t",
         "a = torch.randn(3)\nb = torch.randn(2, 3, requires_grad=True)\na, b"),
-    # Note [Inputs given another storage]: eager records set_'s history, whose backward raises
-    "set_of_an_input_with_one_that_requires_grad": ("def f(a, b):\n    a.set_(b)\n    return a * 2",
-                                                    "a = torch.zeros(3)\nb = torch.randn(3, requires_grad=True)\na, b"),
     # the write into the old storage is not returned by the graph
     "write_then_set_of_an_input": ("def f(a, b):\n    a.mul_(2)\n    a.set_(b)\n    return a * 1",
                                    "a = torch.zeros(3)\nb = torch.randn(3)\na, b"),

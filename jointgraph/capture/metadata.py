@@ -305,22 +305,24 @@ def _new_storages(infos: list[InputInfo], call_args: list, fake_args: list, vers
         if not (isinstance(f, torch.Tensor) and torch._functionalize_was_storage_changed(f.elem)):
             result.append(info)
             continue
-        if with_backward and (f.grad_fn is not grad_fns[i] or f.requires_grad != fake_args[i].requires_grad):
-            raise UnsupportedError(f"set_() of input {i} under grad mode with a tensor that requires grad is not "
-                                   "supported: eager records a history for it whose backward raises (the derivative "
-                                   "for set_ is not implemented)",
-                                   hint='call set_() under torch.no_grad(), or pass on_unsupported="eager"')
+        recorded = with_backward and f.grad_fn is not grad_fns[i]   # requires_grad_() alone is the prologue's
         if getattr(f, WRITTEN_BEFORE_SET, False):
             raise UnsupportedError(f"input {i} is written in place and then given another storage (set_(), "
                                    ".data =): the write into its old storage is not returned by the graph",
                                    hint='write after the set_(), or pass on_unsupported="eager"')
-        if info.requires_grad and with_backward and tuple(f.shape) != tuple(fake_args[i].shape):
+        if (info.requires_grad or info.requires_grad_set) and with_backward \
+                and tuple(f.shape) != tuple(fake_args[i].shape):
             raise UnsupportedError(f"input {i} requires grad and is given a storage of another shape (set_(), "
                                    ".data =): its gradient would have the new shape",
                                    hint='keep the shape, or pass on_unsupported="eager"')
         j = storages.get(StorageWeakRef(f.untyped_storage()))
         if j is not None:
-            new_storage = _onto_input(i, f, j, call_args)
+            new_storage = (*_onto_input(i, f, j, call_args), recorded)
+        elif recorded:
+            raise UnsupportedError(f"set_() of input {i} onto a tensor made inside the function, under grad mode with "
+                                   "a tensor that requires grad, is not supported: eager records a history for it "
+                                   "whose backward raises (the derivative for set_ is not implemented)",
+                                   hint='call set_() under torch.no_grad(), or pass on_unsupported="eager"')
         else:
             new_storage = ("value",)
         result.append(dataclasses.replace(

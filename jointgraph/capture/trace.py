@@ -155,7 +155,20 @@ def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fak
         else:
             joint = _trace_joint(leaves, fake_args, roles, fake_mode, with_backward=False, names=names,
                                  non_leaf=non_leaf, decompositions=decompositions)
+            joint = _recorded_storage_sets(joint, meta)
     return dataclasses.replace(joint, backward_error=error, error_outputs=outputs, error_inputs=inputs)
+
+
+def _recorded_storage_sets(joint: JointGraph, meta) -> JointGraph:
+    """Note [Inputs given another storage]: traced again without a backward, a ``set_`` autograd recorded
+    (whose backward raises, as eager's) is still run with grad mode on by the epilogue."""
+    if meta is None or len(meta.inputs) != len(joint.inputs):
+        return joint
+    inputs = [dataclasses.replace(info, new_storage=(*info.new_storage[:3], m.new_storage[3]))
+              if info.new_storage is not None and m.new_storage is not None and info.new_storage[0] == "input"
+              and info.new_storage[:2] == m.new_storage[:2] else info
+              for info, m in zip(joint.inputs, meta.inputs, strict=True)]
+    return dataclasses.replace(joint, inputs=inputs)
 
 
 @dataclasses.dataclass

@@ -114,19 +114,24 @@ def check_storage_sets_apart(inputs: list, sets: tuple) -> None:
 
 def storage_sources(inputs: list, outs, sets: tuple) -> list:
     """What each input of ``sets`` is set onto: a view of another input, taken with the view ops
-    functionalization recorded before any epilogue step changes that input's geometry, or a Function output."""
+    functionalization recorded before any epilogue step changes that input's geometry (differentiable
+    where autograd records the ``set_``), or a Function output."""
     sources = []
-    with torch.no_grad():
-        for _, j, source, _ in sets:
-            sources.append(outs[source] if j is None else replay_views(inputs[j], source))
+    for _, j, source, recorded, _ in sets:
+        if j is None:
+            sources.append(outs[source])
+            continue
+        with torch.set_grad_enabled(recorded):
+            sources.append(replay_views(inputs[j], source))
     return sources
 
 
 def apply_storage_sets(inputs: list, sources: list, sets: tuple) -> None:
-    """Set each input onto its new storage, its version moved as the function moved it."""
-    for (i, _, _, delta), source in zip(sets, sources, strict=True):
+    """Set each input onto its new storage, its version moved as the function moved it; with grad mode
+    on where autograd recorded the function's ``set_`` (eager's history, whose backward raises)."""
+    for (i, _, _, recorded, delta), source in zip(sets, sources, strict=True):
         target = inputs[i]
         version = target._version
-        with torch.no_grad():
+        with torch.set_grad_enabled(recorded):
             target.set_(source)
         torch._C._autograd._unsafe_set_version_counter((target,), (version + delta,))

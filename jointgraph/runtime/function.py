@@ -99,7 +99,7 @@ class EntryLayout:
     moved_onto_inputs: tuple[tuple, ...] = ()
     no_gradient: tuple[int, ...] = ()           # inputs requiring grad the backward gives none: passed detached
     # Note [Inputs given another storage]: (input, source input or None, view replay or Function output,
-    # version delta)
+    # recorded by autograd, version delta)
     storage_sets: tuple[tuple, ...] = ()
 
 
