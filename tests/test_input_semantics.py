@@ -417,6 +417,12 @@ SCENARIOS = {
     "detach_after_assign_data_twice": ("def f(a):\n    t0 = a.relu()\n    a.data = a.data * 2\n"
                                        "    a.data = a.data * 2\n    return a.detach()",
                                        "base = torch.randn(3, 4)\na = base[:, 2:]\na,"),
+    # the old storage's value, written before, is copied into it before the input moves
+    "write_then_set_of_an_input": ("def f(a, b):\n    a.mul_(2)\n    a.set_(b)\n    return a * 1",
+                                   "base = torch.randn(4)\na = base[1:]\nb = torch.randn(3)\na, b"),
+    "write_through_detach_then_assign_data": ("def f(a):\n    a.detach().add_(-1.0)\n    a.data = a.data * 2\n"
+                                              "    return a.view(-1)",
+                                              "leaf = torch.randn(6, 4, requires_grad=True)\na = leaf[::2]\na,"),
     "assign_data_of_an_input_view": ("def f(x):\n    x.data = x.data * 2\n    return x.sum()",
                                      "base = torch.randn(4, 3)\nx = base[1:3]\nx,"),
 }
@@ -427,9 +433,9 @@ REFUSED = {
     "set_of_an_intermediate_that_requires_grad_to_another_shape": (
         "def f(a, b):\n    t = b * 2\n    with torch.no_grad():\n        t.set_(a)\n    return t.sum(), t",
         "a = torch.randn(3)\nb = torch.randn(2, 3, requires_grad=True)\na, b"),
-    # the write into the old storage is not returned by the graph
-    "write_then_set_of_an_input": ("def f(a, b):\n    a.mul_(2)\n    a.set_(b)\n    return a * 1",
-                                   "a = torch.zeros(3)\nb = torch.randn(3)\na, b"),
+    # fuzz seed 90275: the write before is recorded by autograd (its history would go with the old storage)
+    "recorded_write_then_assign_data": ("def f(a):\n    a.mul_(3.0)\n    a.data = a.data * 2\n    return a + 1",
+                                        "leaf = torch.randn(6, 2, requires_grad=True)\na = (leaf * 1)[2:5]\na,"),
     "assign_data_of_another_shape_with_grad": ("def f(x, w):\n    w.data = torch.ones(2)\n    return (x * 1).sum()",
                                                "x = torch.randn(3, requires_grad=True)\n"
                                                "w = torch.randn(3, requires_grad=True)\nx, w"),

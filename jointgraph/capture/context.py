@@ -53,9 +53,11 @@ class JointFunctionalMode(FunctionalTensorMode):
             return None
         if func in _RESIZES:
             func, args, kwargs = _as_resize(func, args, kwargs or {})
-        if func is _SET_SOURCE and isinstance(args[0], FunctionalTensor) \
-                and torch._functionalize_has_data_mutation(args[0].elem):
-            setattr(args[0], WRITTEN_BEFORE_SET, True)   # Note [Inputs given another storage]
+        if func is _SET_SOURCE and isinstance(args[0], FunctionalTensor) and not hasattr(args[0], OLD_STORAGE):
+            # Note [Inputs given another storage]: the first storage's value, where it was written
+            old = super().__torch_dispatch__(torch.ops.aten.alias.default, types, (args[0],), {}) \
+                if torch._functionalize_has_data_mutation(args[0].elem) else None
+            setattr(args[0], OLD_STORAGE, old)
         out = super().__torch_dispatch__(func, types, args, kwargs)
         if func is _SET_SOURCE and isinstance(args[0], FunctionalTensor) and isinstance(args[1], FunctionalTensor):
             _take_storage_of(args[0], args[1])   # Note [set_ under functionalization]
@@ -68,7 +70,9 @@ class JointFunctionalMode(FunctionalTensorMode):
 
 _RESIZE = torch.ops.aten.resize_.default
 _SET_SOURCE = torch.ops.aten.set_.source_Tensor
-WRITTEN_BEFORE_SET = "_jointgraph_written_before_set"   # attribute of a FunctionalTensor: written, then set_()
+# Attribute of a FunctionalTensor given another storage by set_(): an alias of its first storage, taken
+# before the first set_() where that storage was written (else None)
+OLD_STORAGE = "_jointgraph_old_storage"
 
 
 def _take_storage_of(t: FunctionalTensor, source: FunctionalTensor) -> None:

@@ -54,7 +54,7 @@ from ..errors import UnsupportedError
 from ..ir import InputInfo, OutputInfo, Role
 from ..ir.sizes import extent
 from .context import (
-    WRITTEN_BEFORE_SET,
+    OLD_STORAGE,
     JointFunctionalMode,
     clone_as_is,
     from_fun,
@@ -189,6 +189,8 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
     if views and not as_views and with_backward:
         return _outputs_after_requires_grad(flat_fn, fake_args, roles, fake_mode, inputs, non_leaf, views, uncloned)
     outputs += geometry_carriers(outputs, fake_args)   # Note [Views with data-dependent geometry]
+    outputs += [OutputInfo(kind="tensor", new_value_of=i) for i, info in enumerate(inputs)
+                if info.new_storage is not None and info.new_storage[0] == "value"]
     return TraceMetadata(inputs, outputs, tangents, as_views, uncloned)
 
 
@@ -296,7 +298,10 @@ def _new_storages(infos: list[InputInfo], call_args: list, fake_args: list, vers
     a tensor made inside (``x.data = x.data * 2``), the graph returns that value (as a mutated input's
     new value, hidden from autograd) and the runtime sets ``x`` onto it. Either way under ``no_grad``,
     with ``x``'s version moved as far as the function moved it (``set_`` moves it, ``.data =`` does
-    not), after the data copies of the other inputs (``y`` written through ``x`` afterwards). Refused:
+    not), after the data copies of the other inputs (``y`` written through ``x`` afterwards). The new
+    value is an extra graph output (``OutputInfo.new_value_of``), no user output; ``x``'s old storage,
+    written before the ``set_`` (an alias of it is kept then: ``OLD_STORAGE``), is ``x``'s data
+    mutation, copied into the caller's ``x`` before it moves. Refused:
     a history autograd records for it (eager's ``set_`` under grad mode, whose backward raises), a
     new shape for an input that receives a gradient, an input also written before, and a storage
     another input was also moved from or onto (``x.set_(y)`` with ``y`` given another storage too)."""
@@ -306,10 +311,11 @@ def _new_storages(infos: list[InputInfo], call_args: list, fake_args: list, vers
             result.append(info)
             continue
         recorded = with_backward and f.grad_fn is not grad_fns[i]   # requires_grad_() alone is the prologue's
-        if getattr(f, WRITTEN_BEFORE_SET, False):
-            raise UnsupportedError(f"input {i} is written in place and then given another storage (set_(), "
-                                   ".data =): the write into its old storage is not returned by the graph",
-                                   hint='write after the set_(), or pass on_unsupported="eager"')
+        old = getattr(f, OLD_STORAGE, None)
+        if old is not None and (f.grad_fn is not grad_fns[i] or tuple(old.shape) != tuple(fake_args[i].shape)):
+            raise UnsupportedError(f"input {i} is written in place, with autograd recording it or with its "
+                                   "geometry changed, and then given another storage (set_(), .data =): not "
+                                   "supported", hint='write after the set_(), or pass on_unsupported="eager"')
         if (info.requires_grad or info.requires_grad_set) and with_backward \
                 and tuple(f.shape) != tuple(fake_args[i].shape):
             raise UnsupportedError(f"input {i} requires grad and is given a storage of another shape (set_(), "
@@ -325,9 +331,11 @@ def _new_storages(infos: list[InputInfo], call_args: list, fake_args: list, vers
                                    hint='call set_() under torch.no_grad(), or pass on_unsupported="eager"')
         else:
             new_storage = ("value",)
+        # The old storage's value (written before the set_) is the input's data mutation, copied first.
         result.append(dataclasses.replace(
-            info, new_storage=new_storage, version_delta=_version(f) - versions[i], mutates_data=j is None,
-            mutation_hidden_from_autograd=j is None, new_metadata=None, mutated_via_data=False,
+            info, new_storage=new_storage, version_delta=_version(f) - versions[i] - (old is not None),   # the copy
+            mutates_data=old is not None,
+            mutation_hidden_from_autograd=old is not None, new_metadata=None, mutated_via_data=False,
             version_bumped=False, storage_bytes=None))
     moved = {i for i, info in enumerate(result) if info.new_storage is not None}
     for i, info in enumerate(result):

@@ -37,6 +37,7 @@ from ..ir import InputInfo, JointGraph, Role
 from ..ir.effects import must_run
 from ..ir.graph import lazy_graph_module
 from .context import (
+    OLD_STORAGE,
     JointFunctionalMode,
     clone_as_is,
     compiling,
@@ -159,6 +160,12 @@ def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fak
     return dataclasses.replace(joint, backward_error=error, error_outputs=outputs, error_inputs=inputs)
 
 
+def _old_storage(t):
+    """Note [Inputs given another storage]: an input's first storage, if it was written and then set_()."""
+    old = getattr(t, OLD_STORAGE, None)
+    return t if old is None else old
+
+
 def _recorded_storage_sets(joint: JointGraph, meta) -> JointGraph:
     """Note [Inputs given another storage]: traced again without a backward, a ``set_`` autograd recorded
     (whose backward raises, as eager's) is still run with grad mode on by the epilogue."""
@@ -277,7 +284,9 @@ def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], f
             flat_fn.caller_inputs(f_inputs)
             with HooksInside(call_inputs, hooks), GeneratorArgs():   # Note [Hooks inside the function]
                 outs = flat_fn(*call_inputs)
-        carried = [geometry_tensor(from_fun(outs[info.carries])) for info in meta.outputs[len(outs):]]
+        carried = [geometry_tensor(from_fun(outs[info.carries])) if info.carries is not None
+                   else call_inputs[info.new_value_of]   # Note [Inputs given another storage]
+                   for info in meta.outputs[len(outs):]]
         outs = [returned(out, info) for out, info in zip(outs, meta.outputs[:len(outs)], strict=True)] + carried
         results = [from_fun(outs[i]) for i in tensor_out_idx]
         grads: list = []
@@ -287,7 +296,7 @@ def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], f
             tie_tangents(diff_outs, f_tangents)
             wrt = [call_inputs[i] if i in meta.as_views else flat_fn.wrt(f_inputs[i])   # a slot's is its leaf
                    for i in grad_idx]   # (Note [New leaves])
-        mutated = [from_fun(call_inputs[i]) for i in mutated_idx]
+        mutated = [from_fun(_old_storage(call_inputs[i])) for i in mutated_idx]
         if has_backward:
             before = _mutation_counters(f_inputs)
             with _BackwardPhase():

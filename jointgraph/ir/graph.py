@@ -75,6 +75,9 @@ class OutputInfo:
     # Note [Views with data-dependent geometry] in capture/symbolic.py: this "tensor" is no user
     # output but the geometry (sizes, strides, storage offset, as int64) of the view output ``carries``.
     carries: int | None = None
+    # Note [Inputs given another storage] in capture/metadata.py: this "tensor" is no user output but the
+    # new value (on a new storage) of input ``new_value_of``, which the runtime sets the input onto.
+    new_value_of: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -126,9 +126,8 @@ class CompiledEntry:
         self.function = _make_function(forward, backward, layout, hooks) if backward is not None else None
         self._mutation_check = bool(layout.mutated_inputs)
         # Note [Input mutations]: (input index, output index, record the copy in autograd)
-        moved = {m[0] for m in layout.storage_sets}   # set onto their new value, not copied into
         self._copies = tuple((i, layout.num_user_tensors + k, i in layout.mutated_with_grad, i in layout.keep_version)
-                             for k, i in enumerate(layout.mutated_inputs) if i not in moved)
+                             for k, i in enumerate(layout.mutated_inputs))
         self._positions = layout.signature.tensor_leaf_positions
         # Inputs whose views are replayed from their geometry before a metadata mutation.
         meta_mutated = {m[0] for m in layout.metadata_mutations}
@@ -463,6 +462,7 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
     hooks_inlined = layout.hooks_inlined
     meta_mutated = frozenset(m[0] for m in layout.metadata_mutations)
     bumped = frozenset(layout.version_bumps)   # the epilogue's increment_version is not the user's write after
+    moved = {m[0]: m[-1] for m in layout.storage_sets}   # ... nor its set_ (Note [Inputs given another storage])
     detach_shared = layout.detach_shared
     reach = hooks.reach if hooks is not None else ()   # Note [Hooks eager does not reach]
     edges = hooks.edges if hooks is not None else ()
@@ -487,8 +487,8 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                 ctx.stash = list(saved)
             ctx.sizes = list(outs[n_fw_outs + n_saved:])
             if saved_inputs:   # the epilogue's own as_strided_ (a metadata mutation) is not the user's write
-                ctx.versions = [(s, inputs[i], inputs[i]._version + _epilogue_bumps(inputs, i, meta_mutated, bumped),
-                                 eager_saves) for s, i, eager_saves in saved_inputs]
+                ctx.versions = [(s, inputs[i], inputs[i]._version + _epilogue_bumps(inputs, i, meta_mutated, bumped)
+                                 + moved.get(i, 0), eager_saves) for s, i, eager_saves in saved_inputs]
             if read_outputs:   # weakly: a cycle output -> grad_fn -> ctx -> output would outlive the call
                 ctx.output_versions = [(weakref.ref(outs[k]), outs[k]._version) for k in read_outputs]
             if bw_mutated:
