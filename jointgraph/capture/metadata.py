@@ -295,16 +295,21 @@ def _new_storages(infos: list[InputInfo], call_args: list, fake_args: list, vers
     leave the caller's ``x`` on another storage, with another geometry. Where that storage is another
     input's (``x.set_(y)``, ``x.set_(y[1:])``), the runtime sets the caller's ``x`` onto the caller's
     ``y`` with the view ops functionalization recorded from ``y`` to ``x``'s new value; where it is
-    a tensor made inside (``x.data = x.data * 2``), the graph returns that value (as a mutated input's
-    new value, hidden from autograd) and the runtime sets ``x`` onto it. Either way under ``no_grad``,
-    with ``x``'s version moved as far as the function moved it (``set_`` moves it, ``.data =`` does
-    not), after the data copies of the other inputs (``y`` written through ``x`` afterwards). The new
-    value is an extra graph output (``OutputInfo.new_value_of``), no user output; ``x``'s old storage,
-    written before the ``set_`` (an alias of it is kept then: ``OLD_STORAGE``), is ``x``'s data
-    mutation, copied into the caller's ``x`` before it moves. Refused:
-    a history autograd records for it (eager's ``set_`` under grad mode, whose backward raises), a
-    new shape for an input that receives a gradient, an input also written before, and a storage
-    another input was also moved from or onto (``x.set_(y)`` with ``y`` given another storage too)."""
+    a tensor made inside (``x.data = x.data * 2``), the graph returns that value as an extra output
+    (``OutputInfo.new_value_of``, no user output) and the runtime sets ``x`` onto it. The ``set_``
+    runs after the data copies of the other inputs (``y`` written through ``x`` afterwards), under
+    ``no_grad``, or with grad mode on where autograd recorded the function's ``set_`` onto another
+    input (eager's history, whose backward raises); ``x``'s version then moves as far as the
+    function moved it (``set_`` moves it, ``.data =`` does not). ``x``'s old storage, written before
+    the first ``set_`` (an alias of it is kept then: ``OLD_STORAGE``), is ``x``'s data mutation,
+    copied into the caller's ``x`` before it moves. A moved input the backward reads is saved as an
+    alias of its old storage. Outputs taken from ``x`` after it moved are regenerated from it; views
+    taken before are made before the epilogue, on the old storage.
+
+    Refused: a recorded ``set_`` onto a tensor made inside; a recorded write before the ``set_`` (or
+    one with ``x``'s geometry changed); a new shape for an input that receives a gradient; ``set_``
+    onto the input's own storage, or onto an input itself moved or with its metadata changed; and
+    (at the call) an input that shares its storage with another input."""
     result = []
     for i, (info, f) in enumerate(zip(infos, call_args, strict=True)):
         if not (isinstance(f, torch.Tensor) and torch._functionalize_was_storage_changed(f.elem)):
