@@ -69,7 +69,7 @@ from .fallbacks import MetaFallbacks
 from .generators import GeneratorArgs, rng_state_as_effects
 from .hooks_inside import HooksInside, HookTable
 from .inplace import VIEW_OF_LEAF, EagerInPlaceChecks
-from .leaves import LeafSlots
+from .leaves import LeafSlots, shares_version_counter
 from .symbolic import geometry_carriers
 from .unbacked import fresh_symbols_ignored
 
@@ -151,12 +151,13 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
             # Read before anything asks for a grad_fn (see _STALE_VIEW_OF_NON_GRAD_BASE).
             required = [isinstance(out, torch.Tensor) and out.requires_grad for out in flat_outs]
             for out, out_required in zip(flat_outs, required, strict=True):
-                info = _view_of_moved_input(out, call_args, inputs)   # Note [Inputs given another storage]
+                info = _view_of_moved_input(out, call_args, inputs, flat_fn)   # Note [Inputs given another storage]
                 if info is not None:
                     outputs.append(info)
                     continue
                 if isinstance(out, torch.Tensor) and out_required and torch._functionalize_was_storage_changed(
-                        out.elem) and not any(out is f for f in call_args):   # an input: the caller's object
+                        out.elem) and not any(out is f for f in call_args) \
+                        and flat_fn.slot_of_view(out) is None:   # an input, a new leaf: not regenerated
                     raise UnsupportedError("set_() (or .data =) on a tensor that requires grad and that the function "
                                            "returns (or a view of it) is not supported: the runtime regenerates it "
                                            "on the storage it aliases, without its autograd history",
@@ -351,15 +352,17 @@ def _new_storages(infos: list[InputInfo], call_args: list, fake_args: list, vers
     return result
 
 
-def _view_of_moved_input(out, call_args: list, inputs: list[InputInfo]) -> OutputInfo | None:
+def _view_of_moved_input(out, call_args: list, inputs: list[InputInfo], flat_fn: LeafSlots) -> OutputInfo | None:
     """An output taken from an input after it was given another storage (``x.data = y; return x.detach()``,
     ``x[0]``): eager's shares ``x``'s storage and version counter, so it is regenerated from the caller's
-    ``x`` after the epilogue moved it, with the view ops from ``x``'s new value."""
-    if not isinstance(out, torch.Tensor) or any(out is f for f in call_args):
+    ``x`` after the epilogue moved it, with the view ops from ``x``'s new value. Not a view of a leaf made
+    inside (``x.detach().requires_grad_()``, fuzz seed 91041): that is its slot's (Note [New leaves])."""
+    if not isinstance(out, torch.Tensor) or any(out is f for f in call_args) \
+            or flat_fn.slot_of_view(out) is not None:
         return None
     for i, (info, f) in enumerate(zip(inputs, call_args, strict=False)):
         if info.new_storage is None or StorageWeakRef(out.untyped_storage()) != StorageWeakRef(f.untyped_storage()) \
-                or not _shares_version_counter(f, out):
+                or not shares_version_counter(f, out):
             continue
         replay = _replay_from(out, f)
         if replay is None:
@@ -370,17 +373,6 @@ def _view_of_moved_input(out, call_args: list, inputs: list[InputInfo]) -> Outpu
         return OutputInfo(kind="input_view", requires_grad=requires_grad, input_index=i,
                           view_meta=_view_meta(out, requires_grad), view_replay=replay)
     return None
-
-
-def _shares_version_counter(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """``b`` moves with ``a``'s version counter (a view, detach or ``.data`` of it): probed, then restored."""
-    if a.is_inference() or b.is_inference():
-        return False
-    version, other = a._version, b._version
-    torch.autograd.graph.increment_version(a)
-    shared = b._version != other
-    torch._C._autograd._unsafe_set_version_counter((a,), (version,))
-    return shared
 
 
 def _moved(inputs: list[InputInfo], i: int) -> bool:
