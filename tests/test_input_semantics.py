@@ -423,6 +423,10 @@ SCENARIOS = {
     "write_through_detach_then_assign_data": ("def f(a):\n    a.detach().add_(-1.0)\n    a.data = a.data * 2\n"
                                               "    return a.view(-1)",
                                               "leaf = torch.randn(6, 4, requires_grad=True)\na = leaf[::2]\na,"),
+    # fuzz seed 92511: a view given .data = no longer shares its base's storage: returned as it is
+    "assign_data_of_a_view_of_an_input_then_return_it": ("def f(a):\n    a.unsqueeze_(0)\n    t1 = a[0]\n"
+                                                         "    t1.data = t1.data * 2\n    return t1",
+                                                         "base = torch.randn(6, 3)\na = base[3:]\na,"),
     "assign_data_of_an_input_view": ("def f(x):\n    x.data = x.data * 2\n    return x.sum()",
                                      "base = torch.randn(4, 3)\nx = base[1:3]\nx,"),
 }
