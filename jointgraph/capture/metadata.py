@@ -146,7 +146,7 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
             inputs = [_eager_counters(info, a, version, checks)
                       for info, a, version in zip(inputs, call_args, versions, strict=True)]
             inputs = _new_storages(inputs, call_args, fake_args, versions, grad_fns, input_storages,
-                                   with_backward)
+                                   with_backward, non_leaf)
             outputs, tangents = [], []
             # Read before anything asks for a grad_fn (see _STALE_VIEW_OF_NON_GRAD_BASE).
             required = [isinstance(out, torch.Tensor) and out.requires_grad for out in flat_outs]
@@ -289,7 +289,7 @@ def _write_count(t) -> int | None:
 
 
 def _new_storages(infos: list[InputInfo], call_args: list, fake_args: list, versions: list, grad_fns: list,
-                  storages: dict, with_backward: bool) -> list[InputInfo]:
+                  storages: dict, with_backward: bool, non_leaf: frozenset[int]) -> list[InputInfo]:
     """Note [Inputs given another storage]
     -----------------------------------
     ``x.set_(y)`` and ``x.data = y`` (traced as a ``set_``, Note [Assigning .data] in capture/inplace.py)
@@ -308,7 +308,8 @@ def _new_storages(infos: list[InputInfo], call_args: list, fake_args: list, vers
     taken before are made before the epilogue, on the old storage.
 
     Refused: a recorded ``set_`` onto a tensor made inside; a recorded write before the ``set_`` (or
-    one with ``x``'s geometry changed); a new shape for an input that receives a gradient; ``set_``
+    one with ``x``'s geometry changed); a new shape for an input that receives a gradient; an input
+    that requires grad and is no leaf (a view is differentiated through its base's geometry); ``set_``
     onto the input's own storage, or onto an input itself moved or with its metadata changed; and
     (at the call) an input that shares its storage with another input."""
     result = []
@@ -327,6 +328,11 @@ def _new_storages(infos: list[InputInfo], call_args: list, fake_args: list, vers
             raise UnsupportedError(f"input {i} requires grad and is given a storage of another shape (set_(), "
                                    ".data =): its gradient would have the new shape",
                                    hint='keep the shape, or pass on_unsupported="eager"')
+        if with_backward and i in non_leaf:
+            raise UnsupportedError(f"input {i} requires grad, is no leaf, and is given another storage (set_(), "
+                                   ".data =): autograd differentiates it (a view: and its views) through its "
+                                   "history's geometry (fuzz seed 91688)",
+                                   hint='pass a leaf or a clone, or pass on_unsupported="eager"')
         j = storages.get(StorageWeakRef(f.untyped_storage()))
         if j is not None:
             new_storage = (*_onto_input(i, f, j, call_args), recorded)
