@@ -308,7 +308,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
     # Note [Views with data-dependent geometry]: view output -> the Function output with its geometry
     carrier = {info.carries: position[i] for i, info in enumerate(outputs) if info.carries is not None}
     for i, info in enumerate(outputs):
-        if info.carries is not None:   # no user output
+        if info.carries is not None or info.new_value_of is not None:   # no user output
             continue
         if i in carrier:
             kind, index = {"input_view": ("input_view", info.input_index),
@@ -330,7 +330,8 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         else:
             plan_entries.append(view_entry("input_view", (info.input_index, info.view_meta, info.view_replay), fakes))
     saved_inputs, saved_copies, saved_aliases, read_outputs, saved_mutated, detach_shared = [], [], [], [], (), ()
-    reshaped = {i for i, info in enumerate(joint.inputs) if info.new_metadata is not None}
+    # An input given another storage is saved as an alias of its old one (Note [Inputs given another storage]).
+    reshaped = {i for i, info in enumerate(joint.inputs) if info.new_metadata is not None or info.new_storage}
     if graphs.backward is not None:
         values, roles = output_values(graphs.forward.graph), output_roles(graphs.forward.graph)
         saved_nodes = [v for v, r in zip(values, roles, strict=True) if r is Role.SAVED_TENSOR]
@@ -390,6 +391,8 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
                                 if info.on_input is not None),
         grad_inputs=tuple(info.requires_grad or info.requires_grad_set for info in joint.inputs),
         no_gradient=_inputs_without_gradient(joint),
+        storage_sets=_storage_sets(joint.inputs, {info.new_value_of: position[k] for k, info in enumerate(outputs)
+                                                  if info.new_value_of is not None}),
         saved_input_positions=tuple(saved_inputs),
         outputs_read_by_backward=tuple(read_outputs),
         backward_error=(joint.backward_error, joint.error_outputs, joint.error_inputs)
@@ -419,6 +422,14 @@ def _inputs_eager_saves(graph, mutated: tuple) -> tuple[frozenset, frozenset]:
                 and root.meta.get("role") is not Role.TANGENT:
             plain.add(root.meta["input_index"])
     return frozenset(plain), frozenset(new)
+
+
+def _storage_sets(inputs: list, new_values: dict) -> tuple:
+    """EntryLayout.storage_sets (Note [Inputs given another storage] in capture/metadata.py): onto another
+    input (with the view ops from it), or onto the new value the Function returns (``new_values``)."""
+    return tuple((i, *info.new_storage[1:], info.version_delta) if info.new_storage[0] == "input"
+                 else (i, None, new_values[i], False, info.version_delta)
+                 for i, info in enumerate(inputs) if info.new_storage is not None)
 
 
 def _outputs_the_backward_reads(graph, num_user_tensors: int) -> list[int]:

@@ -290,14 +290,18 @@ scenario("backward_mutation_data",
 
 # Where jointgraph differs from eager. REFUSED: UnsupportedError with a true message (allowed, listed in
 # /work/notes/checklist.md). XFAIL: jointgraph is wrong; strict, so a fix turns them into failures to update.
-SET_ = "set_() of an input (sharing another tensor's storage) is not supported"
+# set_() of an input compiles (Note [Inputs given another storage] in capture/metadata.py), except onto
+# its own storage, onto another shape when it requires grad, or when it requires grad and is no leaf.
+MOVED_NON_LEAF = "requires grad, is no leaf, and is given another storage"
 REFUSED: dict[tuple[str, str], str] = {
-    **{(f"{name}[rg={rg}]", c): SET_ for name in ("input_mutation_set__input_mutation", "input_mutation_set__nop",
-                                                 "set__and_data_mutation_good")
-       for rg in ("True", "False") for c in PARTITIONERS},
+    **{(f"{name}[rg=True]", c): MOVED_NON_LEAF for name in ("input_mutation_set__input_mutation",
+                                                            "set__and_data_mutation_good") for c in PARTITIONERS},
+    **{("input_mutation_set__nop[rg=True]", c): "giving a tensor that requires grad another shape"
+       for c in PARTITIONERS},
+    **{("input_mutation_set__nop[rg=False]", c): "onto its own storage is not supported" for c in PARTITIONERS},
     ("set__and_data_mutation_good[rg=True]", "dynamo"): "share storage and one of them is mutated in place",
-    **{("set__and_data_mutation_bad", c): SET_ for c in PARTITIONERS},
-    **{("set__and_data_mutation_bad[tmp_no_grad]", c): SET_ for c in PARTITIONERS},
+    **{(name, c): "whose storage another tensor took with set_() cannot be compiled" for c in PARTITIONERS
+       for name in ("set__and_data_mutation_bad", "set__and_data_mutation_bad[tmp_no_grad]")},
     # Dynamo runs set_() eagerly (a graph break); the next graph gets the stale view and the base apart
     **{(name, "dynamo"): "no longer shares its storage"
        for name in ("set__and_data_mutation_bad", "set__and_data_mutation_bad[tmp_no_grad]")},
@@ -588,8 +592,9 @@ def test_input_mutation_storage_resize(program, partitioner):
 
 @pytest.mark.parametrize("partitioner", PARTITIONERS)
 def test_input_mutation_storage_resize_before_set_(partitioner):
-    # test_input_mutation_storage_resize_before_set_: set_() of an input is refused by name (Note [set_])
+    # test_input_mutation_storage_resize_before_set_: set_() of an input that requires grad onto another
+    # shape is refused by name (its gradient would have the new shape; Note [Inputs given another storage])
     f = _storage_resize_before_set_
     f(torch.zeros(8, requires_grad=True))   # eager runs it
-    with pytest.raises(jointgraph.UnsupportedError, match=r"set_\(\) of an input"):
+    with pytest.raises(jointgraph.UnsupportedError, match=r"giving a tensor that requires grad another shape"):
         jointgraph.aot_function(f, partitioner=partitioner)(torch.zeros(8, requires_grad=True))

@@ -344,6 +344,91 @@ SCENARIOS = {
     "unbind_view_of_a_written_intermediate_it_saves": ("def f(a):\n    t0 = a * 2.0\n    t1 = t0.unbind(0)[0]\n"
                                                        "    t0.mul_(2.0)\n    return t1, (t0 * t0).sum()",
                                                        "a = torch.randn(3, 3, requires_grad=True)\na,"),
+    # fuzz seed 33075: the copy_ reads a view of b's old storage; refused as .data = y, not eager's overlap error
+    "data_assigned_then_copy_from_an_older_view": ("def f(b):\n    t0 = b.select(0, -1)\n    b.data = b.data * 2\n"
+                                                   "    b.copy_(t0)\n    return t0.sum()",
+                                                   "b = torch.randn(4, 2, 3)\nb,"),
+    # fuzz seed 33167: functionalization keeps t0's split geometry after set_(a)
+    "set_of_a_split_view_then_reshape": ("def f(a):\n    t0 = a.split(1)[1]\n    t0.set_(a)\n    return t0.reshape(-1)",
+                                         "base = torch.randn(8, 4)\na = base[::2]\na,"),
+    "set_": ("def f(a, b):\n    a.set_(b)\n    return a * 2", "a = torch.zeros(3)\nb = torch.randn(3)\na, b"),
+    "assign_data_of_intermediate": ("def f(a):\n    t = a.tanh()\n    t.data = t.data * 2\n    return a * t",
+                                    "a = torch.randn(3)\na,"),
+    "set_then_a_failing_op": ("def f(a, b):\n    b.set_(a)\n    b.transpose_(0, 1)\n    return b[:, 1:] * 2",
+                              "a = torch.randn(3)\nb = torch.randn(2, 2)\na, b"),
+    "assign_data": ("def f(x):\n    x.data = x.data * 2\n    return x + 1", "x = torch.randn(3)\nx,"),
+    # Note [Inputs given another storage]: set_() of an input onto another input, a view of one, a new value
+    "set_onto_a_view_of_another_input": ("def f(a, b):\n    a.set_(b[1:])\n    return a * 2",
+                                         "a = torch.zeros(3)\nb = torch.randn(4)\na, b"),
+    "set_onto_another_input_then_write_through_it": ("def f(a, b):\n    a.set_(b)\n    a.mul_(2)\n    return a * 2",
+                                                     "a = torch.zeros(3)\nb = torch.randn(3)\na, b"),
+    "set_onto_a_transposed_input_view": ("def f(a, b):\n    a.set_(b.t()[1:])\n    return a.sum(0)",
+                                         "a = torch.zeros(3)\nbase = torch.randn(5, 4)\nb = base[1:, ::2]\na, b"),
+    "set_onto_a_new_value": ("def f(a, b):\n    a.set_(b * 3)\n    return a + 1",
+                             "a = torch.zeros(3)\nb = torch.randn(2, 2)\na, b"),
+    "set_onto_a_returned_value": ("def f(a, b):\n    t = b * 3\n    a.set_(t)\n    return t, a",
+                                  "a = torch.zeros(3)\nb = torch.randn(2, 2)\na, b"),
+    "set_under_no_grad_of_a_leaf": ("def f(w, b):\n    with torch.no_grad():\n        w.set_(b)\n    return b * 2",
+                                    "w = torch.randn(3, requires_grad=True)\n"
+                                    "b = torch.randn(3, requires_grad=True)\nw, b"),
+    "set_with_inputs_that_require_grad_elsewhere": ("def f(a, b, w):\n    a.set_(b)\n    return (a * w).sum()",
+                                                    "a = torch.zeros(3)\nb = torch.randn(3)\n"
+                                                    "w = torch.randn(3, requires_grad=True)\na, b, w"),
+    # Note [Assigning .data]: on an input, on an intermediate, with another shape, with grad
+    "assign_data_of_a_leaf_that_requires_grad": ("def f(x, w):\n    w.data = w.data * 2\n    return x * w",
+                                                 "x = torch.randn(3, requires_grad=True)\n"
+                                                 "w = torch.randn(3, requires_grad=True)\nx, w"),
+    "assign_data_of_an_intermediate_that_requires_grad": ("def f(a):\n    t = a.tanh()\n    t.data = t.data * 2\n"
+                                                          "    return a * t",
+                                                          "a = torch.randn(3, requires_grad=True)\na,"),
+    "assign_data_of_another_shape": ("def f(x):\n    x.data = torch.ones(2, 2)\n    return x + 1",
+                                     "x = torch.randn(3)\nx,"),
+    "assign_data_of_another_input": ("def f(x, y):\n    x.data = y.t()\n    y.add_(1)\n    return x * 1",
+                                     "x = torch.randn(3)\ny = torch.randn(2, 3)\nx, y"),
+    "assign_data_under_no_grad": ("def f(x, w):\n    with torch.no_grad():\n        w.data = w.data - 0.1 * w\n"
+                                  "    return (x * w).sum()",
+                                  "x = torch.randn(3, requires_grad=True)\n"
+                                  "w = torch.randn(3, requires_grad=True)\nx, w"),
+    "assign_data_then_return_the_input": ("def f(x):\n    x.data = x.data * 2\n    return x",
+                                          "x = torch.randn(3)\nx,"),
+    # fuzz seed 90122: a view of the input's old storage stays on it
+    "view_taken_before_assign_data": ("def f(c):\n    t0 = c.unfold(0, 2, 1)\n    c.data = c.data * 2\n"
+                                      "    return t0.transpose(0, 1), c[0]",
+                                      "c = torch.randn(2, 4)\nc,"),
+    "views_taken_after_set_onto_a_new_value": ("def f(a, b):\n    a.set_((b * 3)[1:])\n    return a[0], a.t()",
+                                               "a = torch.zeros(3)\nb = torch.randn(3, 2)\na, b"),
+    # Note [set_ under functionalization]: the returned tensor shares the input's storage
+    "return_after_set_": ("def f(a, b):\n    t = b.select(0, -1)\n    t.set_(a)\n    return t",
+                          "a = torch.randn(3)\nb = torch.randn(2, 3)\na, b"),
+    "return_an_intermediate_and_its_view_after_set_": ("def f(a, b):\n    t = b * 2\n    t.set_(a)\n"
+                                                       "    return t, t[1:]",
+                                                       "a = torch.randn(3)\nb = torch.randn(2, 3)\na, b"),
+    # eager records set_'s history (whose backward raises): the epilogue's set_ runs with grad mode on
+    "set_of_an_input_with_one_that_requires_grad": ("def f(a, b):\n    a.set_(b)\n    return a * 2",
+                                                    "a = torch.zeros(3)\nb = torch.randn(3, requires_grad=True)\na, b"),
+    "set_onto_a_view_of_an_input_that_requires_grad": ("def f(a, b):\n    a.set_(b[1:])\n    return b * 2, a.detach()",
+                                                       "a = torch.zeros(3)\nb = torch.randn(4, requires_grad=True)\n"
+                                                       "a, b"),
+    # fuzz seed 90053: requires_grad_() before .data = is the prologue's
+    "requires_grad_then_assign_data": ("def f(a):\n    a.requires_grad_()\n    a.data = a.data * 2\n"
+                                       "    return a.reshape(-1), a[::2].detach()",
+                                       "base = torch.randn(8, 2, 3)\na = base[::2]\na,"),
+    # fuzz seed 1224 (--semantics12): a.detach() after .data = shares a's storage and version counter
+    "detach_after_assign_data_twice": ("def f(a):\n    t0 = a.relu()\n    a.data = a.data * 2\n"
+                                       "    a.data = a.data * 2\n    return a.detach()",
+                                       "base = torch.randn(3, 4)\na = base[:, 2:]\na,"),
+    # the old storage's value, written before, is copied into it before the input moves
+    "write_then_set_of_an_input": ("def f(a, b):\n    a.mul_(2)\n    a.set_(b)\n    return a * 1",
+                                   "base = torch.randn(4)\na = base[1:]\nb = torch.randn(3)\na, b"),
+    "write_through_detach_then_assign_data": ("def f(a):\n    a.detach().add_(-1.0)\n    a.data = a.data * 2\n"
+                                              "    return a.view(-1)",
+                                              "a = torch.randn(3, 4, requires_grad=True)\na,"),
+    # fuzz seed 92511: a view given .data = no longer shares its base's storage: returned as it is
+    "assign_data_of_a_view_of_an_input_then_return_it": ("def f(a):\n    a.unsqueeze_(0)\n    t1 = a[0]\n"
+                                                         "    t1.data = t1.data * 2\n    return t1",
+                                                         "base = torch.randn(6, 3)\na = base[3:]\na,"),
+    "assign_data_of_an_input_view": ("def f(x):\n    x.data = x.data * 2\n    return x.sum()",
+                                     "base = torch.randn(4, 3)\nx = base[1:3]\nx,"),
 }
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.
@@ -355,19 +440,30 @@ REFUSED = {
         "def f(a, t0, w):\n    a.copy_(w)\n    return t0 * 3",
         "base = torch.randn(3, 4, 4, requires_grad=True)\na = base[1:].detach()\nt0 = a[::2]\n"
         "w = torch.randn(2, 4, 4, requires_grad=True)\na, t0, w"),
+    # fuzz seed 91688: autograd differentiates the moved view through its base's geometry
+    "assign_data_of_a_view_that_requires_grad": ("def f(a):\n    a.data = a.data * 2\n    return a[::2], a.clone()",
+                                                 "leaf = torch.randn(4, 2, 4, requires_grad=True)\n"
+                                                 "a = leaf.clone()[1:3]\na,"),
+    # fuzz seed 91041: the new leaf's slot would be made on the input's old storage
+    "leaf_from_an_input_after_assign_data": ("def f(a):\n    a.data = a.data * 2\n    t0 = a.detach()\n"
+                                             "    t0.requires_grad_()\n    return a[0], t0.diagonal()",
+                                             "base = torch.randn(3, 4, requires_grad=True)\na = base[:, :2]\na,"),
+    # eager's backward through t raises (its history expects the old shape)
+    "set_of_an_intermediate_that_requires_grad_to_another_shape": (
+        "def f(a, b):\n    t = b * 2\n    with torch.no_grad():\n        t.set_(a)\n    return t.sum(), t",
+        "a = torch.randn(3)\nb = torch.randn(2, 3, requires_grad=True)\na, b"),
+    # fuzz seed 90275: the write before is recorded by autograd (its history would go with the old storage)
+    "recorded_write_then_assign_data": ("def f(a):\n    a.mul_(3.0)\n    a.data = a.data * 2\n    return a + 1",
+                                        "leaf = torch.randn(6, 2, requires_grad=True)\na = (leaf * 1)[2:5]\na,"),
+    "assign_data_of_another_shape_with_grad": ("def f(x, w):\n    w.data = torch.ones(2)\n    return (x * 1).sum()",
+                                               "x = torch.randn(3, requires_grad=True)\n"
+                                               "w = torch.randn(3, requires_grad=True)\nx, w"),
     # fuzz seed 31799: autograd's regeneration of t1's history fails on the traced tensors (an internal
     # assertion); eager runs it. Refused by name, not PyTorch's assertion at the call
     "view_of_an_input_given_requires_grad_then_written_under_no_grad": (
         "def f(a):\n    a.requires_grad_()\n    t1 = a.select(0, -1)\n    with torch.no_grad():\n"
         "        a.sin_()\n    return t1.expand(2, 2)",
         "base = torch.randn(6, 2)\na = base[::2]\na,"),
-    # fuzz seed 33075: the copy_ reads a view of b's old storage; refused as .data = y, not eager's overlap error
-    "data_assigned_then_copy_from_an_older_view": ("def f(b):\n    t0 = b.select(0, -1)\n    b.data = b.data * 2\n"
-                                                   "    b.copy_(t0)\n    return t0.sum()",
-                                                   "b = torch.randn(4, 2, 3)\nb,"),
-    # fuzz seed 33167: functionalization keeps t0's split geometry after set_(a)
-    "set_of_a_split_view_then_reshape": ("def f(a):\n    t0 = a.split(1)[1]\n    t0.set_(a)\n    return t0.reshape(-1)",
-                                         "base = torch.randn(8, 4)\na = base[::2]\na,"),
     # fuzz seed 32210: b, a view of a, starts requiring grad with a's requires_grad_() (the graph traced it constant)
     "requires_grad_of_an_input_another_input_views": ("def f(a, b):\n    a.requires_grad_()\n    return (b + b)[:-1]",
                                                       "base = torch.randn(3, 2)\nb = base[:, 1:]\nbase, b"),
@@ -407,21 +503,13 @@ REFUSED = {
                                    "leaf = torch.randn(2, requires_grad=True)\na = leaf * 1\nb = a[:-1]\na, b"),
     "write_into_expanded_input": ("def f(a):\n    a[0] = 1.\n    return a * 1", "a = torch.zeros(1).expand(3)\na,"),
     "unfold_mul_": ("def f(x):\n    x.unfold(0, 2, 1).mul_(2)\n    return x", "x = torch.arange(4.)\nx,"),
-    "set_": ("def f(a, b):\n    a.set_(b)\n    return a * 2", "a = torch.zeros(3)\nb = torch.randn(3)\na, b"),
     "set_then_write_to_source": ("def f(a):\n    t = a.detach()\n    t.set_(a)\n    with torch.no_grad():\n"
                                  "        a.square_()\n    return t.sum()",
                                  "a = torch.randn(3, requires_grad=True)\na,"),
     "as_strided_after_write": ("def f(a):\n    a.mul_(2.)\n    a.as_strided_((2,), (1,))\n    return a * 1",
                                "base = torch.randn(7, 2)\na = base[2:6]\na,"),
-    "assign_data_of_intermediate": ("def f(a):\n    t = a.tanh()\n    t.data = t.data * 2\n    return a * t",
-                                    "a = torch.randn(3)\na,"),
     "read_through_a_transposed_view_it_writes": ("def f(a):\n    a.data.t().mul_(a)\n    return a.sum()",
                                                  "base = torch.randn(2, 4)\na = base[:, 2:]\na,"),
-    "set_then_a_failing_op": ("def f(a, b):\n    b.set_(a)\n    b.transpose_(0, 1)\n    return b[:, 1:] * 2",
-                              "a = torch.randn(3)\nb = torch.randn(2, 2)\na, b"),
-    "return_after_set_": ("def f(a, b):\n    t = b.select(0, -1)\n    t.set_(a)\n    return t",
-                          "a = torch.randn(3)\nb = torch.randn(2, 3)\na, b"),
-    "assign_data": ("def f(x):\n    x.data = x.data * 2\n    return x + 1", "x = torch.randn(3)\nx,"),
     # functionalization gives the earlier view's backward the input's new geometry
     "view_taken_before_t_": ("def f(b):\n    t1 = b.t()\n    b.t_()\n    return t1.sum()",
                              "leaf = torch.randn(4, 2, requires_grad=True)\nb = leaf.clone()\nb,"),

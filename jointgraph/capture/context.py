@@ -17,6 +17,7 @@ from torch._subclasses.fake_tensor import (
 )
 from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
 from torch.fx.experimental.symbolic_shapes import guard_or_true
+from torch.utils._mode_utils import no_dispatch
 
 from ..errors import UnsupportedError, source_from_traceback, user_source_line
 
@@ -52,7 +53,15 @@ class JointFunctionalMode(FunctionalTensorMode):
             return None
         if func in _RESIZES:
             func, args, kwargs = _as_resize(func, args, kwargs or {})
+        if func is _SET_SOURCE and isinstance(args[0], FunctionalTensor) and not hasattr(args[0], OLD_STORAGE):
+            # Note [Inputs given another storage]: the first storage's value, where it was written
+            old = super().__torch_dispatch__(torch.ops.aten.alias.default, types, (args[0],), {}) \
+                if torch._functionalize_has_data_mutation(args[0].elem) else None
+            setattr(args[0], OLD_STORAGE, old)
         out = super().__torch_dispatch__(func, types, args, kwargs)
+        if func is _SET_SOURCE and isinstance(args[0], FunctionalTensor) and isinstance(args[1], FunctionalTensor):
+            _take_storage_of(args[0], args[1])   # Note [set_ under functionalization]
+            return out
         if func._schema.is_mutable and torch.Tag.inplace_view not in func.tags:
             for written in _written_args(func, args, kwargs or {}):
                 _keep_layout(written)
@@ -60,6 +69,32 @@ class JointFunctionalMode(FunctionalTensorMode):
 
 
 _RESIZE = torch.ops.aten.resize_.default
+_SET_SOURCE = torch.ops.aten.set_.source_Tensor
+# Attribute of a FunctionalTensor given another storage by set_(): an alias of its first storage, taken
+# before the first set_() where that storage was written (else None)
+OLD_STORAGE = "_jointgraph_old_storage"
+
+
+def _take_storage_of(t: FunctionalTensor, source: FunctionalTensor) -> None:
+    """Note [set_ under functionalization]
+    --------------------------------------
+    Functionalization's ``t.set_(source)`` gives the tensor ``t``'s wrapper holds ``source``'s value
+    and functional storage, but the wrapper keeps its own size, strides and (wrapper) storage: the
+    program would go on seeing ``t`` with its old shape, and nothing would say that ``t`` now shares
+    ``source``'s storage. The wrapper takes ``source``'s wrapper storage and geometry too, below
+    autograd (the user's ``set_`` already moved ``t``'s version, and recorded what autograd records).
+    ``x.data = y`` is traced as this ``set_`` (Note [Assigning .data] in capture/inplace.py). Refused: a
+    new shape for a tensor that requires grad (eager's backward through it raises, ours would at
+    trace time)."""
+    if t.requires_grad and t.shape != source.shape:
+        raise UnsupportedError("set_() (or .data =) giving a tensor that requires grad another shape is not "
+                               f"supported ({tuple(t.shape)} to {tuple(source.shape)}): its gradient would have the "
+                               "new shape, which its autograd history does not accept", source=user_source_line(),
+                               hint='keep the shape, or pass on_unsupported="eager"')
+    version = t._version
+    with no_dispatch(), torch._C._AutoDispatchBelowADInplaceOrView():
+        torch.ops.aten.set_.source_Tensor(t, source)
+    torch._C._autograd._unsafe_set_version_counter((t,), (version,))
 _RESIZE_AS = torch.ops.aten.resize_as_.default
 _RESIZES = frozenset((_RESIZE, _RESIZE_AS))
 

@@ -263,11 +263,39 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                                    hint="use `with torch.no_grad(): t.copy_(y)` for a same-shaped value, or a new "
                                         'variable, or pass on_unsupported="eager"')
 
+    def _assign_data(self, target: torch.Tensor, value: torch.Tensor) -> None:
+        """Note [Assigning .data]
+        -----------------------
+        ``x.data = y`` swaps the storage and geometry under ``x``'s autograd metadata (requires_grad,
+        grad_fn, is_leaf stay ``x``'s; its version does not move), below functionalization, which
+        would go on reading the old value. It is traced as the ``set_`` it amounts to (Note [set_
+        under functionalization] in capture/context.py), of a detach of ``y``, under ``no_grad``,
+        keeping ``x``'s version: the metadata pass sees the storage change as that of a ``set_``."""
+        if self.analyze:
+            self.check_storage_kept(target)
+            self.check_storage_kept(value)
+        if value.dtype != target.dtype or value.device != target.device or value.layout != target.layout:
+            raise UnsupportedError(f".data assigned a tensor of another dtype, device or layout ({value.dtype} to "
+                                   f"{target.dtype}) is not supported", source=user_source_line(),
+                                   hint='assign a tensor of the same dtype, or pass on_unsupported="eager"')
+        self.set_inside = True
+        source = value.detach()
+        if self.analyze:   # set_() shares the storage, not the version counter (see __torch_function__)
+            self._set_sources[_elem(target)] = self._set_sources.get(_elem(value), _storage_id(_elem(value)))
+        with torch.no_grad(), torch.autograd._unsafe_preserve_version_counter(target):
+            target.set_(source)
+        if self.analyze:
+            storage = _storage_id(target)
+            self._made[target] = (storage, self._writes.get(storage, 0), self._clock)
+
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
         target = args[0] if args and isinstance(args[0], torch.Tensor) else None
         in_place = target is not None and _is_in_place(name)
+        if name == "__set__" and target is not None and getattr(func, "__self__", None) is _DATA \
+                and len(args) > 1 and isinstance(args[1], torch.Tensor):
+            return self._assign_data(target, args[1])
         if name.split(".")[0] == "set_" and target is not None:   # set_.source_Tensor, ...
             self.set_inside = True
             if self.analyze and len(args) > 1 and isinstance(args[1], torch.Tensor):
@@ -348,6 +376,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             source = self._set_sources.get(_elem(target))
             if source is not None:
                 self.written_via_set.add(source)   # the storage set_() gave it: eager leaves its version
+                if source == _storage_id(_elem(target)):   # Note [set_ under functionalization]: the wrapper
+                    return   # shares the source's storage too, whose own tensors this write does not version
             via_data = self._data_aliases.get(target)
             written = self.written_via_data if via_data else self.written_directly
             storage = _storage_id(target)

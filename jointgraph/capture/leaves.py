@@ -206,6 +206,12 @@ def _describe(leaf: torch.Tensor, where: str | None, outs: list, inputs: list, o
         raise UnsupportedError("requires_grad_(False) on a leaf created inside the compiled function is not "
                                "supported", source=where,
                                hint='create it without requires_grad, or pass on_unsupported="eager"')
+    if any(isinstance(t, FunctionalTensor) and torch._functionalize_was_storage_changed(t.elem)
+           and shares_version_counter(t, leaf) for t in inputs):   # Note [Inputs given another storage]
+        raise UnsupportedError("a leaf created inside the compiled function from an input given another storage "
+                               "(set_(), .data =) is not supported: its slot is made before the graph runs, on "
+                               "the input's old storage", source=where,
+                               hint='make the leaf from a clone, or pass on_unsupported="eager"')
     storage = StorageWeakRef(leaf.untyped_storage())
     source = next((i for i, t in enumerate(inputs) if isinstance(t, torch.Tensor)
                    and StorageWeakRef(t.untyped_storage()) == storage), None)
@@ -234,6 +240,17 @@ def _describe(leaf: torch.Tensor, where: str | None, outs: list, inputs: list, o
     if not static(size, stride, offset):
         raise _symbolic(where)
     return NewLeaf((size, stride, offset), leaf.dtype, leaf.device, written=returned, parameter=parameter)
+
+
+def shares_version_counter(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """``b`` moves with ``a``'s version counter (a view or detach of it): probed, then restored."""
+    if a.is_inference() or b.is_inference():
+        return False
+    version, other = a._version, b._version
+    torch.autograd.graph.increment_version(a)
+    shared = b._version != other
+    torch._C._autograd._unsafe_set_version_counter((a,), (version,))
+    return shared
 
 
 def _view_of_input(leaf, original: tuple | None) -> tuple | None:

@@ -54,6 +54,7 @@ from ..errors import UnsupportedError
 from ..ir import InputInfo, OutputInfo, Role
 from ..ir.sizes import extent
 from .context import (
+    OLD_STORAGE,
     JointFunctionalMode,
     clone_as_is,
     from_fun,
@@ -68,7 +69,7 @@ from .fallbacks import MetaFallbacks
 from .generators import GeneratorArgs, rng_state_as_effects
 from .hooks_inside import HooksInside, HookTable
 from .inplace import VIEW_OF_LEAF, EagerInPlaceChecks
-from .leaves import LeafSlots
+from .leaves import LeafSlots, shares_version_counter
 from .symbolic import geometry_carriers
 from .unbacked import fresh_symbols_ignored
 
@@ -120,7 +121,10 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
                          else a.view_as(a) if i in as_views else a
                          for i, a in enumerate(f_args)]
             tensors = [a for a in call_args if isinstance(a, torch.Tensor)]
-            checks.track(tensors)   # `x.data = y` on an input is refused like one on an intermediate
+            checks.track(tensors)
+            # Before the call: an input given another's storage (set_, .data =) shows that storage after
+            input_storages = {StorageWeakRef(f.untyped_storage()): i for i, f in enumerate(call_args)
+                              if isinstance(f, torch.Tensor)}
             with grad_context(with_backward), MetaFallbacks(), checks, \
                     HooksInside(call_args, HookTable()), GeneratorArgs():
                 grad_fns = [a.grad_fn if isinstance(a, torch.Tensor) else None for a in call_args]
@@ -129,8 +133,7 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
                 flat_fn.caller_inputs(f_args)
                 try:
                     flat_outs = flat_fn(*call_args)
-                except Exception as exc:   # a storage swapped under an input explains what failed after it
-                    _check_storages_kept(call_args, exc)
+                except Exception as exc:
                     checks.refuse_stale_views(exc)
                     raise
             for t in (*tensors, *flat_outs):
@@ -142,21 +145,29 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
             _check_written_geometry(inputs, fake_args)
             inputs = [_eager_counters(info, a, version, checks)
                       for info, a, version in zip(inputs, call_args, versions, strict=True)]
-            input_storages = {StorageWeakRef(f.untyped_storage()): i for i, f in enumerate(call_args)
-                              if isinstance(f, torch.Tensor)}
+            inputs = _new_storages(inputs, call_args, fake_args, versions, grad_fns, input_storages,
+                                   with_backward, non_leaf)
             outputs, tangents = [], []
             # Read before anything asks for a grad_fn (see _STALE_VIEW_OF_NON_GRAD_BASE).
             required = [isinstance(out, torch.Tensor) and out.requires_grad for out in flat_outs]
             for out, out_required in zip(flat_outs, required, strict=True):
-                if isinstance(out, torch.Tensor) and torch._functionalize_was_storage_changed(out.elem):
-                    raise UnsupportedError("set_() on a tensor the function returns is not supported: which "
-                                           "storage it aliases is not tracked",
+                info = _view_of_moved_input(out, call_args, inputs, flat_fn)   # Note [Inputs given another storage]
+                if info is not None:
+                    outputs.append(info)
+                    continue
+                if isinstance(out, torch.Tensor) and out_required and torch._functionalize_was_storage_changed(
+                        out.elem) and not any(out is f for f in call_args) \
+                        and flat_fn.slot_of_view(out) is None:   # an input, a new leaf: not regenerated
+                    raise UnsupportedError("set_() (or .data =) on a tensor that requires grad and that the function "
+                                           "returns (or a view of it) is not supported: the runtime regenerates it "
+                                           "on the storage it aliases, without its autograd history",
                                            hint='return a new tensor instead, or pass on_unsupported="eager"')
                 info = _output_view_info(out, flat_outs, outputs, with_backward) or \
                     _output_info(out, call_args, input_storages, with_backward, flat_fn)
                 if info.kind == "input_view" and with_backward and out_required and not info.requires_grad:
                     info = _required(info)
-                if info.kind == "input_view" and checks.written_since_made(out):
+                if info.kind == "input_view" and (checks.written_since_made(out)   # a view of an input's old
+                                                  or _moved(inputs, info.input_index)):   # storage: made first
                     info = dataclasses.replace(info, made_before_write=True)
                 elif info.kind == "input_view" and info.input_index < len(call_args):
                     info = _written_after(info, out, call_args, checks)
@@ -179,6 +190,8 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
     if views and not as_views and with_backward:
         return _outputs_after_requires_grad(flat_fn, fake_args, roles, fake_mode, inputs, non_leaf, views, uncloned)
     outputs += geometry_carriers(outputs, fake_args)   # Note [Views with data-dependent geometry]
+    outputs += [OutputInfo(kind="tensor", new_value_of=i) for i, info in enumerate(inputs)
+                if info.new_storage is not None and info.new_storage[0] == "value"]
     return TraceMetadata(inputs, outputs, tangents, as_views, uncloned)
 
 
@@ -275,11 +288,116 @@ def _write_count(t) -> int | None:
     return torch._functionalize_mutation_counter(t.elem)
 
 
-def _check_storages_kept(f_args: list, cause: BaseException | None = None) -> None:
-    for f in f_args:
-        if isinstance(f, torch.Tensor) and torch._functionalize_was_storage_changed(f.elem):
-            raise UnsupportedError("set_() of an input (sharing another tensor's storage) is not supported",
-                                   hint='return the new tensor instead, or pass on_unsupported="eager"') from cause
+def _new_storages(infos: list[InputInfo], call_args: list, fake_args: list, versions: list, grad_fns: list,
+                  storages: dict, with_backward: bool, non_leaf: frozenset[int]) -> list[InputInfo]:
+    """Note [Inputs given another storage]
+    -----------------------------------
+    ``x.set_(y)`` and ``x.data = y`` (traced as a ``set_``, Note [Assigning .data] in capture/inplace.py)
+    leave the caller's ``x`` on another storage, with another geometry. Where that storage is another
+    input's (``x.set_(y)``, ``x.set_(y[1:])``), the runtime sets the caller's ``x`` onto the caller's
+    ``y`` with the view ops functionalization recorded from ``y`` to ``x``'s new value; where it is
+    a tensor made inside (``x.data = x.data * 2``), the graph returns that value as an extra output
+    (``OutputInfo.new_value_of``, no user output) and the runtime sets ``x`` onto it. The ``set_``
+    runs after the data copies of the other inputs (``y`` written through ``x`` afterwards), under
+    ``no_grad``, or with grad mode on where autograd recorded the function's ``set_`` onto another
+    input (eager's history, whose backward raises); ``x``'s version then moves as far as the
+    function moved it (``set_`` moves it, ``.data =`` does not). ``x``'s old storage, written before
+    the first ``set_`` (an alias of it is kept then: ``OLD_STORAGE``), is ``x``'s data mutation,
+    copied into the caller's ``x`` before it moves. A moved input the backward reads is saved as an
+    alias of its old storage. Outputs taken from ``x`` after it moved are regenerated from it; views
+    taken before are made before the epilogue, on the old storage.
+
+    Refused: a recorded ``set_`` onto a tensor made inside; a recorded write before the ``set_`` (or
+    one with ``x``'s geometry changed); a new shape for an input that receives a gradient; an input
+    that requires grad and is no leaf (a view is differentiated through its base's geometry); ``set_``
+    onto the input's own storage, or onto an input itself moved or with its metadata changed; and
+    (at the call) an input that shares its storage with another input."""
+    result = []
+    for i, (info, f) in enumerate(zip(infos, call_args, strict=True)):
+        if not (isinstance(f, torch.Tensor) and torch._functionalize_was_storage_changed(f.elem)):
+            result.append(info)
+            continue
+        recorded = with_backward and f.grad_fn is not grad_fns[i]   # requires_grad_() alone is the prologue's
+        old = getattr(f, OLD_STORAGE, None)
+        if old is not None and (f.grad_fn is not grad_fns[i] or tuple(old.shape) != tuple(fake_args[i].shape)):
+            raise UnsupportedError(f"input {i} is written in place, with autograd recording it or with its "
+                                   "geometry changed, and then given another storage (set_(), .data =): not "
+                                   "supported", hint='write after the set_(), or pass on_unsupported="eager"')
+        if (info.requires_grad or info.requires_grad_set) and with_backward \
+                and tuple(f.shape) != tuple(fake_args[i].shape):
+            raise UnsupportedError(f"input {i} requires grad and is given a storage of another shape (set_(), "
+                                   ".data =): its gradient would have the new shape",
+                                   hint='keep the shape, or pass on_unsupported="eager"')
+        if with_backward and i in non_leaf:
+            raise UnsupportedError(f"input {i} requires grad, is no leaf, and is given another storage (set_(), "
+                                   ".data =): autograd differentiates it (a view: and its views) through its "
+                                   "history's geometry (fuzz seed 91688)",
+                                   hint='pass a leaf or a clone, or pass on_unsupported="eager"')
+        j = storages.get(StorageWeakRef(f.untyped_storage()))
+        if j is not None:
+            new_storage = (*_onto_input(i, f, j, call_args), recorded)
+        elif recorded:
+            raise UnsupportedError(f"set_() of input {i} onto a tensor made inside the function, under grad mode with "
+                                   "a tensor that requires grad, is not supported: eager records a history for it "
+                                   "whose backward raises (the derivative for set_ is not implemented)",
+                                   hint='call set_() under torch.no_grad(), or pass on_unsupported="eager"')
+        else:
+            new_storage = ("value",)
+        # The old storage's value (written before the set_) is the input's data mutation, copied first.
+        result.append(dataclasses.replace(
+            info, new_storage=new_storage, version_delta=_version(f) - versions[i] - (old is not None),   # the copy
+            mutates_data=old is not None,
+            mutation_hidden_from_autograd=old is not None, new_metadata=None, mutated_via_data=False,
+            version_bumped=False, storage_bytes=None))
+    moved = {i for i, info in enumerate(result) if info.new_storage is not None}
+    for i, info in enumerate(result):
+        if info.new_storage is not None and info.new_storage[0] == "input" and info.new_storage[1] in moved:
+            raise UnsupportedError(f"input {i} is set_() onto the storage of input {info.new_storage[1]}, which is "
+                                   "itself given another storage: not supported",
+                                   hint='pass on_unsupported="eager"')
+    return result
+
+
+def _view_of_moved_input(out, call_args: list, inputs: list[InputInfo], flat_fn: LeafSlots) -> OutputInfo | None:
+    """An output taken from an input after it was given another storage (``x.data = y; return x.detach()``,
+    ``x[0]``): eager's shares ``x``'s storage and version counter, so it is regenerated from the caller's
+    ``x`` after the epilogue moved it, with the view ops from ``x``'s new value. Not a view of a leaf made
+    inside (``x.detach().requires_grad_()``, fuzz seed 91041): that is its slot's (Note [New leaves])."""
+    if not isinstance(out, torch.Tensor) or any(out is f for f in call_args) \
+            or flat_fn.slot_of_view(out) is not None:
+        return None
+    for i, (info, f) in enumerate(zip(inputs, call_args, strict=False)):
+        if info.new_storage is None or StorageWeakRef(out.untyped_storage()) != StorageWeakRef(f.untyped_storage()) \
+                or not shares_version_counter(f, out):
+            continue
+        replay = _replay_from(out, f)
+        if replay is None:
+            raise UnsupportedError(f"an output taken from input {i} after it was given another storage (set_(), "
+                                   ".data =) cannot be replayed on it (symbolic sizes)",
+                                   hint='pass dynamic=False, or on_unsupported="eager"')
+        requires_grad = bool(out.requires_grad)
+        return OutputInfo(kind="input_view", requires_grad=requires_grad, input_index=i,
+                          view_meta=_view_meta(out, requires_grad), view_replay=replay)
+    return None
+
+
+def _moved(inputs: list[InputInfo], i: int) -> bool:
+    """Input ``i`` (not a new leaf's slot) was given another storage (Note [Inputs given another storage])."""
+    return i < len(inputs) and inputs[i].new_storage is not None
+
+
+def _onto_input(i: int, f, j: int, call_args: list) -> tuple:
+    """("input", j, the view ops from input ``j`` to input ``i``'s new value)."""
+    source = call_args[j]
+    if j == i or source.elem is f.elem:
+        raise UnsupportedError(f"set_() of input {i} onto its own storage is not supported",
+                               hint='use a view (x = x[1:]), or pass on_unsupported="eager"')
+    replay = _replay_from(f, source)
+    if replay is None or torch._functionalize_has_metadata_mutation(source.elem):
+        raise UnsupportedError(f"input {i} is set_() onto the storage of input {j} with a geometry that cannot be "
+                               "replayed on the caller's tensor (symbolic sizes, or a metadata mutation of "
+                               f"input {j})", hint='pass dynamic=False, or on_unsupported="eager"')
+    return ("input", j, replay)
 
 
 def _input_info(f_arg, fake_arg, role: Role, grad_fn_before, writes_before: int | None) -> InputInfo:
@@ -287,7 +405,6 @@ def _input_info(f_arg, fake_arg, role: Role, grad_fn_before, writes_before: int 
         return InputInfo(role=role, requires_grad=False)
     written = _write_count(f_arg) != writes_before
     elem = f_arg.elem
-    _check_storages_kept([f_arg])
     mutated = written and bool(torch._functionalize_has_data_mutation(elem))
     if mutated and has_internal_overlap(fake_arg):
         raise UnsupportedError("an input whose elements share memory (an expanded tensor, stride 0) is written in "
@@ -363,6 +480,19 @@ def _replayable_metadata(f_arg) -> tuple:
     return size, stride, offset, replay
 
 
+def _replay_from(f_tensor, source) -> tuple | None:
+    """The view ops from ``source`` to ``f_tensor``, a view of its functional storage; None if not
+    replayable (symbolic sizes, or ``f_tensor`` not viewed from ``source``'s geometry)."""
+    if not static(*geometry(from_fun(f_tensor))):
+        return None
+    try:
+        sequence = tuple(functionalization.get_view_meta_sequence(f_tensor.elem))
+        prefix = tuple(functionalization.get_view_meta_sequence(source.elem))
+    except (RuntimeError, AttributeError):
+        return None
+    return sequence[len(prefix):] if len(prefix) <= len(sequence) else None
+
+
 def _written_after(info: OutputInfo, out, call_args: list, checks: EagerInPlaceChecks) -> OutputInfo:
     """``info`` with the other inputs written after the view ``out`` was made (OutputInfo.written_after)."""
     others = tuple(j for j, f in enumerate(call_args) if j != info.input_index and isinstance(f, torch.Tensor)
@@ -400,7 +530,7 @@ def _output_view_info(out, flat_outs: list, infos: list[OutputInfo], with_backwa
     """An output that is an autograd view of an earlier tensor output is regenerated from it at run time,
     so it stays a view of that output (in-place ops on it behave as in eager)."""
     base = getattr(out, "_base", None) if isinstance(out, torch.Tensor) else None
-    if base is None or with_backward and _from_custom_function(out):
+    if base is None or with_backward and _from_custom_function(out) or _moved_off_base(out):
         return None
     for i, info in enumerate(infos):
         if info.kind == "tensor" and flat_outs[i] is base:
@@ -408,6 +538,13 @@ def _output_view_info(out, flat_outs: list, infos: list[OutputInfo], with_backwa
             return OutputInfo(kind="output_view", requires_grad=requires_grad, input_index=i,
                               view_meta=_view_meta(out, requires_grad), view_base=from_fun(base))
     return None
+
+
+def _moved_off_base(out) -> bool:
+    """``out``, a view in autograd's sense, no longer shares its base's storage (``t1 = a[0]; t1.data = y``,
+    fuzz seed 92511): it is returned as the tensor it is, not regenerated from the base."""
+    return out._base is not None and StorageWeakRef(out.untyped_storage()) != StorageWeakRef(
+        out._base.untyped_storage())
 
 
 def _view_meta(out, requires_grad: bool) -> tuple:
@@ -507,7 +644,7 @@ def _output_info(out, f_args: list, input_storages: dict, with_backward: bool, f
         return OutputInfo(kind="input_view", requires_grad=out.requires_grad, input_index=base,
                           view_meta=_view_meta(out, bool(out.requires_grad)), view_replay=_view_replay(out))
     view_meta = replay = view_base = None
-    if with_backward and out._base is not None and not _from_custom_function(out):
+    if with_backward and out._base is not None and not _from_custom_function(out) and not _moved_off_base(out):
         # A view of an intermediate: returned from the autograd.Function it could not be modified
         # in place; the graph returns its base instead, and the runtime takes the view of it
         # (replaying the view ops: the base's real strides may differ from its fake's).

@@ -37,6 +37,7 @@ from ..ir import InputInfo, JointGraph, Role
 from ..ir.effects import must_run
 from ..ir.graph import lazy_graph_module
 from .context import (
+    OLD_STORAGE,
     JointFunctionalMode,
     clone_as_is,
     compiling,
@@ -155,7 +156,26 @@ def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fak
         else:
             joint = _trace_joint(leaves, fake_args, roles, fake_mode, with_backward=False, names=names,
                                  non_leaf=non_leaf, decompositions=decompositions)
+            joint = _recorded_storage_sets(joint, meta)
     return dataclasses.replace(joint, backward_error=error, error_outputs=outputs, error_inputs=inputs)
+
+
+def _old_storage(t):
+    """Note [Inputs given another storage]: an input's first storage, if it was written and then set_()."""
+    old = getattr(t, OLD_STORAGE, None)
+    return t if old is None else old
+
+
+def _recorded_storage_sets(joint: JointGraph, meta) -> JointGraph:
+    """Note [Inputs given another storage]: traced again without a backward, a ``set_`` autograd recorded
+    (whose backward raises, as eager's) is still run with grad mode on by the epilogue."""
+    if meta is None or len(meta.inputs) != len(joint.inputs):
+        return joint
+    inputs = [dataclasses.replace(info, new_storage=(*info.new_storage[:3], m.new_storage[3]))
+              if info.new_storage is not None and m.new_storage is not None and info.new_storage[0] == "input"
+              and info.new_storage[:2] == m.new_storage[:2] else info
+              for info, m in zip(joint.inputs, meta.inputs, strict=True)]
+    return dataclasses.replace(joint, inputs=inputs)
 
 
 @dataclasses.dataclass
@@ -264,7 +284,9 @@ def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], f
             flat_fn.caller_inputs(f_inputs)
             with HooksInside(call_inputs, hooks), GeneratorArgs():   # Note [Hooks inside the function]
                 outs = flat_fn(*call_inputs)
-        carried = [geometry_tensor(from_fun(outs[info.carries])) for info in meta.outputs[len(outs):]]
+        carried = [geometry_tensor(from_fun(outs[info.carries])) if info.carries is not None
+                   else call_inputs[info.new_value_of]   # Note [Inputs given another storage]
+                   for info in meta.outputs[len(outs):]]
         outs = [returned(out, info) for out, info in zip(outs, meta.outputs[:len(outs)], strict=True)] + carried
         results = [from_fun(outs[i]) for i in tensor_out_idx]
         grads: list = []
@@ -274,7 +296,7 @@ def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], f
             tie_tangents(diff_outs, f_tangents)
             wrt = [call_inputs[i] if i in meta.as_views else flat_fn.wrt(f_inputs[i])   # a slot's is its leaf
                    for i in grad_idx]   # (Note [New leaves])
-        mutated = [from_fun(call_inputs[i]) for i in mutated_idx]
+        mutated = [from_fun(_old_storage(call_inputs[i])) for i in mutated_idx]
         if has_backward:
             before = _mutation_counters(f_inputs)
             with _BackwardPhase():

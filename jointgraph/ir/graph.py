@@ -30,6 +30,10 @@ class InputInfo:
     version_bumped: bool = False        # written in place only where no value changed (t_() of a view)
     written_with_grad: bool = False     # an in-place op autograd records ran on it or a view of it
     storage_bytes: int | None = None    # final storage size after a resize (Note [Storage resize])
+    # Note [Inputs given another storage]: ("input", j, view replay from input j) or ("value",) for the
+    # new value the graph returns; and how far the input's version moved
+    new_storage: tuple | None = None
+    version_delta: int = 0
 
     @property
     def mutation_recorded(self) -> bool:
@@ -71,6 +75,9 @@ class OutputInfo:
     # Note [Views with data-dependent geometry] in capture/symbolic.py: this "tensor" is no user
     # output but the geometry (sizes, strides, storage offset, as int64) of the view output ``carries``.
     carries: int | None = None
+    # Note [Inputs given another storage] in capture/metadata.py: this "tensor" is no user output but the
+    # new value (on a new storage) of input ``new_value_of``, which the runtime sets the input onto.
+    new_value_of: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -98,3 +98,40 @@ def check_views_of_grad_set(inputs: list, requires_grad_set: tuple) -> None:
                     "eager's view then requires grad too (and an in-place op on it raises), which the compiled "
                     "graph does not trace", hint="call requires_grad_() before calling the compiled function, "
                     'pass a view of another tensor (e.g. .clone()), or pass on_unsupported="eager"')
+
+
+def check_storage_sets_apart(inputs: list, sets: tuple) -> None:
+    """Note [Inputs given another storage]: an input given another storage must not share its own with
+    another input (the graph does not write its old storage, which the other would show)."""
+    for i, *_ in sets:
+        storage = inputs[i].untyped_storage().data_ptr()
+        if storage and any(j != i and isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() == storage
+                           for j, t in enumerate(inputs)):
+            raise RefusedCall(f"input {i} is given another storage (set_(), .data =) and shares its own with "
+                              "another input: not supported", hint='pass separate tensors, or pass '
+                              'on_unsupported="eager"')
+
+
+def storage_sources(inputs: list, outs, sets: tuple) -> list:
+    """What each input of ``sets`` is set onto: a view of another input, taken with the view ops
+    functionalization recorded before any epilogue step changes that input's geometry (differentiable
+    where autograd records the ``set_``), or a Function output."""
+    sources = []
+    for _, j, source, recorded, _ in sets:
+        if j is None:
+            sources.append(outs[source])
+            continue
+        with torch.set_grad_enabled(recorded):
+            sources.append(replay_views(inputs[j], source))
+    return sources
+
+
+def apply_storage_sets(inputs: list, sources: list, sets: tuple) -> None:
+    """Set each input onto its new storage, its version moved as the function moved it; with grad mode
+    on where autograd recorded the function's ``set_`` (eager's history, whose backward raises)."""
+    for (i, _, _, recorded, delta), source in zip(sets, sources, strict=True):
+        target = inputs[i]
+        version = target._version
+        with torch.set_grad_enabled(recorded):
+            target.set_(source)
+        torch._C._autograd._unsafe_set_version_counter((target,), (version + delta,))

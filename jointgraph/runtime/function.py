@@ -41,9 +41,12 @@ from .aliasing import check_no_aliasing
 from .epilogue import (
     apply_metadata_mutations,
     apply_mutations,
+    apply_storage_sets,
     check_recorded_writes,
+    check_storage_sets_apart,
     check_view_of_leaf,
     check_views_of_grad_set,
+    storage_sources,
 )
 from .hook_calls import EntryHooks, HookCalls, inputs_needed, register_input_hooks, skipped_hooks
 
@@ -98,6 +101,9 @@ class EntryLayout:
     # (Function output, input index, size, stride, offset): Note [Detached aliases written with grad]
     moved_onto_inputs: tuple[tuple, ...] = ()
     no_gradient: tuple[int, ...] = ()           # inputs requiring grad the backward gives none: passed detached
+    # Note [Inputs given another storage]: (input, source input or None, view replay or Function output,
+    # recorded by autograd, version delta)
+    storage_sets: tuple[tuple, ...] = ()
 
 
 def _early_views(layout: EntryLayout, inputs: list) -> tuple[int, ...]:
@@ -152,6 +158,8 @@ class CompiledEntry:
         layout = self.layout
         if layout.requires_grad_set:   # before the aliasing check: a view of the input refuses either way
             check_views_of_grad_set(inputs, layout.requires_grad_set)
+        if layout.storage_sets:
+            check_storage_sets_apart(inputs, layout.storage_sets)
         if self._mutation_check:
             check_no_aliasing(inputs, layout.mutated_inputs)
             check_recorded_writes(inputs, layout.mutated_with_grad)
@@ -179,12 +187,15 @@ class CompiledEntry:
         early_views = layout.early_views if not layout.early_if_aliased else _early_views(layout, inputs)
         early = {k: self._view(*layout.output_plan[k], (), outs, inputs, pre, early=True)
                  for k in early_views} if early_views else None
+        sources = storage_sources(inputs, outs, layout.storage_sets) if layout.storage_sets else None
         if layout.metadata_mutations:
             apply_metadata_mutations(inputs, layout.metadata_mutations)
         if self._copies:
             apply_mutations(inputs, outs, self._copies)
         for i in layout.version_bumps:
             torch.autograd.graph.increment_version(inputs[i])
+        if sources:
+            apply_storage_sets(inputs, sources, layout.storage_sets)
         if layout.saved_mutated:   # only entries with a backward save anything
             _expect_versions(outs, inputs, layout.saved_mutated)
         if layout.moved_onto_inputs:
@@ -467,6 +478,7 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
     hooks_inlined = layout.hooks_inlined
     meta_mutated = frozenset(m[0] for m in layout.metadata_mutations)
     bumped = frozenset(layout.version_bumps)   # the epilogue's increment_version is not the user's write after
+    moved = {m[0]: m[-1] for m in layout.storage_sets}   # ... nor its set_ (Note [Inputs given another storage])
     detach_shared = layout.detach_shared
     reach = hooks.reach if hooks is not None else ()   # Note [Hooks eager does not reach]
     edges = hooks.edges if hooks is not None else ()
@@ -491,8 +503,8 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                 ctx.stash = list(saved)
             ctx.sizes = list(outs[n_fw_outs + n_saved:])
             if saved_inputs:   # the epilogue's own as_strided_ (a metadata mutation) is not the user's write
-                ctx.versions = [(s, inputs[i], inputs[i]._version + _epilogue_bumps(inputs, i, meta_mutated, bumped),
-                                 eager_saves) for s, i, eager_saves in saved_inputs]
+                ctx.versions = [(s, inputs[i], inputs[i]._version + _epilogue_bumps(inputs, i, meta_mutated, bumped)
+                                 + moved.get(i, 0), eager_saves) for s, i, eager_saves in saved_inputs]
             if read_outputs:   # weakly: a cycle output -> grad_fn -> ctx -> output would outlive the call
                 ctx.output_versions = [(weakref.ref(outs[k]), outs[k]._version) for k in read_outputs]
             if bw_mutated:
