@@ -337,6 +337,11 @@ SCENARIOS = {
     "copy_from_a_leaf_made_from_the_input": ("def f(a):\n    t0 = a.detach().requires_grad_()\n    a.copy_(t0)\n"
                                              "    t1 = a.unsqueeze(0).requires_grad_(True)\n    return t1",
                                              "base = torch.randn(5, requires_grad=True)\nx = base[1:].detach()\nx,"),
+    # fuzz seed 100348: an output and a view of it; the graph's output sits at another storage offset than
+    # its fake (a clone of an input slice written through a strided view): the view is taken relative to it
+    "view_of_an_output_that_is_a_written_clone_of_a_slice": (
+        "def f(a):\n    t0 = a.clone()\n    t0[::2].clamp_(-0.5, 0.5)\n    return t0.t().sum(), t0, t0.expand(2, 4, 2)",
+        "leaf = torch.randn(7, 2, requires_grad=True)\nx = leaf.clone()[2:6]\nx,"),
     # fuzz seed 31881: a multi-output view whose base is then written: eager raises on its grad_fn / is_leaf
     "unbind_view_of_an_intermediate_written_after": ("def f(a):\n    t0 = a * torch.full((3, 3), 2.0)\n"
                                                      "    t1 = t0.unbind(0)[0]\n    t0.copy_(t0)\n    return t1",
@@ -368,16 +373,9 @@ SCENARIOS = {
                              "a = torch.zeros(3)\nb = torch.randn(2, 2)\na, b"),
     "set_onto_a_returned_value": ("def f(a, b):\n    t = b * 3\n    a.set_(t)\n    return t, a",
                                   "a = torch.zeros(3)\nb = torch.randn(2, 2)\na, b"),
-    "set_under_no_grad_of_a_leaf": ("def f(w, b):\n    with torch.no_grad():\n        w.set_(b)\n    return b * 2",
-                                    "w = torch.randn(3, requires_grad=True)\n"
-                                    "b = torch.randn(3, requires_grad=True)\nw, b"),
     "set_with_inputs_that_require_grad_elsewhere": ("def f(a, b, w):\n    a.set_(b)\n    return (a * w).sum()",
                                                     "a = torch.zeros(3)\nb = torch.randn(3)\n"
                                                     "w = torch.randn(3, requires_grad=True)\na, b, w"),
-    # Note [Assigning .data]: on an input, on an intermediate, with another shape, with grad
-    "assign_data_of_a_leaf_that_requires_grad": ("def f(x, w):\n    w.data = w.data * 2\n    return x * w",
-                                                 "x = torch.randn(3, requires_grad=True)\n"
-                                                 "w = torch.randn(3, requires_grad=True)\nx, w"),
     "assign_data_of_an_intermediate_that_requires_grad": ("def f(a):\n    t = a.tanh()\n    t.data = t.data * 2\n"
                                                           "    return a * t",
                                                           "a = torch.randn(3, requires_grad=True)\na,"),
@@ -385,10 +383,6 @@ SCENARIOS = {
                                      "x = torch.randn(3)\nx,"),
     "assign_data_of_another_input": ("def f(x, y):\n    x.data = y.t()\n    y.add_(1)\n    return x * 1",
                                      "x = torch.randn(3)\ny = torch.randn(2, 3)\nx, y"),
-    "assign_data_under_no_grad": ("def f(x, w):\n    with torch.no_grad():\n        w.data = w.data - 0.1 * w\n"
-                                  "    return (x * w).sum()",
-                                  "x = torch.randn(3, requires_grad=True)\n"
-                                  "w = torch.randn(3, requires_grad=True)\nx, w"),
     "assign_data_then_return_the_input": ("def f(x):\n    x.data = x.data * 2\n    return x",
                                           "x = torch.randn(3)\nx,"),
     # fuzz seed 90122: a view of the input's old storage stays on it
@@ -420,9 +414,6 @@ SCENARIOS = {
     # the old storage's value, written before, is copied into it before the input moves
     "write_then_set_of_an_input": ("def f(a, b):\n    a.mul_(2)\n    a.set_(b)\n    return a * 1",
                                    "base = torch.randn(4)\na = base[1:]\nb = torch.randn(3)\na, b"),
-    "write_through_detach_then_assign_data": ("def f(a):\n    a.detach().add_(-1.0)\n    a.data = a.data * 2\n"
-                                              "    return a.view(-1)",
-                                              "a = torch.randn(3, 4, requires_grad=True)\na,"),
     # fuzz seed 92511: a view given .data = no longer shares its base's storage: returned as it is
     "assign_data_of_a_view_of_an_input_then_return_it": ("def f(a):\n    a.unsqueeze_(0)\n    t1 = a[0]\n"
                                                          "    t1.data = t1.data * 2\n    return t1",
@@ -433,6 +424,30 @@ SCENARIOS = {
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.
 REFUSED = {
+    # .data = / set_() on a leaf that requires grad, in an entry with a backward (fuzz seeds 100199, 100292)
+    "set_under_no_grad_of_a_leaf": ("def f(w, b):\n    with torch.no_grad():\n        w.set_(b)\n    return b * 2",
+                                    "w = torch.randn(3, requires_grad=True)\n"
+                                    "b = torch.randn(3, requires_grad=True)\nw, b"),
+    # Note [Assigning .data]: on an input, on an intermediate, with another shape, with grad
+    "assign_data_of_a_leaf_that_requires_grad": ("def f(x, w):\n    w.data = w.data * 2\n    return x * w",
+                                                 "x = torch.randn(3, requires_grad=True)\n"
+                                                 "w = torch.randn(3, requires_grad=True)\nx, w"),
+    "assign_data_under_no_grad": ("def f(x, w):\n    with torch.no_grad():\n        w.data = w.data - 0.1 * w\n"
+                                  "    return (x * w).sum()",
+                                  "x = torch.randn(3, requires_grad=True)\n"
+                                  "w = torch.randn(3, requires_grad=True)\nx, w"),
+    "write_through_detach_then_assign_data": ("def f(a):\n    a.detach().add_(-1.0)\n    a.data = a.data * 2\n"
+                                              "    return a.view(-1)",
+                                              "a = torch.randn(3, 4, requires_grad=True)\na,"),
+    # fuzz seeds 100199, 100292: .data = on a leaf that requires grad, in an entry with a backward (the
+    # gradient of what was computed from its old value, and the history of its detach() written with grad,
+    # were lost); refused by name
+    "data_assigned_on_a_leaf_whose_old_value_the_output_reads": (
+        "def f(a):\n    t0 = a.sum(0)\n    a.data = a.data * 2\n    return t0.unsqueeze(0).diagonal()",
+        "a = torch.randn(2, 3, requires_grad=True)\na,"),
+    "data_assigned_on_a_leaf_then_its_detach_written_with_grad": (
+        "def f(a):\n    a.data = a.data * 2\n    t0 = a.detach()\n    t0.mul_(a + a)\n    return t0",
+        "a = torch.randn(4, requires_grad=True)\na,"),
     # fuzz seed 61688 (through Dynamo, whose graph break passes a and its view): one autograd root starting
     # inside its storage, written with a value that requires grad; autograd's backward of the synthetic
     # base's view cannot place it (it failed in the backward with an invalid storage offset)
@@ -582,6 +597,7 @@ def test_outputs_written_after_the_call_then_backward_as_eager(name, contender):
 # input, which share storage, one written; the input is a view made a leaf, whose gradient a
 # synthetic base (Note [Aliased inputs]) cannot give it.
 DYNAMO_REFUSES = {"requires_grad_of_view_input_then_write_older_view",
+                  "requires_grad_then_assign_data",   # Dynamo's graph passes the leaf requires_grad_() made
                   "copy_self_of_an_expanded_input"}   # Dynamo's own fake pass raises on c.copy_(c), backend='eager' too
 
 

@@ -309,6 +309,8 @@ def _new_storages(infos: list[InputInfo], call_args: list, fake_args: list, vers
 
     Refused: a recorded ``set_`` onto a tensor made inside; a recorded write before the ``set_`` (or
     one with ``x``'s geometry changed); a new shape for an input that receives a gradient; an input
+    that requires grad in an entry with a backward (seeds 100199, 100292: gradients of what was computed
+    from its old value, and the history of its detach() written with grad, were lost); an input
     that requires grad and is no leaf (a view is differentiated through its base's geometry); ``set_``
     onto the input's own storage, or onto an input itself moved or with its metadata changed; and
     (at the call) an input that shares its storage with another input."""
@@ -333,6 +335,13 @@ def _new_storages(infos: list[InputInfo], call_args: list, fake_args: list, vers
                                    ".data =): autograd differentiates it (a view: and its views) through its "
                                    "history's geometry (fuzz seed 91688)",
                                    hint='pass a leaf or a clone, or pass on_unsupported="eager"')
+        if with_backward and info.requires_grad:
+            # Fuzz seeds 100199, 100292: the gradient of what was computed from the old value, and the history
+            # of a detach() of the moved leaf written with a value that requires grad, were lost.
+            raise UnsupportedError(f"input {i} requires grad and is given another storage (set_(), .data =) in a "
+                                   "function with a backward: not supported yet",
+                                   hint='assign .data outside the compiled function (the optimizer pattern), '
+                                        'or pass on_unsupported="eager"')
         j = storages.get(StorageWeakRef(f.untyped_storage()))
         if j is not None:
             new_storage = (*_onto_input(i, f, j, call_args), recorded)

@@ -244,6 +244,8 @@ class CompiledEntry:
         elif carried is not None:
             rank = (len(carried) - 1) // 2
             size, stride, offset = carried[:rank], carried[rank:2 * rank], carried[-1]
+        elif kind in ("output_view", "tensor_view") and replay is None and dtype == base.dtype:
+            offset = base.storage_offset() + offset   # relative to the base (api._on_base)
         if base.requires_grad and not requires_grad and not (early and not torch.is_grad_enabled()):
             base = base.detach()   # x.detach(), views under no_grad
         stale = multi_output == WRITTEN_AFTER and requires_grad and torch.is_grad_enabled()
