@@ -322,8 +322,11 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                 and target.requires_grad and torch.is_grad_enabled():
             self._written_with_grad.add(_storage_id(target))   # eager refuses it on a view of a leaf
         if in_place or target is not None and name in _DUNDER_WRITES:   # also x[i] = v, x += v
-            if in_place and self.analyze and name not in _OVERLAP_UNCHECKED:
-                self._check(target, args[1:], kwargs)   # eager's errors come first
+            # eager's errors come first; copy_ from the target's own memory returns before eager's checks,
+            # also where autograd records it (fuzz seed 120199: c.detach().copy_(c) on an expanded c)
+            if in_place and self.analyze and name not in _OVERLAP_UNCHECKED \
+                    and not (name == "copy_" and len(args) > 1 and _same_data(target, args[1])):
+                self._check(target, args[1:], kwargs)
             if self._expanded.write(func, name, target, args[1:], kwargs):
                 self._record_write(target)
                 return None if name == "__setitem__" else target
