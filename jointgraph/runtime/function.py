@@ -364,12 +364,16 @@ def _move_onto_inputs(outs, inputs: list, moved: tuple) -> None:
     ``t``'s geometry (under no_grad, as eager's alias is no view in autograd's sense). The values
     are equal: the epilogue wrote the same ones there. Its version stays what the backward expects
     of it."""
+    for k, i, size, stride, offset in moved:
+        _set_keeping_version(outs[k], inputs[i].untyped_storage(), offset, size, stride)
+
+
+def _set_keeping_version(out: torch.Tensor, storage, offset: int, size, stride) -> None:
+    """``out`` moved onto ``storage`` with that geometry under no_grad, its version counter as it was."""
+    version = out._version
     with torch.no_grad():
-        for k, i, size, stride, offset in moved:
-            out = outs[k]
-            version = out._version
-            out.set_(inputs[i].untyped_storage(), offset, size, stride)
-            torch._C._autograd._unsafe_set_version_counter((out,), (version,))
+        out.set_(storage, offset, size, stride)
+    torch._C._autograd._unsafe_set_version_counter((out,), (version,))
 
 
 def _onto_input_storages(roots: list, outs, inputs: list) -> None:
@@ -377,12 +381,9 @@ def _onto_input_storages(roots: list, outs, inputs: list) -> None:
     (an input, a view of one, ``x.detach()`` written with a value that requires grad) is moved back
     onto that storage, as eager's output shares it (writes through the output reach the input)."""
     storages = {_storage(t) for t in inputs if isinstance(t, torch.Tensor) and t.numel() > 0}
-    with torch.no_grad():
-        for r, out in zip(roots, outs, strict=False):
-            if r.numel() > 0 and _storage(r) in storages:
-                version = out._version
-                out.set_(r.untyped_storage(), r.storage_offset(), r.shape, r.stride())
-                torch._C._autograd._unsafe_set_version_counter((out,), (version,))
+    for r, out in zip(roots, outs, strict=False):
+        if r.numel() > 0 and _storage(r) in storages:
+            _set_keeping_version(out, r.untyped_storage(), r.storage_offset(), r.shape, r.stride())
 
 
 def _regenerate_view(base: torch.Tensor, size, stride, offset, dtype) -> torch.Tensor:
