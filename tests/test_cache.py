@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 import types
 
 import pytest
@@ -268,6 +269,34 @@ def test_lru_eviction(tmp_path):
     store.write("d" * 64, bytes(1000))
     kept = sorted(p.name[0] for p, _, _ in store.entries())
     assert kept == ["a", "c", "d"]   # b: the least recently used
+
+
+def test_store_keeps_a_usage_ledger_and_lists_the_directory_only_to_evict(tmp_path, monkeypatch):
+    store = DiskStore(tmp_path, max_bytes=3200)
+    listed = []
+    entries = DiskStore.entries
+    monkeypatch.setattr(DiskStore, "entries", lambda self: listed.append(1) or entries(self))
+    store.write("a" * 64, bytes(1000))   # no ledger yet: counted once
+    assert len(listed) == 1
+    store.write("b" * 64, bytes(1000))
+    store.write("b" * 64, bytes(500))   # replaces b: the ledger drops the old file's bytes
+    store.write("c" * 64, bytes(1000))
+    assert len(listed) == 1   # under the bound: nothing listed
+    on_disk = sum(size for _, size, _ in entries(store))
+    assert int((tmp_path / "usage").read_text()) == on_disk
+    store.write("d" * 64, bytes(1000))   # over the bound: listed, the oldest evicted, the ledger recounted
+    assert len(listed) == 2
+    assert int((tmp_path / "usage").read_text()) == sum(size for _, size, _ in entries(store)) <= 3200
+
+
+def test_stale_usage_ledger_is_recounted(tmp_path):
+    store = DiskStore(tmp_path, max_bytes=2100)
+    store.write("a" * 64, bytes(1000))
+    (tmp_path / "usage").write_text("0\n")   # wrong (files added by hand), and an hour old
+    os.utime(tmp_path / "usage", (time.time() - 7200, time.time() - 7200))
+    store.write("b" * 64, bytes(1000))
+    store.write("c" * 64, bytes(1000))
+    assert len(store.entries()) == 2   # recounted, so the third store evicted one
 
 
 def test_dynamo_graph_hits_after_reset(tmp_path):

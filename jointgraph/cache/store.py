@@ -12,10 +12,21 @@ treated as a miss and overwritten by the recompiled entry. A hit touches the fil
 after a store, the oldest files go until the directory is under ``max_bytes``. Hits,
 misses and bypasses are appended to ``<dir>/events.log`` (one short line each, with
 ``O_APPEND``) for ``jointgraph cache info``.
+
+Note [Cache usage ledger]
+-------------------------
+Eviction needs the directory's total size, and adding it up stats every entry file: with
+tens of thousands of entries that is most of a compile (fuzz runs measured 0.8 s of a 0.9 s
+compile in ``entries()``). So ``<dir>/usage`` holds the running total: a store adds the
+bytes it wrote (less those of the file it replaced) under an exclusive ``flock`` on
+``<dir>/usage.lock``, and the directory is listed only when the total passes ``max_bytes``
+(to evict, which writes the listed total back), when the ledger is missing or unreadable,
+or when it is over an hour old (files removed by hand, a platform without ``flock``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import os
@@ -30,6 +41,7 @@ FORMAT = 1
 DEFAULT_MAX_BYTES = 4 << 30
 _HEADER = len(MAGIC) + 4 + 32
 _EVENTS_MAX_BYTES = 1 << 20
+_LEDGER_MAX_AGE_S = 3600
 ENV_DIR = "JOINTGRAPH_CACHE_DIR"
 
 
@@ -95,6 +107,10 @@ class DiskStore:
         path = self.path(key)
         data = MAGIC + FORMAT.to_bytes(4, "little") + hashlib.sha256(body).digest() + body
         path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            replaced = path.stat().st_size
+        except OSError:
+            replaced = 0
         fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=path.parent)
         try:
             with os.fdopen(fd, "wb") as f:
@@ -108,7 +124,53 @@ class DiskStore:
             except OSError:
                 pass
             raise
-        self.evict()
+        self._account(len(data) - replaced)
+
+    def _account(self, delta: int) -> None:
+        """Add ``delta`` bytes to the ledger; evict when the total passes the bound (Note [Cache usage ledger])."""
+        with self._ledger_lock():
+            total = self._ledger()
+            if total is None:
+                self.evict()   # lists the directory, the new file included, and writes the ledger
+                return
+            total += delta
+            if total > self.max_bytes:
+                self.evict()
+            else:
+                self._set_ledger(total)
+
+    @contextlib.contextmanager
+    def _ledger_lock(self):
+        try:
+            import fcntl
+        except ImportError:   # no flock (Windows): the hourly recount corrects what races lose
+            yield
+            return
+        fd = os.open(self.root / "usage.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)   # releases the lock
+
+    def _ledger(self) -> int | None:
+        """The recorded total; None when missing, unreadable or too old to trust."""
+        path = self.root / "usage"
+        try:
+            if time.time() - path.stat().st_mtime > _LEDGER_MAX_AGE_S:
+                return None
+            return int(path.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def _set_ledger(self, total: int) -> None:
+        path = self.root / "usage"
+        tmp = path.with_name(f".usage.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(f"{max(total, 0)}\n")
+            os.replace(tmp, path)
+        except OSError:
+            pass
 
     def entries(self) -> list[tuple[Path, int, float]]:
         """(path, bytes, mtime) of every entry file."""
@@ -122,8 +184,9 @@ class DiskStore:
         return found
 
     def evict(self) -> int:
-        """Remove least recently used entries until under ``max_bytes``; return how many went.
-        Temporary files a crashed writer left behind go once they are an hour old."""
+        """Remove least recently used entries until under ``max_bytes``; return how many went, and
+        record the total left in the ledger. Temporary files a crashed writer left behind go once
+        they are an hour old."""
         stale = time.time() - 3600
         for tmp in (self.root / "entries").glob("*/.*.tmp"):
             try:
@@ -143,6 +206,7 @@ class DiskStore:
                 continue
             total -= size
             removed += 1
+        self._set_ledger(total)
         return removed
 
     def clear(self) -> int:
@@ -153,10 +217,11 @@ class DiskStore:
                 removed += 1
             except OSError:
                 pass
-        try:
-            (self.root / "events.log").unlink()
-        except OSError:
-            pass
+        for name in ("events.log", "usage"):
+            try:
+                (self.root / name).unlink()
+            except OSError:
+                pass
         return removed
 
     def record(self, event: str, key: str, detail: str = "") -> None:
