@@ -30,8 +30,8 @@ from .capture.trace import trace_joint
 from .capture.unbacked import estimated_sizes, make_fake_mode
 from .hooks import apply_policy, check_policy, user_hook_codecs
 from .ir import NO_RESHARDING, Decision, Plan, Resharding, Role, verify
-from .ir.graph import output_node, output_roles, output_values, placeholders
-from .ir.graph_utils import backward_nodes, storage_root
+from .ir.graph import gradient_tangents, output_node, output_roles, output_values, placeholders, tangent_sources
+from .ir.graph_utils import aliases_input, backward_nodes, storage_root
 from .logs import compile_log, configure_from_env, graphs_log, plan_log
 from .options import CompileOptions
 from .passes.pipeline import run_joint_passes, run_split_passes
@@ -331,6 +331,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         else:
             plan_entries.append(view_entry("input_view", (info.input_index, info.view_meta, info.view_replay), fakes))
     saved_inputs, saved_copies, saved_aliases, read_outputs, saved_mutated, detach_shared = [], [], [], [], (), ()
+    own_outputs = ()
     # An input given another storage is saved as an alias of its old one (Note [Inputs given another storage]).
     reshaped = {i for i, info in enumerate(joint.inputs) if info.new_metadata is not None or info.new_storage}
     if graphs.backward is not None:
@@ -338,6 +339,8 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         saved_nodes = [v for v, r in zip(values, roles, strict=True) if r is Role.SAVED_TENSOR]
         new_values = [v for v, r in zip(values, roles, strict=True) if r is Role.MUTATED_INPUT]
         detach_shared = _shared_with_differentiable(values[:n_user + len(mutated)], non_diff)
+        own_outputs = tuple(k for k, v in enumerate(values[:n_user])
+                            if isinstance(v, torch.fx.Node) and not aliases_input(v))
         # An input's new value saved for the backward: eager saved the input itself, whose later
         # in-place use makes the backward raise (Note [Saved mutated inputs] in runtime/function.py).
         # A view of the new value counts too: eager saved that view of the input (fuzz seed 34438, one view of a
@@ -347,7 +350,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         eager_plain, eager_new = _inputs_eager_saves(joint.gm.graph, mutated)
         # checked after the epilogue: what our plan reads, and what eager saved though our plan does not
         saved_mutated = tuple((i, i in eager_new) for i in sorted(ours | eager_new))
-        read_outputs = _outputs_the_backward_reads(joint.gm.graph, len(tensor_outs))
+        read_outputs = _outputs_the_backward_reads(joint.gm.graph, len(tensor_outs), len(tangent_positions))
         for s, node in enumerate(saved_nodes):
             root = storage_root(node)
             source = root.meta["input_index"] if root.op == "placeholder" else None
@@ -361,6 +364,8 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         # an input eager saves as it is where our plan saves a value computed from it: eager's check still holds
         kept = {i for _, i, _ in saved_inputs}
         saved_inputs += [(-1, i, True) for i in sorted(eager_plain - kept - set(mutated))]
+        reading = _tangents_reading_inputs(joint.gm.graph, len(tangent_positions))
+        saved_inputs = [(*entry, reading.get(entry[1])) for entry in saved_inputs]
     return EntryLayout(
         num_user_tensors=len(tensor_outs),
         mutated_inputs=mutated,
@@ -395,6 +400,10 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         storage_sets=_storage_sets(joint.inputs, {info.new_value_of: position[k] for k, info in enumerate(outputs)
                                                   if info.new_value_of is not None}),
         saved_input_positions=tuple(saved_inputs),
+        grad_tangents=_prunable_gradients(graphs.backward, len(tangent_positions)),
+        distinct_outputs=_distinct_outputs(graphs.forward, [outputs[i] for i in tensor_outs],
+                                           [position.get(outputs[i].same_object) for i in tensor_outs]),
+        own_outputs=own_outputs,
         outputs_read_by_backward=tuple(read_outputs),
         backward_error=(joint.backward_error, joint.error_outputs, joint.error_inputs)
         if joint.backward_error is not None else None,
@@ -403,6 +412,36 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         out_spec=out_spec,
         signature=signature,
     )
+
+
+def _distinct_outputs(forward: torch.fx.GraphModule, tensor_outputs: list, twins: list) -> tuple:
+    """(k, -1) per Function output the forward returns as a value it already returned, where eager's is
+    a tensor of its own (``return t.detach(), t``), and (k, j) per output eager returns as the same object
+    as output ``j`` (``twins``: the position of the earlier same object, or None) when ``j`` is one of
+    those: Note [Distinct outputs] in runtime/function.py."""
+    values = output_values(forward.graph)[:len(tensor_outputs)]
+    plain = [isinstance(v, torch.fx.Node) and info.view_meta is None   # a view is regenerated: its own already
+             for v, info in zip(values, tensor_outputs, strict=True)]
+    found, fresh = [], set()
+    for k, value in enumerate(values):
+        if twins[k] is not None:
+            if twins[k] in fresh:
+                found.append((k, twins[k]))
+        elif plain[k] and any(plain[j] and values[j] is value for j in range(k)):
+            found.append((k, -1))
+            fresh.add(k)
+    return tuple(found)
+
+
+def _prunable_gradients(backward: torch.fx.GraphModule | None, n_tangents: int) -> tuple:
+    """``EntryLayout.grad_tangents`` (Note [Gradients no present tangent reaches]): per graph input the
+    tangents its gradient is computed from, None where it reads every tangent or none; () when no
+    gradient can be left out."""
+    if backward is None or n_tangents < 2:
+        return ()
+    found = tuple(tuple(sorted(deps)) if deps and len(deps) < n_tangents else None
+                  for deps in gradient_tangents(backward.graph))
+    return found if any(deps is not None for deps in found) else ()
 
 
 def _on_base(view_meta: tuple, base) -> tuple:
@@ -446,12 +485,44 @@ def _storage_sets(inputs: list, new_values: dict) -> tuple:
                  for i, info in enumerate(inputs) if info.new_storage is not None)
 
 
-def _outputs_the_backward_reads(graph, num_user_tensors: int) -> list[int]:
-    """User tensor outputs (not inputs) whose value the joint graph's backward reads: eager would
-    save them, so modifying one in place before the backward raises (runtime/function.py)."""
+def _tangents_reading_inputs(graph, num_tangents: int) -> dict[int, tuple[int, ...]]:
+    """Per graph input the joint graph's backward reads (itself or a view of it), the tangents it is read
+    for: the nodes eager saves it for run only when one of them is present (Note [Gradients no present
+    tangent reaches]). Inputs not found, and every input when the tangents do not match, are absent."""
+    if sum(1 for n in placeholders(graph) if n.meta.get("role") is Role.TANGENT) != num_tangents:
+        return {}
     backward = backward_nodes(graph)
-    return [k for k, node in enumerate(output_values(graph)[:num_user_tensors])
-            if isinstance(node, torch.fx.Node) and node.op != "placeholder" and any(u in backward for u in node.users)]
+    sources = tangent_sources(graph)
+    reading: dict[int, frozenset] = {}
+    for node in graph.nodes:
+        if node in backward or node.op == "output":
+            continue
+        root = storage_root(node)
+        if root.op != "placeholder" or "input_index" not in root.meta:
+            continue
+        for user in node.users:
+            if user in backward:
+                index = root.meta["input_index"]
+                reading[index] = reading.get(index, frozenset()) | sources.get(user, frozenset())
+    return {i: tuple(sorted(t)) for i, t in reading.items() if t}
+
+
+def _outputs_the_backward_reads(graph, num_user_tensors: int, num_tangents: int) -> list[tuple]:
+    """(k, tangents) per user tensor output (not an input) whose value the joint graph's backward
+    reads: eager would save it, so modifying it in place before the backward raises
+    (runtime/function.py). ``tangents``: those the backward reads it for; eager's node that saved
+    it runs only when one of them is present (Note [Gradients no present tangent reaches]); None
+    when unknown."""
+    backward = backward_nodes(graph)
+    sources = tangent_sources(graph)
+    known = sum(1 for n in placeholders(graph) if n.meta.get("role") is Role.TANGENT) == num_tangents
+    read = []
+    for k, node in enumerate(output_values(graph)[:num_user_tensors]):
+        users = [u for u in node.users if u in backward] if isinstance(node, torch.fx.Node) else []
+        if node.op != "placeholder" and users:
+            tangents = frozenset().union(*(sources.get(u, frozenset()) for u in users))
+            read.append((k, tuple(sorted(tangents)) if known and tangents else None))
+    return read
 
 
 def plan(fn_or_module: Any, *example_args: Any, **options: Any) -> Plan:

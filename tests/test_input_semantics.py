@@ -808,3 +808,21 @@ def test_aliased_inputs_with_a_metadata_mutation_called_under_no_grad(partitione
             out = fn(base[::2], base.t())
             results.append((out.clone(), base.clone()))
     torch.testing.assert_close(results[1], results[0])
+
+
+def test_view_of_a_moved_input_whose_geometry_then_changes_is_refused_not_misplaced():
+    """Fuzz seed 150838: after ``a.data = ...``, a view taken before ``a.unsqueeze_(0)`` was replayed from
+    ``a``'s final geometry (the replay's prefix was not ``a``'s ops): shape (2, 2) where eager's is (2,).
+    The replay is now checked on the geometry it starts from; one that does not hold is refused."""
+    def f(a):
+        a.data = a.data * 2
+        t0 = a[::2]
+        a.unsqueeze_(0)
+        return t0.select(0, -1)
+
+    base = torch.randn(1, 2)
+    expected = f(base.clone().expand(2, 2))
+    with pytest.raises(jointgraph.UnsupportedError, match="geometry changed in place after the view was taken"):
+        jointgraph.aot_function(f)(base.clone().expand(2, 2))
+    torch._dynamo.reset()
+    torch.testing.assert_close(torch.compile(f, backend="jointgraph")(base.clone().expand(2, 2)), expected)

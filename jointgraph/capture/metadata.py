@@ -175,6 +175,9 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
                 if info.kind == "tensor" and info.requires_grad:
                     plain = from_fun(returned(out, info))
                     tangents.append((plain.shape, plain.dtype, plain.device))
+            outputs = [dataclasses.replace(info, same_object=next(j for j in range(k) if flat_outs[j] is out))
+                       if isinstance(out, torch.Tensor) and any(out is o for o in flat_outs[:k]) else info
+                       for k, (out, info) in enumerate(zip(flat_outs, outputs, strict=True))]
         # Tangents are plain fakes: made outside FunctionalTensorMode.
         tangents = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype, device in tangents]
     overlapping = frozenset(i for i in non_leaf if with_backward and has_internal_overlap(fake_args[i])
@@ -382,7 +385,8 @@ def _view_of_moved_input(out, call_args: list, inputs: list[InputInfo], flat_fn:
         replay = _replay_from(out, f)
         if replay is None:
             raise UnsupportedError(f"an output taken from input {i} after it was given another storage (set_(), "
-                                   ".data =) cannot be replayed on it (symbolic sizes)",
+                                   ".data =) cannot be replayed on it (symbolic sizes, or the input's geometry "
+                                   "changed in place after the view was taken)",
                                    hint='pass dynamic=False, or on_unsupported="eager"')
         requires_grad = bool(out.requires_grad)
         return OutputInfo(kind="input_view", requires_grad=requires_grad, input_index=i,
@@ -491,15 +495,30 @@ def _replayable_metadata(f_arg) -> tuple:
 
 def _replay_from(f_tensor, source) -> tuple | None:
     """The view ops from ``source`` to ``f_tensor``, a view of its functional storage; None if not
-    replayable (symbolic sizes, or ``f_tensor`` not viewed from ``source``'s geometry)."""
-    if not static(*geometry(from_fun(f_tensor))):
+    replayable (symbolic sizes, or ``f_tensor`` not viewed from ``source``'s geometry: checked by
+    replaying them on ``source``'s, fuzz seed 150838, where ``source`` was ``unsqueeze_``-d after
+    the view was taken and its ops were no prefix of the view's)."""
+    plain = from_fun(f_tensor)
+    if not static(*geometry(plain)):
         return None
     try:
         sequence = tuple(functionalization.get_view_meta_sequence(f_tensor.elem))
         prefix = tuple(functionalization.get_view_meta_sequence(source.elem))
     except (RuntimeError, AttributeError):
         return None
-    return sequence[len(prefix):] if len(prefix) <= len(sequence) else None
+    if len(prefix) > len(sequence):
+        return None
+    replay = sequence[len(prefix):]
+    size, stride, offset = geometry(from_fun(source))
+    if not static(size, stride, offset):
+        return replay
+    try:
+        span = offset + 1 + sum(max(n - 1, 0) * st for n, st in zip(size, stride, strict=True))
+        memory = torch.empty(span, dtype=plain.dtype, device="meta")
+        replayed = replay_views(memory.as_strided(size, stride, offset), replay)
+    except RuntimeError:
+        return None
+    return replay if geometry(replayed) == geometry(plain) else None
 
 
 def _written_after(info: OutputInfo, out, call_args: list, checks: EagerInPlaceChecks) -> OutputInfo:

@@ -75,6 +75,9 @@ class OutputInfo:
     # Note [Views with data-dependent geometry] in capture/symbolic.py: this "tensor" is no user
     # output but the geometry (sizes, strides, storage offset, as int64) of the view output ``carries``.
     carries: int | None = None
+    # The earlier user output (flat index) that is the same tensor object (``return y, y``): the only case
+    # where the runtime may return one object twice (Note [Distinct outputs] in runtime/function.py)
+    same_object: int | None = None
     # Note [Inputs given another storage] in capture/metadata.py: this "tensor" is no user output but the
     # new value (on a new storage) of input ``new_value_of``, which the runtime sets the input onto.
     new_value_of: int | None = None
@@ -238,6 +241,25 @@ def output_values(graph: torch.fx.Graph) -> list:
 
 def output_roles(graph: torch.fx.Graph) -> list[Role]:
     return list(output_node(graph).meta["roles"])
+
+
+def tangent_sources(graph: torch.fx.Graph) -> dict[torch.fx.Node, frozenset[int]]:
+    """For each node of a backward graph, the tangents (by position among its TANGENT
+    placeholders) its value is computed from."""
+    tangents = [n for n in placeholders(graph) if n.meta.get("role") is Role.TANGENT]
+    sources: dict[torch.fx.Node, frozenset[int]] = {t: frozenset((k,)) for k, t in enumerate(tangents)}
+    for node in graph.nodes:   # graph order is topological
+        if node.op == "call_function":
+            sources[node] = frozenset().union(*(sources.get(a, frozenset()) for a in node.all_input_nodes))
+    return sources
+
+
+def gradient_tangents(graph: torch.fx.Graph) -> tuple[frozenset[int] | None, ...]:
+    """Per GRADIENT output of a backward graph, the tangents it is computed from (None for a
+    gradient that is not a node: a constant, or no gradient)."""
+    sources = tangent_sources(graph)
+    return tuple(sources.get(v, frozenset()) if isinstance(v, torch.fx.Node) else None
+                 for v, r in zip(output_values(graph), output_roles(graph), strict=True) if r is Role.GRADIENT)
 
 
 # Namespaces of PyTorch's collective ops (functional collectives and c10d's own).

@@ -79,8 +79,9 @@ class EntryLayout:
     tangent_positions: tuple[int, ...]          # among Function outputs (user tensors, then mutated values)
     non_differentiable: tuple[int, ...]         # among Function outputs
     grad_inputs: tuple[bool, ...]               # per graph input: receives a gradient
-    # (saved index or -1 where only eager saves it, graph input index, eager saves it)
-    saved_input_positions: tuple[tuple[int, int, bool], ...]
+    # (saved index or -1 where only eager saves it, graph input index, eager saves it, the tangents the
+    # backward reads it for or None: Note [Gradients no present tangent reaches])
+    saved_input_positions: tuple[tuple[int, int, bool, tuple[int, ...] | None], ...]
     output_plan: tuple[tuple[str, Any], ...]    # per flat user output: ("tensor", k) | ("symbolic", read) | ...
     out_spec: Any
     signature: Any                              # FlatSignature: leaves -> graph inputs
@@ -95,7 +96,8 @@ class EntryLayout:
     early_if_aliased: tuple[tuple[int, int, tuple[int, ...]], ...] = ()
     # (error, user output positions, mutated inputs): Note [Errors in the backward]
     backward_error: tuple | None = None
-    outputs_read_by_backward: tuple[int, ...] = ()   # user outputs to version-check in the backward
+    # (user output, tangents it is read for or None): version-checked in the backward
+    outputs_read_by_backward: tuple[tuple[int, tuple[int, ...] | None], ...] = ()
     new_leaves: tuple = ()                      # Note [New leaves]: a slot made per call, after the inputs
     detach_shared: tuple[int, ...] = ()         # non-differentiable outputs sharing a differentiable one's storage
     # (Function output, input index, size, stride, offset): Note [Detached aliases written with grad]
@@ -104,6 +106,22 @@ class EntryLayout:
     # Note [Inputs given another storage]: (input, source input or None, view replay or Function output,
     # recorded by autograd, version delta)
     storage_sets: tuple[tuple, ...] = ()
+    # Note [Outputs that view an intermediate]
+# ---------------------------------------------
+# A forward graph may return a view of a tensor it made (the new value of an intermediate written
+# through a view of it is a ``transpose`` of the scatter's result). autograd.Function marks such an
+# output as a view made inside a custom Function, and so every view the runtime takes of it
+# (``t1[1:]`` after ``t1 = t0.t(); t1[1] = 3.0``, fuzz seeds 160443, 160525): writing the user's
+# output in place then raises, where eager's is an ordinary view. Those outputs leave the forward
+# as ``_unsafe_view``s, which share the memory without being views in autograd's sense.
+
+
+# Note [Gradients no present tangent reaches]: per graph input, the tangents (positions among
+    # tangent_positions) its gradient is computed from, or None; empty when no gradient can be pruned
+    grad_tangents: tuple[tuple[int, ...] | None, ...] = ()
+    # Function outputs the forward computes (no alias of an input): Note [Outputs that view an intermediate]
+    own_outputs: tuple[int, ...] = ()
+    distinct_outputs: tuple[tuple[int, int], ...] = ()   # Note [Distinct outputs]
 
 
 def _early_views(layout: EntryLayout, inputs: list) -> tuple[int, ...]:
@@ -268,7 +286,8 @@ class CompiledEntry:
                         inputs[i] = inputs[i].detach()
             return self.function.apply(*inputs)
         with torch.no_grad():   # no differentiable outputs: autograd must not record the graph's ops
-            return self.forward(*inputs)
+            outs = self.forward(*inputs)
+            return _distinct(outs, self.layout.distinct_outputs) if self.layout.distinct_outputs else outs
 
     def _with_raising_backward(self, flat: list, inputs: list) -> list:
         """Note [Errors in the backward]: the outputs eager differentiates, behind a node whose
@@ -442,6 +461,46 @@ class RaisesInBackward(torch.autograd.Function):
         raise type(error)(*error.args)
 
 
+# Note [Outputs that view an intermediate]
+# ---------------------------------------------
+# A forward graph may return a view of a tensor it made (the new value of an intermediate written
+# through a view of it is a ``transpose`` of the scatter's result). autograd.Function marks such an
+# output as a view made inside a custom Function, and so every view the runtime takes of it
+# (``t1[1:]`` after ``t1 = t0.t(); t1[1] = 3.0``, fuzz seeds 160443, 160525): writing the user's
+# output in place then raises, where eager's is an ordinary view. Those outputs leave the forward
+# as ``_unsafe_view``s, which share the memory without being views in autograd's sense.
+
+
+# Note [Distinct outputs]
+# -----------------------
+# ``return t.detach(), t``: the functional graph has no detach, so it returns one value twice, and the
+# runtime returned one tensor object for both; ``requires_grad_()`` on the first then changed the
+# second too (fuzz seed 160160, through Dynamo, whose first graph returns ``t.detach()`` and ``t``).
+# The trace knows which user outputs eager returns as one object (``return y, y``:
+# ``OutputInfo.same_object``); the others get a tensor of their own sharing the memory.
+
+
+def _distinct(outs, positions: tuple[tuple[int, int], ...]) -> list:
+    outs = list(outs)
+    for k, same in positions:
+        outs[k] = torch.ops.aten._unsafe_view(outs[k], outs[k].shape) if same < 0 else outs[same]
+    return outs
+
+
+# Note [Gradients no present tangent reaches]
+# ------------------------------------------
+# One autograd node stands for the whole step, where eager has a node per op. When the backward
+# runs from some outputs only (``b.sum().backward()`` after ``t0 = f(a, b)`` wrote ``b``), eager
+# never visits the ops that lead only to the other outputs; our node is called with None for
+# their gradients. A gradient computed only from absent tangents is zero: returning zeros would
+# make the engine run the nodes behind that input (whose saved values may have been modified:
+# a version error eager does not raise, fuzz seed 150108) and give a leaf a zero ``.grad`` where
+# eager leaves None. ``EntryLayout.grad_tangents`` (from the backward graph, ``gradient_tangents``)
+# says which tangents each gradient is computed from; such gradients are returned as None. The
+# engine still calls the nodes behind them, with no gradient at all (it schedules by the graph,
+# not by what flowed): a step node called so returns None at once, without its version checks.
+
+
 def _recomputed_from_written_input(s: int | None, now: int, expected: int) -> UnsupportedError:
     """Note [Saved mutated inputs]: the plan saved an input (``s``: its saved index; None: the new value
     the function wrote) to recompute from it in the backward where eager kept a value computed from
@@ -485,11 +544,21 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
     detach_shared = layout.detach_shared
     reach = hooks.reach if hooks is not None else ()   # Note [Hooks eager does not reach]
     edges = hooks.edges if hooks is not None else ()
+    grad_tangents = layout.grad_tangents
+    own_outputs = layout.own_outputs
+    distinct_outputs = layout.distinct_outputs
+    absent_grads = bool(tangent_positions)   # autograd passes None for outputs no gradient flows into
 
     class CompiledStep(torch.autograd.Function):
         @staticmethod
         def forward(ctx, *inputs):
             outs = forward(*inputs)
+            for k in own_outputs:   # Note [Outputs that view an intermediate]
+                if outs[k]._base is not None:
+                    outs = list(outs)
+                    outs[k] = torch.ops.aten._unsafe_view(outs[k], outs[k].shape)
+            if distinct_outputs:
+                outs = _distinct(outs, distinct_outputs)
             saved = outs[n_fw_outs:n_fw_outs + n_saved]
             if saved_copies or saved_aliases:
                 saved = list(saved)
@@ -507,9 +576,11 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
             ctx.sizes = list(outs[n_fw_outs + n_saved:])
             if saved_inputs:   # the epilogue's own as_strided_ (a metadata mutation) is not the user's write
                 ctx.versions = [(s, inputs[i], inputs[i]._version + _epilogue_bumps(inputs, i, meta_mutated, bumped)
-                                 + moved.get(i, 0), eager_saves) for s, i, eager_saves in saved_inputs]
+                                 + moved.get(i, 0), eager_saves, tangents)
+                                for s, i, eager_saves, tangents in saved_inputs]
             if read_outputs:   # weakly: a cycle output -> grad_fn -> ctx -> output would outlive the call
-                ctx.output_versions = [(weakref.ref(outs[k]), outs[k]._version) for k in read_outputs]
+                ctx.output_versions = [(weakref.ref(outs[k]), outs[k]._version, tangents)
+                                       for k, tangents in read_outputs]
             if bw_mutated:
                 ctx.bw_targets = [inputs[i] for i in bw_mutated]
             if non_diff:
@@ -518,7 +589,7 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                     for i in detach_shared:
                         outs[i] = outs[i].detach()
                 ctx.mark_non_differentiable(*[outs[i] for i in non_diff])
-            if reach:   # absent gradients stay None: the hooks eager would not reach are skipped
+            if absent_grads:   # absent gradients stay None: what eager would not reach is skipped
                 ctx.set_materialize_grads(False)
                 ctx.tangent_like = [(outs[i].shape, outs[i].dtype, outs[i].device) for i in tangent_positions]
             return tuple(outs[:n_fw_outs])
@@ -526,6 +597,9 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
         @staticmethod
         @once_differentiable
         def backward(ctx, *grads):
+            present = [grads[i] is not None for i in tangent_positions]
+            if absent_grads and not any(present):
+                return (None,) * n_grads   # reached only through another output of ours: eager never runs it
             stash = ctx.stash
             if stash is _HOOKED:
                 stash = list(ctx.saved_tensors)
@@ -535,7 +609,9 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                     "after they have already been freed). Specify retain_graph=True if you need to backward "
                     "through the graph a second time.")
             if saved_inputs:
-                for s, tensor, version, eager_saves in ctx.versions:
+                for s, tensor, version, eager_saves, tangents in ctx.versions:
+                    if tangents is not None and not any(present[t] for t in tangents):
+                        continue   # read only for gradients that did not come: eager's node never runs
                     if tensor._version != version and not eager_saves:
                         raise _recomputed_from_written_input(s, tensor._version, version)
                     if tensor._version != version:
@@ -553,8 +629,10 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                         f"operation: an input the compiled function wrote is at version {tensor._version}; "
                         f"expected version {version} instead.")
             if read_outputs:   # as eager's saved-variable check: the backward reads these outputs
-                for output, version in ctx.output_versions:
+                for output, version, tangents in ctx.output_versions:
                     tensor = output()
+                    if tangents is not None and not any(present[t] for t in tangents):
+                        continue   # read only for gradients that did not come: eager's node never runs
                     if tensor is not None and tensor._version != version:
                         raise RuntimeError(
                             "one of the variables needed for gradient computation has been modified by an "
@@ -564,8 +642,7 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                 ctx.stash = None
             args = [*ctx.sizes, *stash]
             del stash
-            if reach:
-                present = [grads[i] is not None for i in tangent_positions]
+            if absent_grads:
                 grads = _zeros_for_absent(grads, tangent_positions, ctx.tangent_like)
             for i in tangent_positions:
                 g = grads[i]
@@ -582,6 +659,9 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                     for target, value in zip(ctx.bw_targets, result[n_grads:], strict=True):
                         target.copy_(value)
                 result = result[:n_grads]
+            if grad_tangents:
+                result = [None if deps is not None and not any(present[t] for t in deps) else g
+                          for g, deps in zip(result, grad_tangents, strict=True)]
             return tuple(g if need else None for g, need in zip(result, grad_mask, strict=True))
 
     return CompiledStep

@@ -26,7 +26,7 @@ import torch
 import torch.fx
 
 from ..ir import Role
-from ..ir.graph import output_roles, output_values, placeholders
+from ..ir.graph import output_roles, output_values, placeholders, tangent_sources
 from ..ir.hook_ops import is_hook_call
 
 
@@ -47,11 +47,7 @@ def hook_reach(backward: torch.fx.GraphModule) -> tuple[HookReach, ...]:
     calls = [n for n in graph.nodes if is_hook_call(n)]
     if not calls:
         return ()
-    tangents = [n for n in placeholders(graph) if n.meta.get("role") is Role.TANGENT]
-    from_tangent: dict[torch.fx.Node, frozenset] = {t: frozenset((k,)) for k, t in enumerate(tangents)}
-    for node in graph.nodes:   # graph order is topological
-        if node.op == "call_function":
-            from_tangent[node] = frozenset().union(*(from_tangent.get(a, frozenset()) for a in node.all_input_nodes))
+    from_tangent = tangent_sources(graph)
     feeds: dict[torch.fx.Node, set] = {n: set() for n in graph.nodes}
     for position, (value, role) in enumerate(zip(output_values(graph), output_roles(graph), strict=True)):
         if isinstance(value, torch.fx.Node) and role is Role.GRADIENT:
