@@ -405,7 +405,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
                                            [position.get(outputs[i].same_object) for i in tensor_outs]),
         own_outputs=own_outputs,
         outputs_read_by_backward=tuple(read_outputs),
-        backward_error=(joint.backward_error, joint.error_outputs, joint.error_inputs)
+        backward_error=(joint.backward_error, joint.error_outputs, joint.error_inputs, joint.error_multi_output)
         if joint.backward_error is not None else None,
         output_plan=tuple(plan_entries),
         new_leaves=joint.new_leaves,

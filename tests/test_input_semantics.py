@@ -826,3 +826,42 @@ def test_view_of_a_moved_input_whose_geometry_then_changes_is_refused_not_mispla
         jointgraph.aot_function(f)(base.clone().expand(2, 2))
     torch._dynamo.reset()
     torch.testing.assert_close(torch.compile(f, backend="jointgraph")(base.clone().expand(2, 2)), expected)
+
+
+@pytest.mark.parametrize("write", ["clamp_", "mul_"])
+def test_intermediate_set_onto_a_written_input_comes_back_with_the_inputs_geometry(write):
+    """Fuzz seed 200016: ``t0.set_(a)`` after ``a`` was written in place, ``a`` a slice at offset 1:
+    the returned ``t0`` was regenerated at the written input's functional offset (0), reading the
+    element before the slice."""
+    def f(a):
+        getattr(a, write)(0.5) if write == "mul_" else a.clamp_(-0.5, 0.5)
+        t0 = a.sum()
+        t0.set_(a)
+        return t0
+
+    def run(fn):
+        base = torch.randn(3, generator=torch.Generator().manual_seed(0))
+        out = fn(base[1:])
+        return out.storage_offset(), out.shape, out.clone(), base
+
+    expected, got = run(f), run(jointgraph.aot_function(f))
+    assert got[:2] == expected[:2]
+    torch.testing.assert_close(got[2:], expected[2:])
+
+
+def test_set_of_an_input_onto_a_transposed_input_then_as_strided_is_not_a_functionalization_error():
+    """Fuzz seed 200096: the check that a written input's final geometry holds its elements replayed the
+    moved input's view ops (``b.t_()`` then ``a.set_(b)``) on ``a``'s own 3-D geometry and raised
+    ``t()``'s error at the call, where eager raises only at backward. The check now sees the input's
+    new storage (Note [Inputs given another storage]); the call is refused by name."""
+    def f(a, b):
+        with torch.no_grad():
+            b.diagonal().add_(0.5)
+        b.t_()
+        a.set_(b)
+        a.as_strided_((2,), (1,))
+        return b.unsqueeze(0)
+
+    b = (torch.randn(5, 2, requires_grad=True) * 1)[1:4]
+    with pytest.raises(jointgraph.UnsupportedError, match=r"set_\(\)"):
+        jointgraph.aot_function(f)(torch.randn(3, 2, 4), b)

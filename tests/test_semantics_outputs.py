@@ -855,3 +855,25 @@ def test_requires_grad_on_a_detach_across_a_graph_break_leaves_the_other_output_
     torch._dynamo.reset()
     x = torch.randn(2, 2).t()
     assert torch.compile(f, backend="jointgraph")(x).requires_grad is f(x).requires_grad is False
+
+
+def test_multi_output_view_of_an_entry_whose_backward_raises_refuses_in_place_ops():
+    """Fuzz seed 300283: ``c.unsqueeze_(0)`` after ``c.sin()`` saved ``c`` makes every backward raise, so
+    the entry is compiled without one and its outputs were plain tensors: ``t1``, a ``chunk`` output in
+    eager, took ``mul_`` where eager raises."""
+    def f(c):
+        t0 = c.sin() * 3.0
+        t1 = t0.chunk(2)[0]
+        c.unsqueeze_(0)
+        return t1
+
+    def run(fn):
+        x = (torch.randn(6, 4, 2, requires_grad=True) * 1)[:-1]
+        out = fn(x)
+        with pytest.raises(RuntimeError, match="returns multiple views"):
+            out.mul_(2)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            out.sum().backward()
+
+    run(f)
+    run(jointgraph.aot_function(f))

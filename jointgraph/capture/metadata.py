@@ -142,11 +142,11 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
             inputs = [_input_info(f, a, role, g, w)
                       for f, a, role, g, w in zip(call_args, fake_args, roles, grad_fns, writes, strict=True)]
             inputs = _storage_resizes(inputs, call_args, fake_args, storage_bytes)
-            _check_written_geometry(inputs, fake_args)
             inputs = [_eager_counters(info, a, version, checks)
                       for info, a, version in zip(inputs, call_args, versions, strict=True)]
             inputs = _new_storages(inputs, call_args, fake_args, versions, grad_fns, input_storages,
                                    with_backward, non_leaf)
+            _check_written_geometry(inputs, fake_args)   # after: a moved input's geometry is its new storage's
             outputs, tangents = [], []
             # Read before anything asks for a grad_fn (see _STALE_VIEW_OF_NON_GRAD_BASE).
             required = [isinstance(out, torch.Tensor) and out.requires_grad for out in flat_outs]
@@ -669,8 +669,18 @@ def _output_info(out, f_args: list, input_storages: dict, with_backward: bool, f
     if base is not None and not (with_backward and _from_custom_function(out)):
         # A view of an input is regenerated from the caller's tensor; a custom Function's output
         # that aliases an input is a plain output, so the Function's backward stays in the graph.
+        replay = _view_replay(out)
+        if replay is None and torch._functionalize_was_storage_changed(out.elem):
+            # set_() of a tensor made inside onto the input's storage (fuzz seed 200016): its functional
+            # geometry is in the frame of the input's functional value, which need not be the caller's
+            # (a written input's offset is 0 there); replayed from the input, or refused.
+            replay = _replay_from(out, f_args[base])
+            if replay is None:
+                raise UnsupportedError(f"a tensor made inside the function and set_() onto the storage of input "
+                                       f"{base} is returned with a geometry that cannot be replayed on the "
+                                       "caller's tensor", hint='return a clone of it, or pass on_unsupported="eager"')
         return OutputInfo(kind="input_view", requires_grad=out.requires_grad, input_index=base,
-                          view_meta=_view_meta(out, bool(out.requires_grad)), view_replay=_view_replay(out))
+                          view_meta=_view_meta(out, bool(out.requires_grad)), view_replay=replay)
     view_meta = replay = view_base = None
     if with_backward and out._base is not None and not _from_custom_function(out) and not _moved_off_base(out):
         # A view of an intermediate: returned from the autograd.Function it could not be modified

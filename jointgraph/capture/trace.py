@@ -157,6 +157,12 @@ def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fak
             joint = _trace_joint(leaves, fake_args, roles, fake_mode, with_backward=False, names=names,
                                  non_leaf=non_leaf, decompositions=decompositions)
             joint = _recorded_storage_sets(joint, meta)
+            # fuzz seed 300283: the outputs traced without a backward are plain tensors; eager's chunk()
+            # output still refuses an in-place op
+            multi = tuple(k for k in outputs if meta is not None and k < len(meta.outputs)
+                          and meta.outputs[k].view_meta is not None and meta.outputs[k].view_meta[5]
+                          and meta.outputs[k].requires_grad)
+            joint = dataclasses.replace(joint, error_multi_output=multi)
     return dataclasses.replace(joint, backward_error=error, error_outputs=outputs, error_inputs=inputs)
 
 

@@ -94,7 +94,8 @@ class EntryLayout:
     # (flat position, input, other inputs written after the view was made): made before the epilogue
     # too when one of the others shares the input's storage in this call (a.copy_(a), a a detach of b)
     early_if_aliased: tuple[tuple[int, int, tuple[int, ...]], ...] = ()
-    # (error, user output positions, mutated inputs): Note [Errors in the backward]
+    # (error, user output positions, mutated inputs, multi-output views among the outputs):
+    # Note [Errors in the backward]
     backward_error: tuple | None = None
     # (user output, tangents it is read for or None): version-checked in the backward
     outputs_read_by_backward: tuple[tuple[int, tuple[int, ...] | None], ...] = ()
@@ -292,7 +293,7 @@ class CompiledEntry:
     def _with_raising_backward(self, flat: list, inputs: list) -> list:
         """Note [Errors in the backward]: the outputs eager differentiates, behind a node whose
         backward raises eager's error."""
-        error, positions, _ = self.layout.backward_error
+        error, positions, _, multi_output = self.layout.backward_error
         sources = [t for t in inputs if isinstance(t, torch.Tensor) and t.requires_grad]
         if not sources or not torch.is_grad_enabled() or not positions:
             return flat
@@ -321,12 +322,15 @@ class CompiledEntry:
                 offset = out.storage_offset() + t.storage_offset() - r.storage_offset()
                 out = out.as_strided(t.shape, t.stride(), offset)
             flat[k] = out if t.requires_grad or k in positions else out.detach()
+            if k in multi_output:   # a chunk() / unbind() output in eager: in-place ops on it raise
+                flat[k] = flat[k].view_as(flat[k])
+                _set_creation_meta(flat[k], _MULTI_OUTPUT_NODE)
         return flat
 
     def _raising_inputs(self, inputs: list) -> None:
         """Note [Errors in the backward]: the mutated inputs take a history whose backward raises, as
         eager's; the write is the epilogue's, so their versions stay as it left them."""
-        error, _, mutated = self.layout.backward_error
+        error, _, mutated, _ = self.layout.backward_error
         sources = [t for t in inputs if isinstance(t, torch.Tensor) and t.requires_grad]
         if not sources or not torch.is_grad_enabled():
             return
