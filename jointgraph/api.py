@@ -401,6 +401,8 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
                                                   if info.new_value_of is not None}),
         saved_input_positions=tuple(saved_inputs),
         grad_tangents=_prunable_gradients(graphs.backward, len(tangent_positions)),
+        data_views=tuple(k for k, info in enumerate(o for o in outputs if o.carries is None and o.new_value_of is None)
+                         if info.via_data),
         distinct_outputs=_distinct_outputs(graphs.forward, [outputs[i] for i in tensor_outs],
                                            [position.get(outputs[i].same_object) for i in tensor_outs]),
         own_outputs=own_outputs,

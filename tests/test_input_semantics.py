@@ -865,3 +865,42 @@ def test_set_of_an_input_onto_a_transposed_input_then_as_strided_is_not_a_functi
     b = (torch.randn(5, 2, requires_grad=True) * 1)[1:4]
     with pytest.raises(jointgraph.UnsupportedError, match=r"set_\(\)"):
         jointgraph.aot_function(f)(torch.randn(3, 2, 4), b)
+
+
+@pytest.mark.parametrize("how", ["aot_function", "torch.compile"])
+def test_view_of_an_inputs_data_counts_its_own_versions(how):
+    """Fuzz seed 200574 (through Dynamo, whose graph returns ``b.data.select(0, -1)`` across a graph
+    break): the output was regenerated from ``b`` itself and shared its version counter, so writing it
+    bumped ``b``'s version where eager's ``.data`` alias counts its own."""
+    def f(b):
+        b.data.select(0, -1).clamp_(max=0.0)
+        return b.data.select(0, -1), b[:-1]
+
+    def run(fn):
+        torch._dynamo.reset()
+        leaf = torch.tensor([0.5, 1.0, 2.0], requires_grad=True)
+        x = leaf * 1
+        before = x._version
+        out, view = fn(x)
+        out.add_(1)
+        return x._version - before, out.requires_grad, x.detach().clone()
+
+    compiled = jointgraph.aot_function(f) if how == "aot_function" else torch.compile(f, backend="jointgraph")
+    got, expected = run(compiled), run(f)
+    assert got[:2] == expected[:2]
+    torch.testing.assert_close(got[2], expected[2])
+
+
+def test_returned_view_of_data_written_after_the_call_leaves_the_inputs_version():
+    def f(b):
+        return b.data.select(0, -1)
+
+    def run(fn):
+        x = torch.tensor([0.5, 1.0], requires_grad=True) * 1
+        before = x._version
+        fn(x).add_(1)
+        return x._version - before, x.detach().clone()
+
+    got, expected = run(jointgraph.aot_function(f)), run(f)
+    assert got[0] == expected[0] == 0
+    torch.testing.assert_close(got[1], expected[1])

@@ -447,6 +447,10 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         _, _, clock = self._made.get(t, (None, None, None))
         return clock is not None and self._last_write.get(_storage_id(other), 0) > clock
 
+    def via_data(self, t: torch.Tensor) -> bool:
+        """``t`` is ``x.data`` or a view of it: its version counter is its own, not ``x``'s."""
+        return bool(self._data_aliases.get(t))
+
     def written(self, t: torch.Tensor) -> bool:
         """An in-place op (data or metadata) ran on a tensor sharing ``t``'s storage, not through
         ``.data``: eager bumped the version counter ``t`` shares with it."""

@@ -178,6 +178,10 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
             outputs = [dataclasses.replace(info, same_object=next(j for j in range(k) if flat_outs[j] is out))
                        if isinstance(out, torch.Tensor) and any(out is o for o in flat_outs[:k]) else info
                        for k, (out, info) in enumerate(zip(flat_outs, outputs, strict=True))]
+            # fuzz seed 200574: a view of x.data written after the call must not bump x's version
+            outputs = [dataclasses.replace(info, via_data=True)
+                       if info.kind == "input_view" and isinstance(out, torch.Tensor) and checks.via_data(out) else info
+                       for out, info in zip(flat_outs, outputs, strict=True)]
         # Tangents are plain fakes: made outside FunctionalTensorMode.
         tangents = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype, device in tangents]
     overlapping = frozenset(i for i in non_leaf if with_backward and has_internal_overlap(fake_args[i])

@@ -78,6 +78,8 @@ class OutputInfo:
     # The earlier user output (flat index) that is the same tensor object (``return y, y``): the only case
     # where the runtime may return one object twice (Note [Distinct outputs] in runtime/function.py)
     same_object: int | None = None
+    # An input view taken through ``x.data``: its version counter is its own (regenerated from ``x.data``)
+    via_data: bool = False
     # Note [Inputs given another storage] in capture/metadata.py: this "tensor" is no user output but the
     # new value (on a new storage) of input ``new_value_of``, which the runtime sets the input onto.
     new_value_of: int | None = None

@@ -123,6 +123,7 @@ class EntryLayout:
     # Function outputs the forward computes (no alias of an input): Note [Outputs that view an intermediate]
     own_outputs: tuple[int, ...] = ()
     distinct_outputs: tuple[tuple[int, int], ...] = ()   # Note [Distinct outputs]
+    data_views: tuple[int, ...] = ()            # flat outputs that are views of an input's .data
 
 
 def _early_views(layout: EntryLayout, inputs: list) -> tuple[int, ...]:
@@ -204,7 +205,8 @@ class CompiledEntry:
         # Views the function took of an input before writing it: made before the epilogue writes, so
         # they are stale views as eager's are (a view made under no_grad then refuses its grad_fn).
         early_views = layout.early_views if not layout.early_if_aliased else _early_views(layout, inputs)
-        early = {k: self._view(*layout.output_plan[k], (), outs, inputs, pre, early=True)
+        early = {k: self._view(*layout.output_plan[k], (), outs, inputs, pre, early=True,
+                               data=k in layout.data_views)
                  for k in early_views} if early_views else None
         sources = storage_sources(inputs, outs, layout.storage_sets) if layout.storage_sets else None
         if layout.metadata_mutations:
@@ -234,13 +236,14 @@ class CompiledEntry:
             elif kind == "symbolic":   # a size expression (capture/symbolic.py)
                 flat.append(value(inputs))
             else:
-                flat.append(self._view(kind, value, flat, outs, inputs, pre))
+                flat.append(self._view(kind, value, flat, outs, inputs, pre, data=len(flat) in layout.data_views))
         if layout.backward_error is not None:
             flat = self._with_raising_backward(flat, inputs)
         return flat
 
     @staticmethod
-    def _view(kind: str, value, flat: list, outs, inputs: list, pre: dict | None, early: bool = False):
+    def _view(kind: str, value, flat: list, outs, inputs: list, pre: dict | None, early: bool = False,
+              data: bool = False):
         """A view of the caller's tensor ("input_view"), of an earlier output, or of the base the graph
         returned for a view of an intermediate ("tensor_view"), as eager returns it."""
         read = carried = None
@@ -258,6 +261,8 @@ class CompiledEntry:
             base = outs[index]
         else:
             base = pre[index] if pre and index in pre else inputs[index]
+            if data:   # a view of x.data: a version counter of its own, as eager's
+                base = base.data
         if read is not None:
             size, stride, offset = read(inputs, base)
         elif carried is not None:
