@@ -257,6 +257,19 @@ def test_an_assertion_dynamo_raises_with_backend_eager_too_is_dynamos_own():
     assert fuzz.check(p, fake(assertion)).status == "crash"
 
 
+def test_dynamos_own_error_under_a_guard_change_is_confirmed_in_that_call():
+    """Fuzz seed 310050: Dynamo itself raises in the third call, under no_grad (a view made in no_grad mode
+    and an in-place op with grad mode on, in its own bytecode). backend="eager" was run once, without the
+    guard change, so the error counted as ours."""
+    source = ("def f(a, b):\n    t0 = b.view(-1).requires_grad_(True)\n    a.t_()\n    t1 = t0 * SCALE\n"
+              "    return b.sum()\n")
+    p = dataclasses.replace(program(source, "leaf0 = torch.randn(4, generator=g).requires_grad_()",
+                                    "base0 = leaf0.clone()", args="base0, base0"), guard="no_grad")
+    outcome = fuzz.check(p, fuzz.contenders(dynamo_every=1)["dynamo"])
+    assert outcome.status == "refused" and "guard no_grad" in outcome.message \
+        and "backend='eager' too" in outcome.message, outcome
+
+
 def test_second_call_is_checked_too():
     calls = []
 

@@ -963,7 +963,8 @@ def check(program: Program, contender: Contender, eager: Observation | None = No
         except Exception as exc:   # the oracle could not even compare (e.g. a malformed output)
             outcome = Outcome("crash", f"comparing: {_describe(exc)}", f"comparing: {_normalized(_describe(exc))}")
             observed = None
-        if outcome.status in ("wrong", "crash") and observed is not None and _dynamo_itself_fails(program, observed):
+        if outcome.status in ("wrong", "crash") and observed is not None \
+                and _dynamo_itself_fails(program, observed, guarded=bool(prefix.startswith("guard"))):
             line = "Dynamo's own trace raised before any backend (backend='eager' too): " + _first_line(observed.error)
             outcome = Outcome("refused", line, _normalized(line))
         if outcome.status != "pass":
@@ -971,15 +972,24 @@ def check(program: Program, contender: Contender, eager: Observation | None = No
     return Outcome("pass")
 
 
-def _dynamo_itself_fails(program: Program, observed: Observation) -> bool:
+def _dynamo_itself_fails(program: Program, observed: Observation, guarded: bool = False) -> bool:
     """The error is Dynamo's own (its fake-tensor pass, ``TorchRuntimeError``, or an
     ``InternalTorchDynamoError``), before any backend: confirmed by ``backend="eager"`` failing
-    the same way. Not a jointgraph result."""
+    the same way, in the same call (``guarded``: the call under the guard change, after two plain
+    ones, fuzz seed 310050). Not a jointgraph result."""
     own = (torch._dynamo.exc.TorchRuntimeError, torch._dynamo.exc.InternalTorchDynamoError)
     if observed.error is None:
         return False
     torch._dynamo.reset()
-    reference = observe(program, torch.compile(program.function(), backend="eager"))
+    original = program.function()
+    reference_fn = torch.compile(original, backend="eager")
+    if guarded:
+        observe(program, reference_fn)
+        observe(program, reference_fn)
+        reference = observe(program, reference_fn, _guard_change(program.guard, original),
+                            program.guard == "autocast")
+    else:
+        reference = observe(program, reference_fn)
     torch._dynamo.reset()
     if type(reference.error) is not type(observed.error):
         return False
