@@ -904,3 +904,27 @@ def test_returned_view_of_data_written_after_the_call_leaves_the_inputs_version(
     got, expected = run(jointgraph.aot_function(f)), run(f)
     assert got[0] == expected[0] == 0
     torch.testing.assert_close(got[1], expected[1])
+
+
+def test_requires_grad_on_an_input_after_a_view_of_it_is_refused_not_differentiated_into_it():
+    """Fuzz seed 310444: eager's ``t0 = a[0]`` made before ``a.requires_grad_()`` is a leaf of its own (its
+    gradient does not reach ``a``); compiled, the gradient through ``t0`` reached ``a``."""
+    def f(a):
+        t0 = a[0]
+        a.requires_grad_()
+        return a, t0.reshape(-1)
+
+    a = torch.tensor([0.3, 0.5])
+    _, view = f(a)
+    view.sum().backward()
+    assert a.grad is None and view.requires_grad   # eager: the view is its own leaf
+    with pytest.raises(jointgraph.UnsupportedError, match="after a view of it was taken"):
+        jointgraph.aot_function(f)(torch.tensor([0.3, 0.5]))
+
+    def g(a):   # a view taken after requires_grad_() is differentiable into the input, as in eager
+        a.requires_grad_()
+        return a[0] * 2
+
+    x = torch.tensor([0.3, 0.5])
+    jointgraph.aot_function(g)(x).backward()
+    torch.testing.assert_close(x.grad, torch.tensor([2.0, 0.0]))

@@ -247,6 +247,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self.reshaped_under_views = False      # an in-place view op ran on a storage with views made before
         self.set_inside = False                # set_() ran on a tensor made inside the function
         self._reshaped_views: dict[int, list] = {}   # storage -> differentiable views given new metadata in place
+        self.views_before_requires_grad: dict[int, str] = {}   # input storage -> the requires_grad_() line
 
     def track(self, tensors: list) -> None:
         """Watch ``tensors`` (the inputs) as results are watched: a storage swapped under them is refused."""
@@ -309,6 +310,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                     self.check_storage_kept(arg)
         if self.analyze and func in _AS_STRIDED and target is not None:
             _check_as_strided_bounds(target, *args[1:], **kwargs)
+        if self.analyze and name == "requires_grad_" and target is not None:
+            self._check_views_before_requires_grad(target, *args[1:], **kwargs)
         if name == "copy_" and len(args) > 1 and _same_data(target, args[1]) \
                 and not ((target.requires_grad or args[1].requires_grad) and torch.is_grad_enabled()):
             # Eager's copy_ returns at once when the source is the target's memory, but its version
@@ -354,6 +357,18 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                 if isinstance(item, torch.Tensor):
                     self._track(func, name, target, item)
         return result
+
+    def _check_views_before_requires_grad(self, target: torch.Tensor, requires_grad: bool = True) -> None:
+        """Fuzz seed 310444: ``t0 = a[0]; a.requires_grad_()`` on an input. Eager's ``t0``, a view made
+        before, then requires grad as a leaf of its own (its gradient never reaches ``a``); the graph
+        is traced with ``a`` requiring grad from the start, where ``t0`` is differentiable into ``a``."""
+        storage = _storage_id(target)
+        if not requires_grad or target.requires_grad or self._made.get(target) != (storage, None, None):
+            return   # not an input (or nothing changes)
+        if any(v is not target and v._base is not None and not v.requires_grad
+               for ref in self._views.get(storage, ()) if (v := ref()) is not None):
+            # refused by the metadata pass where the caller's tensor is no view (views of a view follow it)
+            self.views_before_requires_grad[storage] = user_source_line()
 
     def _track(self, func, name: str, target, result: torch.Tensor) -> None:
         self._expanded.track(func, target, result)
@@ -446,6 +461,10 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         ``t`` would be stale."""
         _, _, clock = self._made.get(t, (None, None, None))
         return clock is not None and self._last_write.get(_storage_id(other), 0) > clock
+
+    def view_before_requires_grad(self, t: torch.Tensor) -> str | None:
+        """The line of a ``requires_grad_()`` on the input ``t`` after a view of it was made, or None."""
+        return self.views_before_requires_grad.get(_storage_id(t))
 
     def via_data(self, t: torch.Tensor) -> bool:
         """``t`` is ``x.data`` or a view of it: its version counter is its own, not ``x``'s."""

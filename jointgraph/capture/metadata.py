@@ -142,6 +142,14 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
             inputs = [_input_info(f, a, role, g, w)
                       for f, a, role, g, w in zip(call_args, fake_args, roles, grad_fns, writes, strict=True)]
             inputs = _storage_resizes(inputs, call_args, fake_args, storage_bytes)
+            for info, f, fake in zip(inputs, call_args, fake_args, strict=True):
+                line = checks.view_before_requires_grad(f) if info.requires_grad_set else None
+                if line is not None and fake._base is None:
+                    raise UnsupportedError("requires_grad_() on an input after a view of it was taken inside the "
+                                           "function is not supported: eager's earlier view becomes a leaf of its "
+                                           "own, whose gradient does not reach the input (fuzz seed 310444)",
+                                           source=line, hint="call requires_grad_() before taking views (or outside "
+                                                             'the function), or pass on_unsupported="eager"')
             inputs = [_eager_counters(info, a, version, checks)
                       for info, a, version in zip(inputs, call_args, versions, strict=True)]
             inputs = _new_storages(inputs, call_args, fake_args, versions, grad_fns, input_storages,
