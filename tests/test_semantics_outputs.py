@@ -877,3 +877,19 @@ def test_multi_output_view_of_an_entry_whose_backward_raises_refuses_in_place_op
 
     run(f)
     run(jointgraph.aot_function(f))
+
+
+def test_split_output_whose_base_is_written_in_an_entry_whose_backward_raises_refuses_its_grad_fn():
+    """Fuzz seed 310639: ``t1.square_()`` writes the output ``tanh`` saved (every backward raises) after
+    ``t2 = t1.split(1)[1]`` was made: eager's ``t2.is_leaf`` raises; compiled without a backward, it read
+    False."""
+    def f(a):
+        t1 = a.tanh()
+        t2 = t1.split(1)[1]
+        t1.square_()
+        return t2
+
+    for fn in (f, jointgraph.aot_function(f)):
+        out = fn(torch.randn(4, 4, requires_grad=True) * 1)
+        with pytest.raises(RuntimeError, match="its base or another view of its base has been modified inplace"):
+            out.is_leaf   # noqa: B018

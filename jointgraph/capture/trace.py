@@ -52,7 +52,7 @@ from .generators import GeneratorArgs, rng_state_as_effects
 from .hooks_inside import HooksInside, HookTable
 from .inplace import EagerInPlaceChecks, stale_view_error
 from .leaves import LeafSlots, slot_examples
-from .metadata import collect_metadata, restore_storage_bytes, returned, storage_sizes
+from .metadata import WRITTEN_AFTER, collect_metadata, restore_storage_bytes, returned, storage_sizes
 from .scopes import module_scopes
 from .subclasses import refuse_subclass_gradients
 from .symbolic import geometry_tensor
@@ -159,9 +159,9 @@ def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fak
             joint = _recorded_storage_sets(joint, meta)
             # fuzz seed 300283: the outputs traced without a backward are plain tensors; eager's chunk()
             # output still refuses an in-place op
-            multi = tuple(k for k in outputs if meta is not None and k < len(meta.outputs)
-                          and meta.outputs[k].view_meta is not None and meta.outputs[k].view_meta[5]
-                          and meta.outputs[k].requires_grad)
+            multi = tuple((k, meta.outputs[k].view_meta[5] == WRITTEN_AFTER) for k in outputs
+                          if meta is not None and k < len(meta.outputs) and meta.outputs[k].view_meta is not None
+                          and meta.outputs[k].view_meta[5] and meta.outputs[k].requires_grad)
             joint = dataclasses.replace(joint, error_multi_output=multi)
     return dataclasses.replace(joint, backward_error=error, error_outputs=outputs, error_inputs=inputs)
 

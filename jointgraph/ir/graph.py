@@ -122,9 +122,10 @@ class JointGraph:
     # (indices into ``outputs``) whose backward raises it; the graph then has no backward.
     backward_error: BaseException | None = None
     error_outputs: tuple[int, ...] = ()
-    # Of those, the multi-output views (unbind / split / chunk) that require grad in eager: in-place
-    # ops on them raise eager's error, also when the entry is compiled without a backward
-    error_multi_output: tuple[int, ...] = ()
+    # Of those, the multi-output views (unbind / split / chunk) that require grad in eager, each with
+    # whether its base was written after it was made: in-place ops on them (and, written after, reading
+    # their grad_fn) raise eager's error, also when the entry is compiled without a backward
+    error_multi_output: tuple[tuple[int, bool], ...] = ()
     error_inputs: tuple[int, ...] = ()   # inputs whose recorded mutation leads to the error
     hooks: Any = None   # the HookTable of hooks registered inside (Note [Hooks inside the function])
     # Note [New leaves] in capture/leaves.py: one NewLeaf per slot, the last inputs (role NEW_LEAF)

@@ -299,6 +299,7 @@ class CompiledEntry:
         """Note [Errors in the backward]: the outputs eager differentiates, behind a node whose
         backward raises eager's error."""
         error, positions, _, multi_output = self.layout.backward_error
+        multi_output = dict(multi_output)
         sources = [t for t in inputs if isinstance(t, torch.Tensor) and t.requires_grad]
         if not sources or not torch.is_grad_enabled() or not positions:
             return flat
@@ -330,6 +331,8 @@ class CompiledEntry:
             if k in multi_output:   # a chunk() / unbind() output in eager: in-place ops on it raise
                 flat[k] = flat[k].view_as(flat[k])
                 _set_creation_meta(flat[k], _MULTI_OUTPUT_NODE)
+                if multi_output[k]:   # its base written after it was made: reading its grad_fn raises too
+                    torch.autograd.graph.increment_version(flat[k])
         return flat
 
     def _raising_inputs(self, inputs: list) -> None:
