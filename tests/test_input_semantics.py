@@ -928,3 +928,20 @@ def test_requires_grad_on_an_input_after_a_view_of_it_is_refused_not_differentia
     x = torch.tensor([0.3, 0.5])
     jointgraph.aot_function(g)(x).backward()
     torch.testing.assert_close(x.grad, torch.tensor([2.0, 0.0]))
+
+
+def test_expanded_input_written_then_given_another_storage_is_refused_not_an_overlap_crash():
+    """Fuzz seed 210664: the write into an expanded input before ``a.data = ...`` was copied into its old
+    storage through the expanded geometry, and the epilogue's copy_ raised eager's overlap error at the
+    call, where eager writes the one shared element."""
+    def f(a):
+        a.unsqueeze_(0)
+        a[:, 0] = 0
+        t0 = a.sum()
+        a.squeeze_()
+        a.data = a.data * 2
+        return t0
+
+    x = torch.randint(-3, 4, (1, 2)).expand(3, 2)
+    with pytest.raises(jointgraph.UnsupportedError, match="expanded tensor"):
+        jointgraph.aot_function(f)(x)

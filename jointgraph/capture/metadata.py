@@ -336,6 +336,12 @@ def _new_storages(infos: list[InputInfo], call_args: list, fake_args: list, vers
             continue
         recorded = with_backward and f.grad_fn is not grad_fns[i]   # requires_grad_() alone is the prologue's
         old = getattr(f, OLD_STORAGE, None)
+        if old is not None and has_internal_overlap(fake_args[i]):   # fuzz seed 210664
+            raise UnsupportedError("an input whose elements share memory (an expanded tensor, stride 0) is written in "
+                                   "place before it is given another storage (set_(), .data =); its old storage's "
+                                   "new value cannot be expressed functionally",
+                                   hint="pass the tensor before expand (or a .clone() of the expanded one), or pass "
+                                        'on_unsupported="eager"')
         if old is not None and (f.grad_fn is not grad_fns[i] or tuple(old.shape) != tuple(fake_args[i].shape)):
             raise UnsupportedError(f"input {i} is written in place, with autograd recording it or with its "
                                    "geometry changed, and then given another storage (set_(), .data =): not "
