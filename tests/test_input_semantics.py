@@ -945,3 +945,18 @@ def test_expanded_input_written_then_given_another_storage_is_refused_not_an_ove
     x = torch.randint(-3, 4, (1, 2)).expand(3, 2)
     with pytest.raises(jointgraph.UnsupportedError, match="expanded tensor"):
         jointgraph.aot_function(f)(x)
+
+
+def test_copy_of_an_expanded_tensor_onto_its_own_memory_with_grad_is_refused_by_name():
+    """Fuzz seed 400103: ``t0.data.copy_(t0)`` with ``t0`` expanded and requiring grad crashed with
+    functionalization's overlap error; eager records the copy and writes nothing."""
+    def f(a):
+        a.requires_grad_()
+        t0 = a.expand(2, 4, 3)
+        t0.data.copy_(t0)
+        return t0[::2]
+
+    expected = f(torch.randn(4, 5)[:, :3])   # eager runs it
+    assert expected.shape == (1, 4, 3)
+    with pytest.raises(jointgraph.UnsupportedError, match="onto its own memory"):
+        jointgraph.aot_function(f)(torch.randn(4, 5)[:, :3])

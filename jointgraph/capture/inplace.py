@@ -312,6 +312,15 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             _check_as_strided_bounds(target, *args[1:], **kwargs)
         if self.analyze and name == "requires_grad_" and target is not None:
             self._check_views_before_requires_grad(target, *args[1:], **kwargs)
+        if name == "copy_" and len(args) > 1 and _same_data(target, args[1]) and has_internal_overlap(target) \
+                and (target.requires_grad or args[1].requires_grad) and torch.is_grad_enabled():
+            # fuzz seed 400103: ``t0.data.copy_(t0)``, t0 expanded and requiring grad: eager records the copy
+            # in autograd and writes nothing; traced as a copy, functionalization refuses the overlap
+            raise UnsupportedError("copy_() of an expanded tensor onto its own memory, recorded by autograd (one "
+                                   "side requires grad), cannot be compiled: its functional form writes into "
+                                   "overlapping elements", source=user_source_line(),
+                                   hint='drop the copy (it changes no value), or run it under torch.no_grad(), or '
+                                        'pass on_unsupported="eager"')
         if name == "copy_" and len(args) > 1 and _same_data(target, args[1]) \
                 and not ((target.requires_grad or args[1].requires_grad) and torch.is_grad_enabled()):
             # Eager's copy_ returns at once when the source is the target's memory, but its version
