@@ -238,3 +238,19 @@ def test_leaves_made_inside_under_inductor():
     """The slots are example inputs of Inductor's compile too."""
     compiled = jointgraph.aot_function(two_leaves, fw_compiler="inductor", bw_compiler="inductor")
     _assert_same(_observe(compiled, _input("two_leaves", True)), _observe(two_leaves, _input("two_leaves", True)))
+
+
+def test_input_set_onto_a_leaf_made_inside_is_refused_not_detached_from_it():
+    """Fuzz seed 401603: ``b.set_(t0); t0.requires_grad_()``: eager's returned leaf shares ``b``'s (new)
+    storage; the leaf was taken for a view of the input ``b`` and came back sharing nothing."""
+    def f(b):
+        t0 = b.tanh()
+        b.set_(t0)
+        t0.requires_grad_()
+        return t0
+
+    x = torch.randn(3)
+    out = f(x)
+    assert out.untyped_storage().data_ptr() == x.untyped_storage().data_ptr() and out.is_leaf
+    with pytest.raises(jointgraph.UnsupportedError, match="storage of a leaf created inside"):
+        jointgraph.aot_function(f)(torch.randn(3))

@@ -215,6 +215,14 @@ def _describe(leaf: torch.Tensor, where: str | None, outs: list, inputs: list, o
     storage = StorageWeakRef(leaf.untyped_storage())
     source = next((i for i, t in enumerate(inputs) if isinstance(t, torch.Tensor)
                    and StorageWeakRef(t.untyped_storage()) == storage), None)
+    if any(isinstance(t, FunctionalTensor) and torch._functionalize_was_storage_changed(t.elem)
+           and StorageWeakRef(t.untyped_storage()) == storage and not shares_version_counter(t, leaf)
+           for t in inputs):
+        # fuzz seed 401603: ``b.set_(t0); t0.requires_grad_()``: eager's b then shares the leaf's storage
+        raise UnsupportedError("an input given the storage of a leaf created inside the compiled function (set_(), "
+                               ".data =) is not supported: the leaf's slot is made before the graph runs, so the "
+                               "input would not share it", source=where,
+                               hint='set_() the input onto a clone, or pass on_unsupported="eager"')
     returned = False
     for out in outs:
         if not isinstance(out, torch.Tensor) or StorageWeakRef(out.untyped_storage()) != storage:
