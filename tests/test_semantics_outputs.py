@@ -893,3 +893,28 @@ def test_split_output_whose_base_is_written_in_an_entry_whose_backward_raises_re
         out = fn(torch.randn(4, 4, requires_grad=True) * 1)
         with pytest.raises(RuntimeError, match="its base or another view of its base has been modified inplace"):
             out.is_leaf   # noqa: B018
+
+
+def test_stale_split_view_passed_across_a_graph_break_raises_only_in_the_backward():
+    """Fuzz seed 500776: Dynamo passes ``t0 = b.split(1)[1]`` into its next graph; written under no_grad
+    after, it refuses its grad_fn, and hanging the node whose backward raises off it raised at the call,
+    where eager raises in the backward."""
+    def f(a, b):
+        t0 = b.split(1)[1]
+        t1 = a * torch.ones((4, 2), requires_grad=True)
+        with torch.no_grad():
+            a.transpose(0, 1).copy_(t0)
+            t0[-1] = 2.0
+        return t1[:, :1]
+
+    def run(fn):
+        torch._dynamo.reset()
+        g = torch.Generator().manual_seed(0)
+        a = torch.randn(6, 2, generator=g, requires_grad=True)[2:]
+        b = torch.randn(4, 4, generator=g, requires_grad=True)[2:]
+        out = fn(a, b)   # no error at the call
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            out.sum().backward()
+
+    run(f)
+    run(torch.compile(f, backend="jointgraph"))

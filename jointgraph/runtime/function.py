@@ -300,7 +300,7 @@ class CompiledEntry:
         backward raises eager's error."""
         error, positions, _, multi_output = self.layout.backward_error
         multi_output = dict(multi_output)
-        sources = [t for t in inputs if isinstance(t, torch.Tensor) and t.requires_grad]
+        sources = _raising_sources(inputs)
         if not sources or not torch.is_grad_enabled() or not positions:
             return flat
         # Outputs that are views of one tensor stay views of one tensor: the node returns each
@@ -339,7 +339,7 @@ class CompiledEntry:
         """Note [Errors in the backward]: the mutated inputs take a history whose backward raises, as
         eager's; the write is the epilogue's, so their versions stay as it left them."""
         error, _, mutated, _ = self.layout.backward_error
-        sources = [t for t in inputs if isinstance(t, torch.Tensor) and t.requires_grad]
+        sources = _raising_sources(inputs)
         if not sources or not torch.is_grad_enabled():
             return
         outs = RaisesInBackward.apply(error, len(mutated), *sources, *[inputs[i].detach() for i in mutated])
@@ -444,6 +444,21 @@ def _within(t: torch.Tensor, r: torch.Tensor) -> bool:
     low = t.storage_offset() - r.storage_offset()
     return low >= 0 and extent(t.shape, t.stride(), low) <= extent(r.shape, r.stride(), 0) and \
         all(st >= 0 for st in t.stride())
+
+
+def _raising_sources(inputs: list) -> list:
+    """The inputs requiring grad the node whose backward raises hangs off: not a stale multi-output view
+    (an ``unbind`` / ``split`` output whose base was written, which refuses its grad_fn: fuzz seed 500776,
+    where Dynamo passed one into the next graph; eager would raise only in the backward)."""
+    sources = []
+    for t in inputs:
+        if isinstance(t, torch.Tensor) and t.requires_grad:
+            try:
+                t.grad_fn   # noqa: B018 (autograd checks a view's version here)
+            except RuntimeError:
+                continue
+            sources.append(t)
+    return sources
 
 
 class RaisesInBackward(torch.autograd.Function):
