@@ -618,7 +618,8 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                 ctx.mark_non_differentiable(*[outs[i] for i in non_diff])
             if absent_grads:   # absent gradients stay None: what eager would not reach is skipped
                 ctx.set_materialize_grads(False)
-                ctx.tangent_like = [(outs[i].shape, outs[i].dtype, outs[i].device) for i in tangent_positions]
+                if len(tangent_positions) > 1:   # with one, it is present or the backward returns at once
+                    ctx.tangent_like = [(outs[i].shape, outs[i].dtype, outs[i].device) for i in tangent_positions]
             return tuple(outs[:n_fw_outs])
 
         @staticmethod
@@ -669,7 +670,7 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                 ctx.stash = None
             args = [*ctx.sizes, *stash]
             del stash
-            if absent_grads:
+            if absent_grads and not all(present):
                 grads = _zeros_for_absent(grads, tangent_positions, ctx.tangent_like)
             for i in tangent_positions:
                 g = grads[i]
