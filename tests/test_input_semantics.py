@@ -960,3 +960,27 @@ def test_copy_of_an_expanded_tensor_onto_its_own_memory_with_grad_is_refused_by_
     assert expected.shape == (1, 4, 3)
     with pytest.raises(jointgraph.UnsupportedError, match="onto its own memory"):
         jointgraph.aot_function(f)(torch.randn(4, 5)[:, :3])
+
+
+@pytest.mark.parametrize("how", ["aot_function", "torch.compile"])
+def test_detached_alias_written_with_grad_keeps_the_inputs_offset(how):
+    """Fuzz seed 403092: ``t1 = b.detach(); t1.add_(a)`` with ``b`` a slice at offset 2 (passed twice): the
+    output was moved onto the input's storage at the offset the written input has in the functional
+    frame (0), not the caller's."""
+    def f(a, b):
+        t1 = b.detach()
+        t1.add_(a)
+        return t1
+
+    def run(fn):
+        torch._dynamo.reset()
+        leaf = torch.arange(6.0, requires_grad=True)
+        x = (leaf * 1)[2:5]
+        out = fn(x, x)
+        out.sum().backward()
+        return out.storage_offset(), out.detach().clone(), leaf.grad
+
+    compiled = jointgraph.aot_function(f) if how == "aot_function" else torch.compile(f, backend="jointgraph")
+    got, expected = run(compiled), run(f)
+    assert got[0] == expected[0] == 2
+    torch.testing.assert_close(got[1:], expected[1:])

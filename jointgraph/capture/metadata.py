@@ -655,17 +655,22 @@ def _detached_alias_with_grad(out, f_args: list) -> bool:
             and not any(root is f for f in f_args) and not _from_custom_function(root))
 
 
-def _moved_onto_input(out, index: int) -> OutputInfo:
+def _moved_onto_input(out, index: int, input_offset) -> OutputInfo:
     """Note [Detached aliases written with grad]: the graph returns the alias's value, differentiable;
-    the runtime moves it onto the caller's storage (and takes ``out`` of it when ``out`` is a view)."""
+    the runtime moves it onto the caller's storage (and takes ``out`` of it when ``out`` is a view). Its
+    offset is relative to the input's (``input_offset``, in the functional frame: a written input's
+    functional value sits at offset 0 whatever the caller's, fuzz seed 403092); the runtime adds the
+    caller's."""
     view_meta = None
     root = out
     if out._base is not None:   # taken by geometry: its view ops start at the input's storage, not at root
         view_meta = _view_meta(out, True)
         root = out._base
     plain = from_fun(root)
+    size, stride, offset = geometry(plain)
     return OutputInfo(kind="tensor", requires_grad=True, view_meta=view_meta,
-                      view_base=plain if view_meta is not None else None, on_input=(index, *geometry(plain)))
+                      view_base=plain if view_meta is not None else None,
+                      on_input=(index, size, stride, offset - input_offset))
 
 
 def _output_info(out, f_args: list, input_storages: dict, with_backward: bool, flat_fn: LeafSlots) -> OutputInfo:
@@ -683,7 +688,7 @@ def _output_info(out, f_args: list, input_storages: dict, with_backward: bool, f
                           view_meta=view_meta if on_input is None else (*on_input, *view_meta[3:]))
     base = input_storages.get(StorageWeakRef(out.untyped_storage()))
     if base is not None and with_backward and _detached_alias_with_grad(out, f_args):
-        return _moved_onto_input(out, base)
+        return _moved_onto_input(out, base, from_fun(f_args[base]).storage_offset())
     if base is not None and not (with_backward and _from_custom_function(out)):
         # A view of an input is regenerated from the caller's tensor; a custom Function's output
         # that aliases an input is a plain output, so the Function's backward stays in the graph.

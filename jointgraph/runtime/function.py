@@ -395,8 +395,8 @@ def _move_onto_inputs(outs, inputs: list, moved: tuple) -> None:
     ``t``'s geometry (under no_grad, as eager's alias is no view in autograd's sense). The values
     are equal: the epilogue wrote the same ones there. Its version stays what the backward expects
     of it."""
-    for k, i, size, stride, offset in moved:
-        _set_keeping_version(outs[k], inputs[i].untyped_storage(), offset, size, stride)
+    for k, i, size, stride, offset in moved:   # offset: relative to the input's (metadata._moved_onto_input)
+        _set_keeping_version(outs[k], inputs[i].untyped_storage(), inputs[i].storage_offset() + offset, size, stride)
 
 
 def _set_keeping_version(out: torch.Tensor, storage, offset: int, size, stride) -> None:
