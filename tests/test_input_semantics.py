@@ -984,3 +984,26 @@ def test_detached_alias_written_with_grad_keeps_the_inputs_offset(how):
     got, expected = run(compiled), run(f)
     assert got[0] == expected[0] == 2
     torch.testing.assert_close(got[1:], expected[1:])
+
+
+def test_set_on_a_view_of_a_transposed_input_onto_a_tensor_with_grad_is_refused():
+    """Fuzz seed 403386: ``c.transpose_(0, 1); c[:-1].set_(b)`` with ``b`` requiring grad: eager gives
+    ``c``'s base set_'s history (it then requires grad); compiled, it stayed without grad. The check
+    skipped inputs whose metadata the function also changed."""
+    def f(a, b, c):
+        c.transpose_(0, 1)
+        t2 = c[:-1]
+        t2.set_(b)
+        return a[0]
+
+    def args():
+        base0 = torch.randn(8, 4, requires_grad=True)
+        base2 = torch.randn(2, 5)
+        return base0[::2], base0[:-1], base2[:, 1:], base2
+
+    *call, base2 = args()
+    f(*call)
+    assert base2.requires_grad   # eager
+    *call, _ = args()
+    with pytest.raises(jointgraph.UnsupportedError, match="set_"):
+        jointgraph.aot_function(f)(*call)

@@ -443,13 +443,12 @@ def _input_info(f_arg, fake_arg, role: Role, grad_fn_before, writes_before: int 
                                hint="pass the tensor before expand (or a .clone() of the expanded one), or pass "
                                     'on_unsupported="eager"')
     recorded = f_arg.grad_fn is not grad_fn_before   # autograd saw an in-place op on it
-    if recorded and not mutated and type(f_arg.grad_fn).__name__ == "CopySlices" \
-            and not torch._functionalize_has_metadata_mutation(elem):
+    if recorded and not mutated and type(f_arg.grad_fn).__name__ == "CopySlices":   # also after t_() (403386)
         # No value and no geometry changed, yet autograd rewrote the input's history through a view:
         # set_() on a view of it (set_ is not seen by torch-function modes).
-        raise UnsupportedError("set_() on a view of an input that requires grad, under grad mode, is not supported: "
-                               "eager replaces the input's autograd history with set_'s, whose backward raises "
-                               "(the derivative for set_ is not implemented)",
+        raise UnsupportedError("set_() on a view of an input under grad mode, where either side requires grad, is "
+                               "not supported: eager gives the input set_'s autograd history, whose backward "
+                               "raises (the derivative for set_ is not implemented)",
                                hint="call set_() under torch.no_grad() or on a detach(), or pass "
                                     'on_unsupported="eager"')
     new_metadata = None
