@@ -1007,3 +1007,28 @@ def test_set_on_a_view_of_a_transposed_input_onto_a_tensor_with_grad_is_refused(
     *call, _ = args()
     with pytest.raises(jointgraph.UnsupportedError, match="set_"):
         jointgraph.aot_function(f)(*call)
+
+
+def test_writes_with_grad_through_a_detach_of_a_view_of_a_leaf_are_not_eagers_view_of_leaf_error():
+    """Fuzz seed 404638: ``t0 = a.detach(); t0[::2] = a.sum(); t0.mul_(a)`` with ``a`` a view of a leaf that
+    requires grad: eager allows the writes (a detach is no view in autograd's sense) and raises only in the
+    backward; compiled raised its "view of a leaf Variable" error at the call. The same write through
+    ``a`` itself still raises at the call, as eager's."""
+    def f(a):
+        t0 = a.detach()
+        t0[::2] = a.sum()
+        t0.mul_(a)
+        return t0.unsqueeze(0)
+
+    def g(a):
+        a[::2] = a.sum()
+        return a
+
+    for fn in (f, jointgraph.aot_function(f)):
+        leaf = torch.randn(8, 3, requires_grad=True)
+        out = fn(leaf[::2])   # no error at the call
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            out.sum().backward()
+    for fn in (g, jointgraph.aot_function(g)):
+        with pytest.raises(RuntimeError, match="a view of a leaf Variable"):
+            fn(torch.randn(8, 3, requires_grad=True)[::2])

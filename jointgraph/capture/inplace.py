@@ -331,7 +331,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             torch.autograd.graph.increment_version(target)
             return target
         if self.analyze and target is not None and (in_place or name in _VERSIONED_METADATA) \
-                and target.requires_grad and torch.is_grad_enabled():
+                and target.requires_grad and torch.is_grad_enabled() and self._of_an_input(target):
             self._written_with_grad.add(_storage_id(target))   # eager refuses it on a view of a leaf
         if in_place or target is not None and name in _DUNDER_WRITES:   # also x[i] = v, x += v
             # eager's errors come first; copy_ from the target's own memory returns before eager's checks,
@@ -366,6 +366,12 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                 if isinstance(item, torch.Tensor):
                     self._track(func, name, target, item)
         return result
+
+    def _of_an_input(self, t: torch.Tensor) -> bool:
+        """``t`` is an input or an autograd view of one, not a ``detach()`` alias of one (or a view of such an
+        alias): eager's view-of-a-leaf check follows autograd's views (fuzz seed 404638)."""
+        root = t._base if t._base is not None else t
+        return self._made.get(root, (None,))[1:] == (None, None)
 
     def _check_views_before_requires_grad(self, target: torch.Tensor, requires_grad: bool = True) -> None:
         """Fuzz seed 310444: ``t0 = a[0]; a.requires_grad_()`` on an input. Eager's ``t0``, a view made
