@@ -918,3 +918,21 @@ def test_stale_split_view_passed_across_a_graph_break_raises_only_in_the_backwar
 
     run(f)
     run(torch.compile(f, backend="jointgraph"))
+
+
+def test_split_output_of_a_new_leaf_whose_backward_raises_beside_one_that_does_not():
+    """Fuzz seed 503324: two outputs of leaves made inside, only the second's backward raises (its base
+    was written by ``t0.mul_(t0)``): that output, a ``chunk`` whose base was written after, refuses its
+    grad_fn as eager's, while the first differentiates."""
+    def f(a):
+        t0 = a.detach().requires_grad_() * 2.0
+        t1 = t0.chunk(2)[0]
+        t2 = a.detach().requires_grad_() * -1.0
+        t0.mul_(t0)
+        return t2, t1
+
+    for fn in (f, jointgraph.aot_function(f)):
+        t2, t1 = fn(torch.randn(2, 4)[:, :2])
+        with pytest.raises(RuntimeError, match="its base or another view of its base has been modified inplace"):
+            t1.is_leaf   # noqa: B018
+        t2.sum().backward()

@@ -157,13 +157,16 @@ def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fak
             joint = _trace_joint(leaves, fake_args, roles, fake_mode, with_backward=False, names=names,
                                  non_leaf=non_leaf, decompositions=decompositions)
             joint = _recorded_storage_sets(joint, meta)
-            # fuzz seed 300283: the outputs traced without a backward are plain tensors; eager's chunk()
-            # output still refuses an in-place op
-            multi = tuple((k, meta.outputs[k].view_meta[5] == WRITTEN_AFTER) for k in outputs
-                          if meta is not None and k < len(meta.outputs) and meta.outputs[k].view_meta is not None
-                          and meta.outputs[k].view_meta[5] and meta.outputs[k].requires_grad)
-            joint = dataclasses.replace(joint, error_multi_output=multi)
-    return dataclasses.replace(joint, backward_error=error, error_outputs=outputs, error_inputs=inputs)
+    # The outputs behind the node that raises are its copies (runtime/function.py, RaisesInBackward); eager's
+    # chunk() / split() outputs among them still refuse in-place ops, and their grad_fn once their base was
+    # written (fuzz seeds 300283, 310639, 503324; with new leaves' slots the metadata is collected again).
+    if meta is None:
+        meta = collect_metadata(leaves, fake_args, roles, fake_mode, with_backward=True, non_leaf=non_leaf)
+    multi = tuple((k, meta.outputs[k].view_meta[5] == WRITTEN_AFTER) for k in outputs
+                  if k < len(meta.outputs) and meta.outputs[k].view_meta is not None
+                  and meta.outputs[k].view_meta[5] and meta.outputs[k].requires_grad)
+    return dataclasses.replace(joint, backward_error=error, error_outputs=outputs, error_inputs=inputs,
+                               error_multi_output=multi)
 
 
 def _old_storage(t):
