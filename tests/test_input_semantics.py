@@ -1032,3 +1032,23 @@ def test_writes_with_grad_through_a_detach_of_a_view_of_a_leaf_are_not_eagers_vi
     for fn in (g, jointgraph.aot_function(g)):
         with pytest.raises(RuntimeError, match="a view of a leaf Variable"):
             fn(torch.randn(8, 3, requires_grad=True)[::2])
+
+
+def test_as_strided_of_an_input_requiring_grad_onto_other_elements_is_refused_not_read_from_a_copy():
+    """Fuzz seed 503777: ``a.as_strided_((2,), (1,))`` on ``a = base[::2]`` (requiring grad) reaches ``base[1]``;
+    traced on a copy of ``a``'s elements, it read ``base[2]``. Refused by name now; a geometry holding
+    the same elements (``t_()``) still compiles."""
+    def f(a):
+        a.as_strided_((2,), (1,))
+        return (a * a).detach()
+
+    leaf = torch.randn(4, requires_grad=True)
+    with pytest.raises(jointgraph.UnsupportedError, match="other elements of its storage"):
+        jointgraph.aot_function(f)((leaf * 1)[::2])
+
+    def g(a):
+        a.t_()
+        return a * 2
+
+    x = (torch.randn(2, 3, requires_grad=True) * 1)[:, ::2]
+    torch.testing.assert_close(jointgraph.aot_function(g)(x.detach().clone().requires_grad_() * 1), g(x * 1))

@@ -470,7 +470,9 @@ def _check_written_geometry(infos: list[InputInfo], fake_args: list) -> None:
     (Note [Input mutations]): that writes every element the function wrote only when the final
     geometry holds the caller's elements (``t_``, ``unsqueeze_``), not after ``as_strided_`` to fewer."""
     for i, (info, fake) in enumerate(zip(infos, fake_args, strict=True)):
-        if not (info.mutates_data and info.new_metadata is not None):
+        # An input that requires grad and changes its geometry is traced on a copy of its elements (fuzz seed
+        # 503777): a geometry reaching other elements of the caller's storage would read the copy's.
+        if info.new_metadata is None or not (info.mutates_data or info.requires_grad):
             continue
         size, stride, offset, replay = info.new_metadata
         if replay is not None:
@@ -478,6 +480,11 @@ def _check_written_geometry(infos: list[InputInfo], fake_args: list) -> None:
                 view = replay_views(fake, replay)
             size, stride, offset = view.shape, view.stride(), view.storage_offset()
         old, new = _elements(fake.shape, fake.stride(), fake.storage_offset()), _elements(size, stride, offset)
+        if old is not None and new is not None and old != new and not info.mutates_data:
+            raise UnsupportedError(f"input {i} requires grad and its geometry is changed to one that does not hold "
+                                   "the same elements (as_strided_() to other elements of its storage): not "
+                                   "supported", hint='take as_strided() of the base tensor outside the function, '
+                                   'or pass on_unsupported="eager"')
         if old is not None and new is not None and old != new:
             raise UnsupportedError(f"input {i} is written in place and its geometry then changed to one that does "
                                    "not hold the same elements (as_strided_() to other elements after the write) "
