@@ -1052,3 +1052,18 @@ def test_as_strided_of_an_input_requiring_grad_onto_other_elements_is_refused_no
 
     x = (torch.randn(2, 3, requires_grad=True) * 1)[:, ::2]
     torch.testing.assert_close(jointgraph.aot_function(g)(x.detach().clone().requires_grad_() * 1), g(x * 1))
+
+
+def test_as_strided_of_a_view_of_an_input_requiring_grad_past_its_copy_is_refused_not_an_eager_error():
+    """Fuzz seed 504421: ``a[1:].as_strided_((2,), (1,))`` with ``a = base[1:3]`` requiring grad reaches
+    ``base[3]``, inside the caller's storage (eager runs it), but past the copy of ``a``'s elements the trace
+    runs on: raised an out-of-bounds RuntimeError eager does not raise; refused by name now."""
+    def f(a):
+        t0 = a[1:]
+        t0.as_strided_((2,), (1,))
+        return a.unsqueeze(0)
+
+    leaf = torch.randn(4, requires_grad=True)
+    assert f((leaf * 1)[1:3]).shape == (1, 2)   # eager
+    with pytest.raises(jointgraph.UnsupportedError, match="as_strided_"):
+        jointgraph.aot_function(f)((leaf * 1)[1:3])

@@ -116,16 +116,19 @@ def _partial_overlap(out: torch.Tensor, other: torch.Tensor) -> bool:
 _AS_STRIDED = frozenset({torch.Tensor.as_strided, torch.as_strided, torch.Tensor.as_strided_})
 
 
-def _check_as_strided_bounds(t: torch.Tensor, size, stride, storage_offset=None) -> None:
+def _check_as_strided_bounds(t: torch.Tensor, size, stride, storage_offset=None, *, copy: bool = False) -> None:
     """Eager's check of an ``as_strided`` geometry against the storage, at the call: fake tensors
-    would instead grow the storage (and a dead ``as_strided`` would never run)."""
+    would instead grow the storage (and a dead ``as_strided`` would never run). ``copy``: ``t``'s storage is
+    a copy of an input's elements (an input that requires grad, traced on a clone), whose caller's storage
+    may hold more."""
     offset = t.storage_offset() if storage_offset is None else storage_offset
     if not static(size, stride, offset) or any(n == 0 for n in size):
         return
     needed = extent(size, stride, offset) * t.element_size()
     # A functional wrapper of an input view reports its own extent; the value it wraps, the storage's.
     own, have = t.untyped_storage().nbytes(), from_fun(t).untyped_storage().nbytes()
-    if isinstance(own, int) and isinstance(have, int) and own < needed <= have:
+    if isinstance(own, int) and isinstance(have, int) and (own < needed <= have or copy and needed > own):
+        # fuzz seed 504421: ``a[1:].as_strided_((2,), (1,))`` on an input requiring grad (its copy is smaller)
         raise UnsupportedError("as_strided_() of an input view to a geometry reaching past "
                                "the view's own elements into the rest of its storage is not supported: "
                                "functionalization gives the input only its own elements", source=user_source_line(),
@@ -248,6 +251,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self.set_inside = False                # set_() ran on a tensor made inside the function
         self._reshaped_views: dict[int, list] = {}   # storage -> differentiable views given new metadata in place
         self.views_before_requires_grad: dict[int, str] = {}   # input storage -> the requires_grad_() line
+        self.copies: set = set()   # storages of inputs traced on a copy of their elements (clone_as_is)
 
     def track(self, tensors: list) -> None:
         """Watch ``tensors`` (the inputs) as results are watched: a storage swapped under them is refused."""
@@ -309,7 +313,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                 if isinstance(arg, torch.Tensor):
                     self.check_storage_kept(arg)
         if self.analyze and func in _AS_STRIDED and target is not None:
-            _check_as_strided_bounds(target, *args[1:], **kwargs)
+            _check_as_strided_bounds(target, *args[1:], **kwargs, copy=_storage_id(target) in self.copies)
         if self.analyze and name == "requires_grad_" and target is not None:
             self._check_views_before_requires_grad(target, *args[1:], **kwargs)
         if name == "copy_" and len(args) > 1 and _same_data(target, args[1]) and has_internal_overlap(target) \
@@ -476,6 +480,11 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         ``t`` would be stale."""
         _, _, clock = self._made.get(t, (None, None, None))
         return clock is not None and self._last_write.get(_storage_id(other), 0) > clock
+
+    def mark_copies(self, tensors: list) -> None:
+        """These inputs are traced on a copy of their elements (``clone_as_is``): their caller's storage may
+        hold more than the copy."""
+        self.copies |= {_storage_id(t) for t in tensors if isinstance(t, torch.Tensor)}
 
     def view_before_requires_grad(self, t: torch.Tensor) -> str | None:
         """The line of a ``requires_grad_()`` on the input ``t`` after a view of it was made, or None."""

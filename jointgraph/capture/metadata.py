@@ -122,6 +122,7 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
                          for i, a in enumerate(f_args)]
             tensors = [a for a in call_args if isinstance(a, torch.Tensor)]
             checks.track(tensors)
+            checks.mark_copies([call_args[i] for i in non_leaf if with_backward and i not in uncloned])
             # Before the call: an input given another's storage (set_, .data =) shows that storage after
             input_storages = {StorageWeakRef(f.untyped_storage()): i for i, f in enumerate(call_args)
                               if isinstance(f, torch.Tensor)}
