@@ -350,7 +350,8 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         eager_plain, eager_new = _inputs_eager_saves(joint.gm.graph, mutated)
         # checked after the epilogue: what our plan reads, and what eager saved though our plan does not
         saved_mutated = tuple((i, i in eager_new) for i in sorted(ours | eager_new))
-        read_outputs = _outputs_the_backward_reads(joint.gm.graph, len(tensor_outs), len(tangent_positions))
+        read = _TangentReader.of(joint.gm.graph, len(tangent_positions))
+        read_outputs = _outputs_the_backward_reads(joint.gm.graph, len(tensor_outs), read)
         for s, node in enumerate(saved_nodes):
             root = storage_root(node)
             source = root.meta["input_index"] if root.op == "placeholder" else None
@@ -364,7 +365,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         # an input eager saves as it is where our plan saves a value computed from it: eager's check still holds
         kept = {i for _, i, _ in saved_inputs}
         saved_inputs += [(-1, i, True) for i in sorted(eager_plain - kept - set(mutated))]
-        reading = _tangents_reading_inputs(joint.gm.graph, len(tangent_positions))
+        reading = _tangents_reading_inputs(joint.gm.graph, read)
         saved_inputs = [(*entry, reading.get(entry[1])) for entry in saved_inputs]
     return EntryLayout(
         num_user_tensors=len(tensor_outs),
@@ -487,44 +488,46 @@ def _storage_sets(inputs: list, new_values: dict) -> tuple:
                  for i, info in enumerate(inputs) if info.new_storage is not None)
 
 
-def _tangents_reading_inputs(graph, num_tangents: int) -> dict[int, tuple[int, ...]]:
+@dataclasses.dataclass(frozen=True)
+class _TangentReader:
+    """For the joint graph: called on some nodes' users, the tangents (positions among the Function's) the
+    backward nodes among them are computed from (Note [Gradients no present tangent reaches]); None when
+    none is, or when the graph's tangents do not match the Function's (then always checked)."""
+
+    backward: set
+    sources: dict
+    known: bool
+
+    @classmethod
+    def of(cls, graph, num_tangents: int) -> _TangentReader:
+        known = sum(1 for n in placeholders(graph) if n.meta.get("role") is Role.TANGENT) == num_tangents
+        return cls(backward_nodes(graph), tangent_sources(graph), known)
+
+    def __call__(self, users) -> tuple[int, ...] | None:
+        found = frozenset().union(*(self.sources.get(u, frozenset()) for u in users if u in self.backward))
+        return tuple(sorted(found)) if self.known and found else None
+
+
+def _tangents_reading_inputs(graph, read: _TangentReader) -> dict[int, tuple[int, ...] | None]:
     """Per graph input the joint graph's backward reads (itself or a view of it), the tangents it is read
-    for: the nodes eager saves it for run only when one of them is present (Note [Gradients no present
-    tangent reaches]). Inputs not found, and every input when the tangents do not match, are absent."""
-    if sum(1 for n in placeholders(graph) if n.meta.get("role") is Role.TANGENT) != num_tangents:
-        return {}
-    backward = backward_nodes(graph)
-    sources = tangent_sources(graph)
-    reading: dict[int, frozenset] = {}
+    for: the nodes eager saves it for run only when one of them is present. Inputs not read are absent."""
+    users: dict[int, list] = {}
     for node in graph.nodes:
-        if node in backward or node.op == "output":
-            continue
         root = storage_root(node)
-        if root.op != "placeholder" or "input_index" not in root.meta:
-            continue
-        for user in node.users:
-            if user in backward:
-                index = root.meta["input_index"]
-                reading[index] = reading.get(index, frozenset()) | sources.get(user, frozenset())
-    return {i: tuple(sorted(t)) for i, t in reading.items() if t}
+        if node not in read.backward and node.op != "output" and root.op == "placeholder" \
+                and "input_index" in root.meta:
+            users.setdefault(root.meta["input_index"], []).extend(node.users)
+    return {i: read(found) for i, found in users.items()}
 
 
-def _outputs_the_backward_reads(graph, num_user_tensors: int, num_tangents: int) -> list[tuple]:
+def _outputs_the_backward_reads(graph, num_user_tensors: int, read: _TangentReader) -> list[tuple]:
     """(k, tangents) per user tensor output (not an input) whose value the joint graph's backward
     reads: eager would save it, so modifying it in place before the backward raises
-    (runtime/function.py). ``tangents``: those the backward reads it for; eager's node that saved
-    it runs only when one of them is present (Note [Gradients no present tangent reaches]); None
-    when unknown."""
-    backward = backward_nodes(graph)
-    sources = tangent_sources(graph)
-    known = sum(1 for n in placeholders(graph) if n.meta.get("role") is Role.TANGENT) == num_tangents
-    read = []
-    for k, node in enumerate(output_values(graph)[:num_user_tensors]):
-        users = [u for u in node.users if u in backward] if isinstance(node, torch.fx.Node) else []
-        if node.op != "placeholder" and users:
-            tangents = frozenset().union(*(sources.get(u, frozenset()) for u in users))
-            read.append((k, tuple(sorted(tangents)) if known and tangents else None))
-    return read
+    (runtime/function.py). ``tangents``: those the backward reads it for (``_TangentReader``); eager's
+    node that saved it runs only when one of them is present; None when unknown."""
+    return [(k, read(node.users)) for k, node in enumerate(output_values(graph)[:num_user_tensors])
+            if isinstance(node, torch.fx.Node) and node.op != "placeholder"
+            and any(u in read.backward for u in node.users)]
 
 
 def plan(fn_or_module: Any, *example_args: Any, **options: Any) -> Plan:

@@ -28,3 +28,14 @@ def test_budget_benchmark_quick(monkeypatch, capsys):
     assert ours[0.5] <= ours[1.0]
     assert [d["layers"] for d in result["depths"]] == [2]
     assert "At equal peak" in capsys.readouterr().out
+
+
+def test_cache_store_benchmark_quick(monkeypatch, capsys):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    monkeypatch.delitem(sys.modules, "cache_store", raising=False)
+    import cache_store
+
+    result = cache_store.main(["--entries", "200", "--stores", "3"])
+    assert result["entries"] == 203   # the filled ones and the three timed stores: none evicted
+    assert result["listing_ms"] > 0 and result["store_ms"] > 0
+    assert "a store now" in capsys.readouterr().out

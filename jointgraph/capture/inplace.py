@@ -315,7 +315,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         if self.analyze and func in _AS_STRIDED and target is not None:
             _check_as_strided_bounds(target, *args[1:], **kwargs, copy=_storage_id(target) in self.copies)
         if self.analyze and name == "requires_grad_" and target is not None:
-            self._check_views_before_requires_grad(target, *args[1:], **kwargs)
+            self._note_views_before_requires_grad(target, *args[1:], **kwargs)
         if name == "copy_" and len(args) > 1 and _same_data(target, args[1]) and has_internal_overlap(target) \
                 and (target.requires_grad or args[1].requires_grad) and torch.is_grad_enabled():
             # fuzz seed 400103: ``t0.data.copy_(t0)``, t0 expanded and requiring grad: eager records the copy
@@ -377,7 +377,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         root = t._base if t._base is not None else t
         return self._made.get(root, (None,))[1:] == (None, None)
 
-    def _check_views_before_requires_grad(self, target: torch.Tensor, requires_grad: bool = True) -> None:
+    def _note_views_before_requires_grad(self, target: torch.Tensor, requires_grad: bool = True) -> None:
         """Fuzz seed 310444: ``t0 = a[0]; a.requires_grad_()`` on an input. Eager's ``t0``, a view made
         before, then requires grad as a leaf of its own (its gradient never reaches ``a``); the graph
         is traced with ``a`` requiring grad from the start, where ``t0`` is differentiable into ``a``."""

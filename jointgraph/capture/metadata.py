@@ -143,14 +143,7 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
             inputs = [_input_info(f, a, role, g, w)
                       for f, a, role, g, w in zip(call_args, fake_args, roles, grad_fns, writes, strict=True)]
             inputs = _storage_resizes(inputs, call_args, fake_args, storage_bytes)
-            for info, f, fake in zip(inputs, call_args, fake_args, strict=True):
-                line = checks.view_before_requires_grad(f) if info.requires_grad_set else None
-                if line is not None and fake._base is None:
-                    raise UnsupportedError("requires_grad_() on an input after a view of it was taken inside the "
-                                           "function is not supported: eager's earlier view becomes a leaf of its "
-                                           "own, whose gradient does not reach the input (fuzz seed 310444)",
-                                           source=line, hint="call requires_grad_() before taking views (or outside "
-                                                             'the function), or pass on_unsupported="eager"')
+            _check_views_before_requires_grad(inputs, call_args, fake_args, checks)
             inputs = [_eager_counters(info, a, version, checks)
                       for info, a, version in zip(inputs, call_args, versions, strict=True)]
             inputs = _new_storages(inputs, call_args, fake_args, versions, grad_fns, input_storages,
@@ -466,6 +459,21 @@ def _input_info(f_arg, fake_arg, role: Role, grad_fn_before, writes_before: int 
                      metadata_recorded=new_metadata is not None and recorded, requires_grad_set=requires_grad_set)
 
 
+def _check_views_before_requires_grad(infos: list[InputInfo], call_args: list, fake_args: list,
+                                      checks: EagerInPlaceChecks) -> None:
+    """Fuzz seed 310444: ``t0 = a[0]; a.requires_grad_()`` on an input that is no view. Eager's earlier view
+    becomes a leaf of its own, whose gradient does not reach the input; the graph is traced with the input
+    requiring grad from the start. (Views of an input that is itself a view follow it.)"""
+    for info, f, fake in zip(infos, call_args, fake_args, strict=True):
+        line = checks.view_before_requires_grad(f) if info.requires_grad_set else None
+        if line is not None and fake._base is None:
+            raise UnsupportedError("requires_grad_() on an input after a view of it was taken inside the function "
+                                   "is not supported: eager's earlier view becomes a leaf of its own, whose "
+                                   "gradient does not reach the input", source=line,
+                                   hint="call requires_grad_() before taking views (or outside the function), or "
+                                        'pass on_unsupported="eager"')
+
+
 def _check_written_geometry(infos: list[InputInfo], fake_args: list) -> None:
     """An input whose data and metadata both change gets its new value copied in its final geometry
     (Note [Input mutations]): that writes every element the function wrote only when the final
@@ -538,8 +546,7 @@ def _replay_from(f_tensor, source) -> tuple | None:
     if not static(size, stride, offset):
         return replay
     try:
-        span = offset + 1 + sum(max(n - 1, 0) * st for n, st in zip(size, stride, strict=True))
-        memory = torch.empty(span, dtype=plain.dtype, device="meta")
+        memory = torch.empty(max(extent(size, stride, offset), offset + 1), dtype=plain.dtype, device="meta")
         replayed = replay_views(memory.as_strided(size, stride, offset), replay)
     except RuntimeError:
         return None

@@ -107,17 +107,7 @@ class EntryLayout:
     # Note [Inputs given another storage]: (input, source input or None, view replay or Function output,
     # recorded by autograd, version delta)
     storage_sets: tuple[tuple, ...] = ()
-    # Note [Outputs that view an intermediate]
-# ---------------------------------------------
-# A forward graph may return a view of a tensor it made (the new value of an intermediate written
-# through a view of it is a ``transpose`` of the scatter's result). autograd.Function marks such an
-# output as a view made inside a custom Function, and so every view the runtime takes of it
-# (``t1[1:]`` after ``t1 = t0.t(); t1[1] = 3.0``, fuzz seeds 160443, 160525): writing the user's
-# output in place then raises, where eager's is an ordinary view. Those outputs leave the forward
-# as ``_unsafe_view``s, which share the memory without being views in autograd's sense.
-
-
-# Note [Gradients no present tangent reaches]: per graph input, the tangents (positions among
+    # Note [Gradients no present tangent reaches]: per graph input, the tangents (positions among
     # tangent_positions) its gradient is computed from, or None; empty when no gradient can be pruned
     grad_tangents: tuple[tuple[int, ...] | None, ...] = ()
     # Function outputs the forward computes (no alias of an input): Note [Outputs that view an intermediate]
@@ -580,10 +570,9 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
         @staticmethod
         def forward(ctx, *inputs):
             outs = forward(*inputs)
-            for k in own_outputs:   # Note [Outputs that view an intermediate]
-                if outs[k]._base is not None:
-                    outs = list(outs)
-                    outs[k] = torch.ops.aten._unsafe_view(outs[k], outs[k].shape)
+            if any(outs[k]._base is not None for k in own_outputs):   # Note [Outputs that view an intermediate]
+                outs = [torch.ops.aten._unsafe_view(t, t.shape) if k in own_outputs and t._base is not None else t
+                        for k, t in enumerate(outs)]
             if distinct_outputs:
                 outs = _distinct(outs, distinct_outputs)
             saved = outs[n_fw_outs:n_fw_outs + n_saved]
