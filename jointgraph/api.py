@@ -31,7 +31,7 @@ from .capture.unbacked import estimated_sizes, make_fake_mode
 from .hooks import apply_policy, check_policy, user_hook_codecs
 from .ir import NO_RESHARDING, Decision, Plan, Resharding, Role, verify
 from .ir.graph import gradient_tangents, output_node, output_roles, output_values, placeholders, tangent_sources
-from .ir.graph_utils import aliases_input, backward_nodes, storage_root
+from .ir.graph_utils import aliases_input, backward_nodes, input_index_of, storage_root
 from .logs import compile_log, configure_from_env, graphs_log, plan_log
 from .options import CompileOptions
 from .passes.pipeline import run_joint_passes, run_split_passes
@@ -71,14 +71,14 @@ def _serialized(fn: Callable) -> Callable:
 @_serialized
 def build_plan(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode,
                options: CompileOptions, *, with_backward: bool, names=None, non_leaf=frozenset(),
-               debug: bool = False, saved_hooks=None, resharding: Resharding = NO_RESHARDING):
+               leaf_views=frozenset(), debug: bool = False, saved_hooks=None, resharding: Resharding = NO_RESHARDING):
     """Trace, optimize and partition; return (Plan, JointGraph, SplitGraphs). Runs nothing real.
     ``resharding``: the inputs the caller frees between forward and backward (Note [Inputs the
     caller reshards] in capture/fsdp.py)."""
     timings: dict[str, float] = {}
     start = time.perf_counter()
     joint = trace_joint(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, names=names,
-                        non_leaf=non_leaf, decompositions=_decompositions(options))
+                        non_leaf=non_leaf, leaf_views=leaf_views, decompositions=_decompositions(options))
     timings["trace"] = time.perf_counter() - start
 
     start = time.perf_counter()
@@ -173,7 +173,8 @@ def plan_call(flat_fn: Callable, signature: FlatSignature, tensors: list, option
     with masked, outside_generators_kept(outside_generators(flat_fn, signature.constants)):
         plan, joint, graphs = build_plan(flat_fn, fakes, signature.roles, fake_mode, options,
                                          with_backward=with_backward, names=list(signature.names),
-                                         non_leaf=non_leaf_inputs(tensors), saved_hooks=saved_hooks,
+                                         non_leaf=non_leaf_inputs(tensors), leaf_views=views_of_leaves(tensors),
+                                         saved_hooks=saved_hooks,
                                          resharding=resharding)
     return plan, joint, graphs, fake_mode, fakes
 
@@ -240,6 +241,13 @@ def non_leaf_inputs(tensors: list) -> frozenset[int]:
     """Graph inputs that require grad and are not leaves (they may be mutated in place)."""
     return frozenset(i for i, t in enumerate(tensors)
                      if isinstance(t, torch.Tensor) and t.requires_grad and not t.is_leaf)
+
+
+def views_of_leaves(tensors: list) -> frozenset[int]:
+    """Graph inputs that are views of a leaf requiring grad: eager refuses an in-place op autograd records on
+    them or on views of them, and the fakes the trace runs on are no views (fuzz seed 503382)."""
+    return frozenset(i for i, t in enumerate(tensors) if isinstance(t, torch.Tensor) and t._base is not None
+                     and t._base.is_leaf and t._base.requires_grad and t.requires_grad)
 
 
 def compile_entry(plan: Plan, joint, options: CompileOptions, fakes: list, layout: EntryLayout) -> CompiledEntry:
@@ -310,9 +318,12 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
     for i, info in enumerate(outputs):
         if info.carries is not None or info.new_value_of is not None:   # no user output
             continue
+        # a view of a later output (capture/metadata.py, _views_of_later_outputs): of the Function output it is
+        late = info.kind == "output_view" and info.input_index > i
         if i in carrier:
             kind, index = {"input_view": ("input_view", info.input_index),
-                           "output_view": ("output_view", info.input_index),
+                           "output_view": ("tensor_view", position[info.input_index]) if late
+                           else ("output_view", info.input_index),
                            "tensor": ("tensor_view", position.get(i))}[info.kind]
             plan_entries.append(data_view_entry(kind, index, carrier[i], info.view_meta))
         elif info.kind == "tensor" and info.view_meta is not None:   # the graph returns the view's base
@@ -326,8 +337,9 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         elif info.kind == "input":
             plan_entries.append(("input", info.input_index))
         elif info.kind == "output_view":
-            plan_entries.append(view_entry("output_view", (info.input_index, _on_base(info.view_meta, info.view_base),
-                                                           None), fakes, info.view_base))
+            kind, index = ("tensor_view", position[info.input_index]) if late else ("output_view", info.input_index)
+            plan_entries.append(view_entry(kind, (index, _on_base(info.view_meta, info.view_base), None), fakes,
+                                           info.view_base))
         else:
             plan_entries.append(view_entry("input_view", (info.input_index, info.view_meta, info.view_replay), fakes))
     saved_inputs, saved_copies, saved_aliases, read_outputs, saved_mutated, detach_shared = [], [], [], [], (), ()
@@ -345,7 +357,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         # in-place use makes the backward raise (Note [Saved mutated inputs] in runtime/function.py).
         # A view of the new value counts too: eager saved that view of the input (fuzz seed 34438, one view of a
         # synthetic base written, then read by a saving op).
-        written = dict(zip(new_values, mutated, strict=True))
+        written = _written_roots(new_values, mutated)
         ours = {written[storage_root(node)] for node in saved_nodes if storage_root(node) in written}
         eager_plain, eager_new = _inputs_eager_saves(joint.gm.graph, mutated)
         # checked after the epilogue: what our plan reads, and what eager saved though our plan does not
@@ -408,6 +420,8 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
                                            [position.get(outputs[i].same_object) for i in tensor_outs]),
         own_outputs=own_outputs,
         outputs_read_by_backward=tuple(read_outputs),
+        version_clocks=tuple((info.saved_at, info.written_at) for info in joint.inputs)
+        if saved_inputs and any(info.version_bumped or info.new_metadata is not None for info in joint.inputs) else (),
         backward_error=(joint.backward_error, joint.error_outputs, joint.error_inputs, joint.error_multi_output)
         if joint.backward_error is not None else None,
         output_plan=tuple(plan_entries),
@@ -460,6 +474,14 @@ def _on_base(view_meta: tuple, base) -> tuple:
     return (size, stride, offset - base.storage_offset(), dtype, *rest)
 
 
+def _written_roots(new_values: list, mutated: tuple) -> dict:
+    """The nodes allocating mutated inputs' new values -> the input: a new value given another geometry
+    after its write is a view of the written value (``b[1:].fill_(3.); b.unsqueeze_(0)``), which the
+    backward may save instead (fuzz seed 503757)."""
+    return {storage_root(v) if isinstance(v, torch.fx.Node) else v: i
+            for v, i in zip(new_values, mutated, strict=True)}
+
+
 def _inputs_eager_saves(graph, mutated: tuple) -> tuple[frozenset, frozenset]:
     """Note [Saved mutated inputs] in runtime/function.py: the inputs whose version eager's backward
     checks. The "default" plan keeps what eager keeps: (inputs it saves as they are, or a view of,
@@ -468,15 +490,14 @@ def _inputs_eager_saves(graph, mutated: tuple) -> tuple[frozenset, frozenset]:
     these, whatever ours saves."""
     out = output_node(graph)
     new_values = [v for v, r in zip(out.args[0], out.meta["roles"], strict=True) if r is Role.MUTATED_INPUT]
-    written = dict(zip(new_values, mutated, strict=True))
+    written = _written_roots(new_values, mutated)
     plain, new = set(), set()
     for choice in plan_default(graph):
         root = storage_root(choice.node)
         if root in written:
             new.add(written[root])
-        elif root.op == "placeholder" and isinstance(root.meta.get("val"), torch.Tensor) \
-                and root.meta.get("role") is not Role.TANGENT:
-            plain.add(root.meta["input_index"])
+        elif (i := input_index_of(root)) is not None:   # the input, or the trace's copy of it
+            plain.add(i)
     return frozenset(plain), frozenset(new)
 
 
@@ -513,10 +534,9 @@ def _tangents_reading_inputs(graph, read: _TangentReader) -> dict[int, tuple[int
     for: the nodes eager saves it for run only when one of them is present. Inputs not read are absent."""
     users: dict[int, list] = {}
     for node in graph.nodes:
-        root = storage_root(node)
-        if node not in read.backward and node.op != "output" and root.op == "placeholder" \
-                and "input_index" in root.meta:
-            users.setdefault(root.meta["input_index"], []).extend(node.users)
+        if node not in read.backward and node.op != "output" \
+                and (i := input_index_of(storage_root(node))) is not None:
+            users.setdefault(i, []).extend(node.users)
     return {i: read(found) for i, found in users.items()}
 
 

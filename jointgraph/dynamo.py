@@ -64,7 +64,7 @@ def _compile_flat(gm: Callable, example_inputs: list, options: CompileOptions) -
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from . import cache
-    from .api import build_plan, compile_entry, make_layout, non_leaf_inputs, store_entry
+    from .api import build_plan, compile_entry, make_layout, non_leaf_inputs, store_entry, views_of_leaves
     from .capture.captured import Recapture
     from .capture.fsdp import resharding_of
     from .capture.guards import ambient_state
@@ -111,6 +111,7 @@ def _compile_flat(gm: Callable, example_inputs: list, options: CompileOptions) -
         try:
             plan, joint, graphs = build_plan(flat_fn, fakes, signature.roles, fake_mode, options,
                                              with_backward=with_backward, non_leaf=non_leaf_inputs(example_inputs),
+                                             leaf_views=views_of_leaves(example_inputs),
                                              resharding=resharding)
         except SubclassOutputs:   # Note [Tensor subclasses]
             return _compile_subclass_graph(gm, options)

@@ -24,6 +24,25 @@ SCENARIOS = {
     "expand_fill": ("def f(x):\n    x.expand(2, 3).fill_(2.)\n    return x * 1", "x = torch.zeros(3)\nx,"),
     "bool_expand_as_fill": ("def f(x):\n    x.expand_as(x).fill_(True)\n    return x.clone()",
                             "x = torch.zeros(3, dtype=torch.bool)\nx,"),
+    # fuzz --semantics12 seeds 500638, 401079: inputs sharing one version counter (a view and a detach of one
+    # base, never aliased in the trace, since no value changes); a version bump through one after eager saved
+    # the other makes eager's backward raise, and one before the save does not
+    "bump_through_an_alias_after_the_save": ("def f(a, b):\n    t1 = b * torch.full((5,), -1.0, requires_grad=True)\n"
+                                             "    a.copy_(a.t())\n    return t1",
+                                             "base = torch.randn(5)\na = base[2:]\nb = base.detach()\na, b"),
+    "bump_through_an_alias_before_the_save": ("def f(a, b):\n    a.copy_(a.t())\n"
+                                              "    t1 = b * torch.full((5,), -1.0, requires_grad=True)\n    return t1",
+                                              "base = torch.randn(5)\na = base[2:]\nb = base.detach()\na, b"),
+    # seed 501666: two detaches of one slice; one written with grad after a value saved of it (the backward
+    # raises eager's error): the caller's written tensor still takes the write's history, as eager's
+    "write_with_grad_into_one_of_two_detached_aliases_backward_raises": (
+        "def f(a, b):\n    t0 = a * torch.full((4, 4), -1.0, requires_grad=True)\n    t1 = t0 @ a\n"
+        "    a.mul_(t0)\n    return t1",
+        "base = torch.randn(5, 4)\nx0 = base[1:].detach()\nx1 = base[1:].detach()\nx0, x1"),
+    # seed 503382: eager refuses squeeze_() of a view of the caller's view of a leaf; the trace, on a fake that
+    # is no view, went on and failed at a later op eager never runs (an IndexError): eager's error, where eager
+    "squeeze_of_a_view_of_an_expanded_leaf": ("def f(a):\n    t1 = a[:-1]\n    t1.squeeze_()\n    return t1[:, 1:]",
+                                             "base = torch.randn(1, 4, requires_grad=True)\nx = base.expand(2, 4)\nx,"),
     "offset_slice": ("def f(x):\n    x.mul_(2)\n    return x + 1", "base = torch.arange(8.)\nx = base[2:5]\nx,"),
     "strided_slice": ("def f(x):\n    x.mul_(2)\n    return x + 1", "base = torch.arange(8.)\nx = base[::2]\nx,"),
     "column_block": ("def f(x):\n    x.add_(1)\n    return x.sum(0)",
@@ -586,6 +605,24 @@ WRITTEN_AFTER_THE_CALL = {
                                               "        t0 = b @ b.t().float()\n    return t0.sum(), b.select(0, -1)",
                                               "leaf = torch.randn(3, 4, requires_grad=True)\nbase = leaf.clone()\n"
                                               "base, base", ("mincut", "dynamo")),
+    # seed 503757: an input requiring grad (traced on a copy) reshaped in place, then saved; writing it after
+    # the call makes eager's backward raise: what is saved of the trace's copy is the input
+    "saved_input_reshaped_first": ("def f(a, b):\n    b.unsqueeze_(0)\n    t0 = b.detach().requires_grad_()\n"
+                                   "    t1 = a * b\n    return t0.sum(), t1[1:1], b",
+                                   "leaf0 = torch.randn(4, 4, requires_grad=True)\nx0 = (leaf0 * 1).t()\n"
+                                   "leaf1 = torch.randn(8, requires_grad=True)\nx1 = leaf1.clone()[::2]\nx0, x1", ()),
+    # and written before: the saved value is a view of its written value (the new value is reshaped after)
+    "saved_input_written_then_reshaped": ("def f(a, b):\n    b[1:].fill_(3.0)\n    b.unsqueeze_(0)\n"
+                                          "    with torch.no_grad():\n        b[:, 1:].mul_(-1.0)\n"
+                                          "        a[:, 0] = a.sum()\n    t0 = b.detach().requires_grad_()\n"
+                                          "    t1 = a * b\n    return t0.sum(), t1[1:1], b",
+                                          "leaf0 = torch.randn(4, 4, requires_grad=True)\nx0 = (leaf0 * 1).t()\n"
+                                          "leaf1 = torch.randn(8, requires_grad=True)\nx1 = leaf1.clone()[::2]\n"
+                                          "x0, x1", ()),
+    # seed 600836 (through Dynamo): a view of an intermediate returned before the intermediate, written in
+    # place after the call: the write rebases the later output's history, as eager's
+    "view_returned_before_its_base": ("def f(a):\n    t0 = a * a\n    return t0.select(0, -1), t0",
+                                      "leaf = torch.randn(3, requires_grad=True)\na = leaf * 1\na,", ()),
 }
 
 
@@ -1067,3 +1104,25 @@ def test_as_strided_of_a_view_of_an_input_requiring_grad_past_its_copy_is_refuse
     assert f((leaf * 1)[1:3]).shape == (1, 2)   # eager
     with pytest.raises(jointgraph.UnsupportedError, match="as_strided_"):
         jointgraph.aot_function(f)((leaf * 1)[1:3])
+
+
+def test_view_written_across_a_dynamo_graph_break_rebases_its_base():
+    """Fuzz seed 600836: Dynamo breaks the graph at a boolean-mask write and returns ``t0.select(0, -1)``
+    before ``t0``; the write through that view, after the graph, must rebase ``t0``'s history (its gradient
+    no longer flows through the overwritten element), as eager's does."""
+    def f(a):
+        t0 = a * a
+        t0.t()[::2] = a.sum()
+        t0.select(0, -1)[t0.select(0, -1) > 0] = -1.0
+        return t0
+
+    torch._dynamo.reset()
+    value = torch.tensor([0.3, 1.2, 0.8])   # t0[-1] = a.sum() > 0: overwritten with -1
+    results = []
+    for fn in (f, torch.compile(f, backend="jointgraph")):
+        leaf = value.clone().requires_grad_()
+        out = fn(leaf * 1)
+        out.sum().backward()
+        results.append((out.detach(), leaf.grad))
+    torch.testing.assert_close(results[1], results[0])
+    assert results[0][1][2] == 1.0   # the overwritten element's path is gone: only a.sum() reaches a[2]

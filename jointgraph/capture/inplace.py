@@ -213,6 +213,10 @@ class _ByTensor:
         return value if ref is not None and ref() is t else default
 
 
+def _unpack(t):
+    return t
+
+
 def _storage_id(t: torch.Tensor) -> int:
     return t.untyped_storage()._cdata
 
@@ -252,11 +256,15 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self._reshaped_views: dict[int, list] = {}   # storage -> differentiable views given new metadata in place
         self.views_before_requires_grad: dict[int, str] = {}   # input storage -> the requires_grad_() line
         self.copies: set = set()   # storages of inputs traced on a copy of their elements (clone_as_is)
+        self._leaf_views = _ByTensor()         # inputs that are the caller's views of a leaf requiring grad
+        self._input_storages = _ByTensor()    # input -> its storage when the call began
+        self._saved_at: dict[int, int] = {}   # storage -> the clock when autograd first saved a tensor on it
 
     def track(self, tensors: list) -> None:
         """Watch ``tensors`` (the inputs) as results are watched: a storage swapped under them is refused."""
         for t in tensors:
             self._made[t] = (_storage_id(t), None, None)
+            self._input_storages[t] = _storage_id(t)
 
     def check_storage_kept(self, t: torch.Tensor) -> None:
         """Refuse a tensor whose storage was swapped behind functionalization's back (``t.data = y``
@@ -336,6 +344,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             return target
         if self.analyze and target is not None and (in_place or name in _VERSIONED_METADATA) \
                 and target.requires_grad and torch.is_grad_enabled() and self._of_an_input(target):
+            if self._leaf_views.get(target._base if target._base is not None else target):
+                raise RuntimeError(VIEW_OF_LEAF + ".")   # where eager raises it, not at a later op it never runs
             self._written_with_grad.add(_storage_id(target))   # eager refuses it on a view of a leaf
         if in_place or target is not None and name in _DUNDER_WRITES:   # also x[i] = v, x += v
             # eager's errors come first; copy_ from the target's own memory returns before eager's checks,
@@ -480,6 +490,36 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         ``t`` would be stale."""
         _, _, clock = self._made.get(t, (None, None, None))
         return clock is not None and self._last_write.get(_storage_id(other), 0) > clock
+
+    def saves(self):
+        """Note [When eager saved an input]
+        -----------------------------------
+        Autograd's pack hook, around the metadata pass: the clock (in-place ops so far) at which eager first
+        saved a tensor sharing each storage's version counter. The epilogue bumps an input's version (its
+        ``t_()``, a ``copy_`` from its own memory) once, after the forward; eager bumped it where the
+        program did. Where another input shares the saved one's storage at run time (``b`` and ``a = b[2:]``
+        passed apart, never aliased in the trace, since no value changes), a bump after the save makes
+        eager's backward raise and one before it does not (fuzz seeds 500638, 401079): the runtime counts
+        only the bumps made before the save (``_epilogue_bumps`` in runtime/function.py)."""
+        return torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack)
+
+    def _pack(self, t):
+        if isinstance(t, torch.Tensor) and not self._data_aliases.get(t) and self._set_sources.get(_elem(t)) is None:
+            self._saved_at.setdefault(_storage_id(t), self._clock)   # .data and set_() count versions of their own
+        return t
+
+    def clocks(self, t: torch.Tensor) -> tuple[int | None, int | None]:
+        """(when a tensor on the input ``t``'s first storage was first saved, when its version last moved),
+        as clocks, or None."""
+        storage = self._input_storages.get(t)
+        return self._saved_at.get(storage), self._last_write.get(storage)
+
+    def mark_leaf_views(self, tensors: list) -> None:
+        """These inputs (or the copies they are traced on) are the caller's views of a leaf that requires
+        grad: an in-place op autograd records on them, or on a view of them, raises eager's error there
+        (fuzz seed 503382: traced on, ``t1 = a[:-1]; t1.squeeze_(); t1[:, 1:]`` failed with an IndexError)."""
+        for t in tensors:
+            self._leaf_views[t] = True
 
     def mark_copies(self, tensors: list) -> None:
         """These inputs are traced on a copy of their elements (``clone_as_is``): their caller's storage may

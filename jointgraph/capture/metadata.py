@@ -87,17 +87,19 @@ class TraceMetadata:
 
 def collect_metadata(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_mode,
                      *, with_backward: bool, non_leaf: frozenset[int] = frozenset(),
-                     as_views: frozenset[int] = frozenset(), uncloned: frozenset[int] = frozenset()) -> TraceMetadata:
+                     as_views: frozenset[int] = frozenset(), uncloned: frozenset[int] = frozenset(),
+                     leaf_views: frozenset[int] = frozenset()) -> TraceMetadata:
     """Run ``flat_fn`` once on functional fakes; record mutations, aliasing and grad-requiring outputs.
 
     Inputs in ``non_leaf`` (the caller's tensor requires grad and is not a leaf) are
     cloned first, so an in-place op on them is legal, as it is in eager. Inputs in
-    ``as_views`` are passed as views (see ``_outputs_after_requires_grad``). ``flat_fn`` is the
+    ``as_views`` are passed as views (see ``_outputs_after_requires_grad``). Inputs in ``leaf_views`` are
+    the caller's views of a leaf that requires grad (``api.views_of_leaves``). ``flat_fn`` is the
     user's function with its slots for new leaves (Note [New leaves]), if it has any.
     """
     try:
         return _collect(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, non_leaf=non_leaf,
-                        as_views=as_views, uncloned=uncloned)
+                        as_views=as_views, uncloned=uncloned, leaf_views=leaf_views)
     except RuntimeError as exc:
         views = frozenset(i for i, a in enumerate(fake_args) if isinstance(a, torch.Tensor) and a._base is not None
                           and not a.requires_grad) - as_views
@@ -106,11 +108,12 @@ def collect_metadata(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...
     # ``x.requires_grad_()`` on an input that is the caller's view, then an in-place op on a view of
     # ``x`` taken before: in eager that view hangs off the caller's base, which does not require grad.
     return collect_metadata(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, non_leaf=non_leaf,
-                            as_views=as_views | views, uncloned=uncloned)
+                            as_views=as_views | views, uncloned=uncloned, leaf_views=leaf_views)
 
 
 def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_mode, *, with_backward: bool,
-             non_leaf: frozenset[int], as_views: frozenset[int], uncloned: frozenset[int]) -> TraceMetadata:
+             non_leaf: frozenset[int], as_views: frozenset[int], uncloned: frozenset[int],
+             leaf_views: frozenset[int]) -> TraceMetadata:
     # Note [Unbacked sizes]: the graph is not kept, so neither are the symbols the pass allocates.
     with translate_errors(), rng_state_as_effects(), fake_mode, fresh_symbols_ignored(fake_mode):
         with JointFunctionalMode():
@@ -123,10 +126,11 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
             tensors = [a for a in call_args if isinstance(a, torch.Tensor)]
             checks.track(tensors)
             checks.mark_copies([call_args[i] for i in non_leaf if with_backward and i not in uncloned])
+            checks.mark_leaf_views([call_args[i] for i in leaf_views if with_backward])
             # Before the call: an input given another's storage (set_, .data =) shows that storage after
             input_storages = {StorageWeakRef(f.untyped_storage()): i for i, f in enumerate(call_args)
                               if isinstance(f, torch.Tensor)}
-            with grad_context(with_backward), MetaFallbacks(), checks, \
+            with grad_context(with_backward), MetaFallbacks(), checks, checks.saves(), \
                     HooksInside(call_args, HookTable()), GeneratorArgs():
                 grad_fns = [a.grad_fn if isinstance(a, torch.Tensor) else None for a in call_args]
                 writes = [_write_count(a) for a in call_args]   # clone_as_is writes its copy once
@@ -174,6 +178,8 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
                 elif info.kind == "input_view" and info.input_index < len(call_args):
                     info = _written_after(info, out, call_args, checks)
                 outputs.append(info)
+            outputs = _views_of_later_outputs(flat_outs, outputs, with_backward)
+            for out, info in zip(flat_outs, outputs, strict=True):
                 if info.kind == "tensor" and info.requires_grad:
                     plain = from_fun(returned(out, info))
                     tangents.append((plain.shape, plain.dtype, plain.device))
@@ -194,7 +200,7 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
         # does not write needs no copy (the joint trace takes an alias where it changes the input's
         # metadata), and a second run classifies its outputs on the input itself.
         return collect_metadata(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, non_leaf=non_leaf,
-                                as_views=as_views, uncloned=uncloned | overlapping)
+                                as_views=as_views, uncloned=uncloned | overlapping, leaf_views=leaf_views)
     views = frozenset(i for i, info in enumerate(inputs) if info.requires_grad_set and fake_args[i]._base is not None)
     if views and not as_views and with_backward:
         return _outputs_after_requires_grad(flat_fn, fake_args, roles, fake_mode, inputs, non_leaf, views, uncloned)
@@ -276,8 +282,11 @@ def _eager_counters(info: InputInfo, f_arg, version: int | None, checks: EagerIn
     """What eager's version counter and in-place checks record for the caller's tensor."""
     if not isinstance(f_arg, torch.Tensor):
         return info
+    saved_at, written_at = checks.clocks(f_arg)   # Note [When eager saved an input] in capture/inplace.py
     return dataclasses.replace(
         info,
+        saved_at=saved_at,
+        written_at=written_at,
         mutated_via_data=info.mutates_data and checks.only_via_data(f_arg),   # .data counts its own versions
         # an in-place op with no new value (t_() of a view), or set_() on a detach(), which only _version sees
         version_bumped=not info.mutates_data and info.new_metadata is None
@@ -598,6 +607,20 @@ def _output_view_info(out, flat_outs: list, infos: list[OutputInfo], with_backwa
             return OutputInfo(kind="output_view", requires_grad=requires_grad, input_index=i,
                               view_meta=_view_meta(out, requires_grad), view_base=from_fun(base))
     return None
+
+
+def _views_of_later_outputs(flat_outs: list, infos: list[OutputInfo], with_backward: bool) -> list[OutputInfo]:
+    """Views of an intermediate returned before the intermediate itself (Dynamo returns ``t0.select(0, -1),
+    ..., t0`` across a graph break, then writes through the view; fuzz seed 600836) are views of that later
+    output too: regenerated from it (``output_view`` of a later index), not from a base of their own, whose
+    history an in-place op on the view would rebase instead of the later output's."""
+    later = {id(o): j for j, (o, info) in enumerate(zip(flat_outs, infos, strict=True))
+             if isinstance(o, torch.Tensor) and info.kind == "tensor" and info.view_meta is None}
+    if not later or all(info.kind != "tensor" or info.view_meta is None for info in infos):
+        return infos
+    return [_output_view_info(out, flat_outs, infos, with_backward) or info
+            if info.kind == "tensor" and info.view_meta is not None and later.get(id(out._base), -1) > k else info
+            for k, (out, info) in enumerate(zip(flat_outs, infos, strict=True))]
 
 
 def _moved_off_base(out) -> bool:

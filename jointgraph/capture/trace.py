@@ -120,7 +120,8 @@ def _backward_mutations(f_inputs: list, before: list, infos: list[InputInfo]) ->
 
 def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode,
                 *, with_backward: bool, names: list[str] | None = None,
-                non_leaf: frozenset[int] = frozenset(), decompositions: dict | None = None) -> JointGraph:
+                non_leaf: frozenset[int] = frozenset(), leaf_views: frozenset[int] = frozenset(),
+                decompositions: dict | None = None) -> JointGraph:
     """Trace ``flat_fn`` (forward, and its backward when ``with_backward``) into a JointGraph.
 
     Expects: ``fake_args`` are fake tensors of ``fake_mode`` (leaves with the
@@ -134,7 +135,8 @@ def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fak
     """
     with compiling():
         leaves = LeafSlots(flat_fn, len(fake_args))   # Note [New leaves] in capture/leaves.py
-        meta = collect_metadata(leaves, fake_args, roles, fake_mode, with_backward=with_backward, non_leaf=non_leaf)
+        meta = collect_metadata(leaves, fake_args, roles, fake_mode, with_backward=with_backward, non_leaf=non_leaf,
+                                leaf_views=leaf_views)
         if leaves.found:
             fake_args, roles, names = _with_slots(leaves, fake_args, roles, names)
             meta = None
@@ -161,7 +163,8 @@ def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fak
     # chunk() / split() outputs among them still refuse in-place ops, and their grad_fn once their base was
     # written (fuzz seeds 300283, 310639, 503324; with new leaves' slots the metadata is collected again).
     if meta is None:
-        meta = collect_metadata(leaves, fake_args, roles, fake_mode, with_backward=True, non_leaf=non_leaf)
+        meta = collect_metadata(leaves, fake_args, roles, fake_mode, with_backward=True, non_leaf=non_leaf,
+                                leaf_views=leaf_views)
     multi = tuple((k, meta.outputs[k].view_meta[5] == WRITTEN_AFTER) for k in outputs
                   if k < len(meta.outputs) and meta.outputs[k].view_meta is not None
                   and meta.outputs[k].view_meta[5] and meta.outputs[k].requires_grad)
@@ -361,6 +364,7 @@ def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], f
             f"tangent_{i - num_inputs}" if i >= num_inputs else f"{roles[i].value}_{i}")
         node._rename(wanted)
         node.target = node.name
+    _mark_input_copies(gm.graph, [phs[i] for i in clone_idx if i not in meta.uncloned])
     out = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
     out_roles = ([Role.USER_OUTPUT] * len(tensor_out_idx) + [Role.MUTATED_INPUT] * len(mutated_idx)
                  + ([Role.GRADIENT] * num_inputs if has_backward else [])
@@ -372,6 +376,21 @@ def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], f
     return JointGraph(gm=gm, inputs=inputs, outputs=meta.outputs, out_spec=None,
                       has_backward=has_backward, fake_mode=fake_mode, hooks=hooks,
                       new_leaves=flat_fn.found)
+
+
+def _mark_input_copies(graph: torch.fx.Graph, copied: list) -> None:
+    """Tag the copy the trace makes of each input in ``copied`` (Note [Input mutations]: an input that
+    requires grad is written on a copy) with ``meta["copy_of_input"]``: the function saw the copy as the
+    input itself, so what is saved of it is the input, eager's version-checked tensor (fuzz seed 503757).
+    The copy is the input's first user: the trace makes it before the function runs."""
+    if not copied:
+        return
+    order = {node: k for k, node in enumerate(graph.nodes)}
+    for ph in copied:
+        first = min(ph.users, key=order.__getitem__, default=None)
+        if first is not None and first.op == "call_function" \
+                and first.target in (torch.ops.aten.clone.default, torch.ops.aten.copy.default):
+            first.meta["copy_of_input"] = ph.meta["input_index"]
 
 
 def _remove_effect_tokens(gm: torch.fx.GraphModule, *, num_placeholders: int) -> None:

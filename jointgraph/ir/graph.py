@@ -34,6 +34,10 @@ class InputInfo:
     # new value the graph returns; and how far the input's version moved
     new_storage: tuple | None = None
     version_delta: int = 0
+    # Note [When eager saved an input] in capture/inplace.py: in-place ops (on any storage) before eager first
+    # saved a tensor sharing its version counter, and before the last one that moved that counter; or None
+    saved_at: int | None = None
+    written_at: int | None = None
 
     @property
     def mutation_recorded(self) -> bool:

@@ -118,6 +118,15 @@ def storage_root(node: torch.fx.Node) -> torch.fx.Node:
     return node
 
 
+def input_index_of(root: torch.fx.Node) -> int | None:
+    """The graph input ``root`` (a ``storage_root``) stands for in the user's function: a placeholder's
+    own, or the input the trace copied into it (``meta["copy_of_input"]``); None for tangents and others."""
+    if root.op == "placeholder":
+        return root.meta.get("input_index") if root.meta.get("role") is not Role.TANGENT \
+            and isinstance(root.meta.get("val"), torch.Tensor) else None
+    return root.meta.get("copy_of_input")
+
+
 def aliases_input(node: torch.fx.Node) -> bool:
     """True for a graph input or a view of one (its storage is live anyway)."""
     return storage_root(node).op == "placeholder"

@@ -209,14 +209,17 @@ class SyntheticBases:
                                    "when an output depends on it or is a view of it, is not supported",
                                    hint='call requires_grad_() before the compiled function, pass distinct '
                                    'tensors, or pass on_unsupported="eager"')
+        # writes autograd records: also those behind the node that raises eager's backward error (fuzz seed
+        # 501666, ``t1 = t0 @ a; a.mul_(t0)``), which give the written input a history all the same
+        recorded = layout.mutated_with_grad + (layout.backward_error[2] if layout.backward_error is not None else ())
         bases, views = [], []
         for group in aliased.groups:
             members = [leaves[positions[i]] for i in group]
             base = base_of(members)
             if base is None:
                 raise aliased
-            detached = _other_roots(group, members, layout.mutated_with_grad)
-            _check_offset_root(group, members, layout.mutated_with_grad)
+            detached = _other_roots(group, members, recorded)
+            _check_offset_root(group, members, recorded)
             views += [(positions[i], tuple(m.shape), tuple(m.stride()), m.storage_offset() - base.storage_offset(),
                        len(bases), i in detached) for i, m in zip(group, members, strict=True)]
             bases.append(base)
@@ -264,7 +267,7 @@ class SyntheticBases:
             if expected:   # eager's recorded t_() came before the op that saved the input: its bump is expected
                 _expected_versions_holder(result).expected_versions = [
                     (t, v + t._version - b, eager) for (t, v, eager), b in zip(expected, before, strict=True)]
-        _take_recorded_writes(leaves, positions, aliased.groups, bases, layout.mutated_with_grad)
+        _take_recorded_writes(leaves, positions, aliased.groups, bases, recorded)
         for i in requires_grad_set:
             leaves[positions[i]].requires_grad_()
         if not returned:

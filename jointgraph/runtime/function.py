@@ -114,6 +114,8 @@ class EntryLayout:
     own_outputs: tuple[int, ...] = ()
     distinct_outputs: tuple[tuple[int, int], ...] = ()   # Note [Distinct outputs]
     data_views: tuple[int, ...] = ()            # flat outputs that are views of an input's .data
+    # per graph input, (InputInfo.saved_at, InputInfo.written_at), where the epilogue bumps versions (or empty)
+    version_clocks: tuple[tuple[int | None, int | None], ...] = ()
 
 
 def _early_views(layout: EntryLayout, inputs: list) -> tuple[int, ...]:
@@ -344,14 +346,18 @@ class CompiledEntry:
         return self._unflatten(flat)
 
 
-def _epilogue_bumps(inputs: list, i: int, meta_mutated: frozenset, bumped: frozenset) -> int:
-    """How many times the epilogue's as_strided_ / increment_version moves input ``i``'s version counter:
-    its own, and those of other inputs sharing its storage in this call (a view's counter is its base's)."""
+def _epilogue_bumps(inputs: list, i: int, meta_mutated: frozenset, bumped: frozenset, clocks: tuple) -> int:
+    """How many times the epilogue's as_strided_ / increment_version moves input ``i``'s version counter
+    before eager saved it: its own, and those of other inputs sharing its storage in this call (a view's
+    counter is its base's). A bump the program made after eager saved input ``i`` is not counted: eager's
+    backward raises there (``clocks``: Note [When eager saved an input] in capture/inplace.py)."""
     if not meta_mutated and not bumped:
         return 0
+    saved_at = clocks[i][0] if clocks else None
     storage = inputs[i].untyped_storage().data_ptr()
     return sum((j in meta_mutated) + (j in bumped) for j in meta_mutated | bumped
-               if j == i or storage and inputs[j].untyped_storage().data_ptr() == storage)
+               if (j == i or storage and inputs[j].untyped_storage().data_ptr() == storage)
+               and (saved_at is None or clocks[j][1] is None or clocks[j][1] <= saved_at))
 
 
 def _expect_versions(outs, inputs: list, saved_mutated: tuple) -> None:
@@ -557,6 +563,7 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
     hooks_inlined = layout.hooks_inlined
     meta_mutated = frozenset(m[0] for m in layout.metadata_mutations)
     bumped = frozenset(layout.version_bumps)   # the epilogue's increment_version is not the user's write after
+    clocks = layout.version_clocks
     moved = {m[0]: m[-1] for m in layout.storage_sets}   # ... nor its set_ (Note [Inputs given another storage])
     detach_shared = layout.detach_shared
     reach = hooks.reach if hooks is not None else ()   # Note [Hooks eager does not reach]
@@ -591,8 +598,8 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                 ctx.stash = list(saved)
             ctx.sizes = list(outs[n_fw_outs + n_saved:])
             if saved_inputs:   # the epilogue's own as_strided_ (a metadata mutation) is not the user's write
-                ctx.versions = [(s, inputs[i], inputs[i]._version + _epilogue_bumps(inputs, i, meta_mutated, bumped)
-                                 + moved.get(i, 0), eager_saves, tangents)
+                ctx.versions = [(s, inputs[i], inputs[i]._version + moved.get(i, 0)
+                                 + _epilogue_bumps(inputs, i, meta_mutated, bumped, clocks), eager_saves, tangents)
                                 for s, i, eager_saves, tangents in saved_inputs]
             if read_outputs:   # weakly: a cycle output -> grad_fn -> ctx -> output would outlive the call
                 ctx.output_versions = [(weakref.ref(outs[k]), outs[k]._version, tangents)
