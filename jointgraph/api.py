@@ -361,8 +361,10 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         ours = {written[storage_root(node)] for node in saved_nodes if storage_root(node) in written}
         eager_plain, eager_new = _inputs_eager_saves(joint.gm.graph, mutated)
         # checked after the epilogue: what our plan reads, and what eager saved though our plan does not
-        saved_mutated = tuple((i, i in eager_new) for i in sorted(ours | eager_new))
         read = _TangentReader.of(joint.gm.graph, len(tangent_positions))
+        joint_written = _written_in(joint.gm.graph, mutated)
+        reading_written = _tangents_reading(joint.gm.graph, read, joint_written.get)
+        saved_mutated = tuple((i, i in eager_new, reading_written.get(i)) for i in sorted(ours | eager_new))
         read_outputs = _outputs_the_backward_reads(joint.gm.graph, len(tensor_outs), read)
         for s, node in enumerate(saved_nodes):
             root = storage_root(node)
@@ -482,15 +484,20 @@ def _written_roots(new_values: list, mutated: tuple) -> dict:
             for v, i in zip(new_values, mutated, strict=True)}
 
 
+def _written_in(graph, mutated: tuple) -> dict:
+    """``_written_roots`` of a joint graph's mutated inputs."""
+    out = output_node(graph)
+    return _written_roots([v for v, r in zip(out.args[0], out.meta["roles"], strict=True) if r is Role.MUTATED_INPUT],
+                          mutated)
+
+
 def _inputs_eager_saves(graph, mutated: tuple) -> tuple[frozenset, frozenset]:
     """Note [Saved mutated inputs] in runtime/function.py: the inputs whose version eager's backward
     checks. The "default" plan keeps what eager keeps: (inputs it saves as they are, or a view of,
     mutated inputs whose new value, or a view of it, it saves). Another plan may save other values
     (an input to recompute from, where eager kept a value computed from it); eager's checks are
     these, whatever ours saves."""
-    out = output_node(graph)
-    new_values = [v for v, r in zip(out.args[0], out.meta["roles"], strict=True) if r is Role.MUTATED_INPUT]
-    written = _written_roots(new_values, mutated)
+    written = _written_in(graph, mutated)
     plain, new = set(), set()
     for choice in plan_default(graph):
         root = storage_root(choice.node)
@@ -525,19 +532,36 @@ class _TangentReader:
         return cls(backward_nodes(graph), tangent_sources(graph), known)
 
     def __call__(self, users) -> tuple[int, ...] | None:
-        found = frozenset().union(*(self.sources.get(u, frozenset()) for u in users if u in self.backward))
+        # a backward node computed from no tangent (``b.t()`` for ``grad @ b.t()``) runs for those its users are
+        found, seen = set(), set()
+        stack = [u for u in users if u in self.backward]
+        while stack:
+            node = stack.pop()
+            if node in seen:
+                continue
+            seen.add(node)
+            tangents = self.sources.get(node, frozenset())
+            if tangents:
+                found |= tangents
+            else:
+                stack.extend(u for u in node.users if u in self.backward)
         return tuple(sorted(found)) if self.known and found else None
 
 
-def _tangents_reading_inputs(graph, read: _TangentReader) -> dict[int, tuple[int, ...] | None]:
-    """Per graph input the joint graph's backward reads (itself or a view of it), the tangents it is read
-    for: the nodes eager saves it for run only when one of them is present. Inputs not read are absent."""
+def _tangents_reading(graph, read: _TangentReader, source) -> dict[int, tuple[int, ...] | None]:
+    """Per input ``source(storage_root(node))`` names (None: no input) whose value the joint graph's backward
+    reads (it or a view of it), the tangents it is read for: the nodes eager saves it for run only when one
+    of them is present. Inputs not read are absent."""
     users: dict[int, list] = {}
     for node in graph.nodes:
-        if node not in read.backward and node.op != "output" \
-                and (i := input_index_of(storage_root(node))) is not None:
+        if node not in read.backward and node.op != "output" and (i := source(storage_root(node))) is not None:
             users.setdefault(i, []).extend(node.users)
     return {i: read(found) for i, found in users.items()}
+
+
+def _tangents_reading_inputs(graph, read: _TangentReader) -> dict[int, tuple[int, ...] | None]:
+    """``_tangents_reading`` graph inputs as the caller passed them (or the trace's copy of one)."""
+    return _tangents_reading(graph, read, input_index_of)
 
 
 def _outputs_the_backward_reads(graph, num_user_tensors: int, read: _TangentReader) -> list[tuple]:

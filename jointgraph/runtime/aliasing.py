@@ -259,14 +259,14 @@ class SyntheticBases:
                                         '(x = x.t()), or pass on_unsupported="eager"') from exc
         if metadata:   # the rebuilt views' t_() / as_strided_(), on the caller's tensors (versions bumped above)
             expected = _expected_versions(result)
-            before = [t._version for t, _, _ in expected]
+            before = [t._version for t, *_ in expected]
             with contextlib.ExitStack() as stack:
                 for i in unrecorded:
                     stack.enter_context(torch.autograd._unsafe_preserve_version_counter(leaves[positions[i]]))
                 apply_metadata_mutations([leaves[p] for p in positions], metadata)
             if expected:   # eager's recorded t_() came before the op that saved the input: its bump is expected
                 _expected_versions_holder(result).expected_versions = [
-                    (t, v + t._version - b, eager) for (t, v, eager), b in zip(expected, before, strict=True)]
+                    (t, v + t._version - b, *rest) for (t, v, *rest), b in zip(expected, before, strict=True)]
         _take_recorded_writes(leaves, positions, aliased.groups, bases, recorded)
         for i in requires_grad_set:
             leaves[positions[i]].requires_grad_()
