@@ -204,7 +204,9 @@ class SyntheticBases:
         positions = layout.signature.tensor_leaf_positions
         members_of = {i for group in aliased.groups for i in group}
         requires_grad_set = [i for i in layout.requires_grad_set if i in members_of]
-        if requires_grad_set and (layout.tangent_positions or _views_requiring_grad(layout, members_of)):
+        # outputs behind the node that raises eager's backward error depend on it too (fuzz seed 702738)
+        differentiable = layout.tangent_positions or layout.backward_error is not None and layout.backward_error[1]
+        if requires_grad_set and (differentiable or _views_requiring_grad(layout, members_of)):
             raise UnsupportedError("requires_grad_() on an input that shares storage with another mutated input, "
                                    "when an output depends on it or is a view of it, is not supported",
                                    hint='call requires_grad_() before the compiled function, pass distinct '
