@@ -43,6 +43,11 @@ SCENARIOS = {
     # is no view, went on and failed at a later op eager never runs (an IndexError): eager's error, where eager
     "squeeze_of_a_view_of_an_expanded_leaf": ("def f(a):\n    t1 = a[:-1]\n    t1.squeeze_()\n    return t1[:, 1:]",
                                              "base = torch.randn(1, 4, requires_grad=True)\nx = base.expand(2, 4)\nx,"),
+    # seed 703009: outputs behind the node that raises eager's backward error (a saved input written through a
+    # detach), one a view of the other: they share one storage, as eager's do
+    "views_of_one_value_behind_the_raising_node": ("def f(a):\n    t0 = a * a\n    a.detach().add_(1)\n"
+                                                   "    return t0.view(-1), t0",
+                                                   "leaf = torch.randn(4, requires_grad=True)\nx = leaf.clone()[2:]\nx,"),
     "offset_slice": ("def f(x):\n    x.mul_(2)\n    return x + 1", "base = torch.arange(8.)\nx = base[2:5]\nx,"),
     "strided_slice": ("def f(x):\n    x.mul_(2)\n    return x + 1", "base = torch.arange(8.)\nx = base[::2]\nx,"),
     "column_block": ("def f(x):\n    x.add_(1)\n    return x.sum(0)",

@@ -302,6 +302,7 @@ class CompiledEntry:
         unique = list({id(r): r for r in roots}.values())
         outs = RaisesInBackward.apply(error, len(unique), *sources, *unique)
         _onto_input_storages(unique, outs, inputs)
+        _onto_shared_storages(unique, outs, inputs)
         new_root = {id(r): out for r, out in zip(unique, outs, strict=False)}
         by_storage = {_storage(r): (r, out) for r, out in zip(unique, outs, strict=False)}
         flat = list(flat)
@@ -412,6 +413,22 @@ def _onto_input_storages(roots: list, outs, inputs: list) -> None:
     for r, out in zip(roots, outs, strict=False):
         if r.numel() > 0 and _storage(r) in storages:
             _set_keeping_version(out, r.untyped_storage(), r.storage_offset(), r.shape, r.stride())
+
+
+def _onto_shared_storages(roots: list, outs, inputs: list) -> None:
+    """Note [Errors in the backward]: roots that share a storage of the function's own (``t0.view(-1), t0``
+    where the graph returns both, fuzz seed 703009) are moved onto one copy of that storage, as eager's
+    outputs share theirs; those on an input's storage are moved back onto it by ``_onto_input_storages``."""
+    inputs_at = {_storage(t) for t in inputs if isinstance(t, torch.Tensor) and t.numel() > 0}
+    groups: dict[int, list] = {}
+    for r, out in zip(roots, outs, strict=False):
+        if r.numel() > 0 and _storage(r) not in inputs_at:
+            groups.setdefault(_storage(r), []).append((r, out))
+    for group in groups.values():
+        if len(group) > 1:
+            storage = group[0][0].untyped_storage().clone()   # every root's values, where they lie
+            for r, out in group:
+                _set_keeping_version(out, storage, r.storage_offset(), r.shape, r.stride())
 
 
 def _regenerate_view(base: torch.Tensor, size, stride, offset, dtype) -> torch.Tensor:
