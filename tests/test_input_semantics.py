@@ -47,7 +47,8 @@ SCENARIOS = {
     # detach), one a view of the other: they share one storage, as eager's do
     "views_of_one_value_behind_the_raising_node": ("def f(a):\n    t0 = a * a\n    a.detach().add_(1)\n"
                                                    "    return t0.view(-1), t0",
-                                                   "leaf = torch.randn(4, requires_grad=True)\nx = leaf.clone()[2:]\nx,"),
+                                                   "leaf = torch.randn(4, requires_grad=True)\n"
+                                                   "x = leaf.clone()[2:]\nx,"),
     "offset_slice": ("def f(x):\n    x.mul_(2)\n    return x + 1", "base = torch.arange(8.)\nx = base[2:5]\nx,"),
     "strided_slice": ("def f(x):\n    x.mul_(2)\n    return x + 1", "base = torch.arange(8.)\nx = base[::2]\nx,"),
     "column_block": ("def f(x):\n    x.add_(1)\n    return x.sum(0)",
