@@ -13,9 +13,12 @@ with ``as_strided`` and its real size, stride and storage offset, so a write
 through any view lands in the base and every other view sees it, as in eager.
 The base is a differentiable view of the views' common autograd root, so
 gradients reach the root; inputs that share storage but not an autograd root
-(``x`` and ``x.detach()``) can be rebased only when none of them requires grad; a write
-autograd records on one of them gives that input the write's history (taken from the base
+(``x`` and ``x.detach()``) are rebased on a detached base when none of them requires grad: a
+write autograd records on one of them gives that input the write's history (taken from the base
 after the call), and the other roots are rebuilt detached inside, as eager gives them none.
+When those requiring grad share one root (``x[1:]`` and ``x[1:].detach()``, ``x`` requiring grad),
+the base is differentiable into that root and the other roots' inputs are rebuilt detached; a
+write autograd records on one of those is refused (it would give the root its history).
 An output that is one of the caller's tensors is returned as the caller's object; a
 tensor passed twice is rebuilt once, so both arguments are one object, as in eager.
 What the function does to a view's own metadata (``t_()``, ``unsqueeze_()``,
@@ -67,9 +70,10 @@ def check_no_aliasing(inputs: list, mutated: tuple[int, ...]) -> None:
         raise AliasedInputs(groups)
 
 
-def base_of(members: list[torch.Tensor]) -> torch.Tensor | None:
+def base_of(members: list[torch.Tensor], recorded: tuple[bool, ...] = ()) -> torch.Tensor | None:
     """A contiguous 1-D tensor over the whole storage ``members`` share, differentiable
-    into their common autograd root; None when no such base exists."""
+    into their common autograd root (or the one root of those requiring grad, when no write autograd
+    records, per member in ``recorded``, is on another root's); None when no such base exists."""
     first = members[0]
     if any(m.dtype != first.dtype or m.device != first.device for m in members):
         return None
@@ -81,15 +85,33 @@ def base_of(members: list[torch.Tensor]) -> torch.Tensor | None:
             return None   # a view made a leaf by requires_grad_(): its gradient is its own, not the root's
         return root.as_strided((numel,), (1,), 0)
     if any(m.requires_grad for m in members):
-        return None
+        root = _grad_root(members)
+        if root is None or any(r and _root(m) is not root for m, r in zip(members, recorded, strict=False)):
+            return None
+        return root.as_strided((numel,), (1,), 0)
     return first.detach().as_strided((numel,), (1,), 0)
 
 
-def _other_roots(group: tuple, members: list, recorded: tuple) -> frozenset[int]:
+def _root(t: torch.Tensor) -> torch.Tensor:
+    return t if t._base is None else t._base
+
+
+def _grad_root(members: list[torch.Tensor]) -> torch.Tensor | None:
+    """The one autograd root of the members that require grad, if it requires grad itself (fuzz seeds 600065,
+    600104: ``base[1:]`` and ``base[1:].detach()``); None for several, or a view made a leaf by requires_grad_()."""
+    roots = {id(_root(m)): _root(m) for m in members if m.requires_grad}
+    root = next(iter(roots.values())) if len(roots) == 1 else None
+    return root if root is not None and root.requires_grad and root.storage_offset() == 0 else None
+
+
+def _other_roots(group: tuple, members: list, recorded: tuple, base: torch.Tensor) -> frozenset[int]:
     """Members of a group of several autograd roots (``x`` and ``x.detach()``) whose root no write autograd
-    records reaches: eager gives them no history from the others' writes, so they are rebuilt detached."""
+    records reaches, nor the base's (one requiring grad): eager gives them no history from the others' writes,
+    so they are rebuilt detached."""
     roots = [id(m if m._base is None else m._base) for m in members]
     written = {r for i, r in zip(group, roots, strict=True) if i in recorded}
+    if base.requires_grad:
+        written.add(id(_root(base)))
     if len(set(roots)) == 1 or not written:
         return frozenset()
     return frozenset(i for i, r in zip(group, roots, strict=True) if r not in written)
@@ -122,7 +144,7 @@ def _take_recorded_writes(leaves: list, positions: tuple, groups: tuple, bases: 
         if len({id(m if m._base is None else m._base) for m in members}) == 1 or not base.requires_grad:
             continue
         for i, m in zip(group, members, strict=True):
-            if i in recorded:
+            if i in recorded and _root(m) is not _root(base):   # the base's own root took the history itself
                 with torch.autograd._unsafe_preserve_version_counter(m):
                     m.copy_(base.as_strided(m.shape, m.stride(), m.storage_offset()))
 
@@ -217,10 +239,10 @@ class SyntheticBases:
         bases, views = [], []
         for group in aliased.groups:
             members = [leaves[positions[i]] for i in group]
-            base = base_of(members)
+            base = base_of(members, tuple(i in recorded for i in group))
             if base is None:
                 raise aliased
-            detached = _other_roots(group, members, recorded)
+            detached = _other_roots(group, members, recorded, base)
             _check_offset_root(group, members, recorded)
             views += [(positions[i], tuple(m.shape), tuple(m.stride()), m.storage_offset() - base.storage_offset(),
                        len(bases), i in detached) for i, m in zip(group, members, strict=True)]
@@ -246,7 +268,8 @@ class SyntheticBases:
         if unrecorded:
             for i in unrecorded:
                 torch.autograd.graph.increment_version(leaves[positions[i]])
-            bases = [base_of([leaves[positions[i]] for i in group]) for group in aliased.groups]   # not stale
+            bases = [base_of([leaves[positions[i]] for i in group], tuple(i in recorded for i in group))
+                     for group in aliased.groups]   # not stale
         try:
             result = inner(bases, masked)
         except RuntimeError as exc:
