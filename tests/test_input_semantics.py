@@ -457,6 +457,12 @@ SCENARIOS = {
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.
 REFUSED = {
+    # fuzz seed 800158 (through Dynamo): a leaf made from a view of an input, then written into the input with
+    # autograd recording it; eager moves the leaf into the graph interior (its backward raises), the slot of the
+    # leaf would not: refused by name (was an input that did not come back requiring grad)
+    "leaf_view_moved_into_the_graph_interior": (
+        "def f(a):\n    t0 = a.select(0, -1)\n    t0.requires_grad_()\n    a[0] = t0.sum()\n    return t0.data * 2",
+        "base = torch.randn(5, requires_grad=True)\nx = base[1:].detach()\nx,"),
     # fuzz --semantics12 seed 702738: requires_grad_() on one of two overlapping slices, whose output's backward
     # raises eager's error (the slice is written through a detach after sin() saved it): compiled without a
     # backward, the output came back not requiring grad; refused by name like the case with a backward
@@ -1227,3 +1233,21 @@ def test_node_that_raises_is_not_run_for_a_gradient_that_does_not_reach_it():
     assert _items_raising(f, make, 2) == [0]
     assert _items_raising(torch.compile(f, backend="jointgraph"), make, 2) == [0]
     assert _items_raising(jointgraph.aot_function(f), make, 2) == [0]
+
+
+def test_leaf_view_moved_into_the_graph_interior_is_refused_through_dynamo():
+    """Fuzz seed 800158: Dynamo keeps ``t0.requires_grad_()`` of a view of its input in the graph; the write
+    into the input then moves eager's leaf into the graph interior. Refused by name (PyTorch's own
+    ``aot_eager`` returns the input without its history)."""
+    def f(a):
+        t0 = a.select(0, -1)
+        t0.requires_grad_()
+        a[0] = t0.sum()
+        t0.data[t0.data > 0] = 3.0
+        return a
+
+    torch._dynamo.reset()
+    x = torch.randn(5, requires_grad=True)[1:].detach()
+    with pytest.raises(torch._dynamo.exc.BackendCompilerFailed, match="moves the leaf into the graph interior") as info:
+        torch.compile(f, backend="jointgraph")(x)
+    assert isinstance(info.value.inner_exception, jointgraph.UnsupportedError)

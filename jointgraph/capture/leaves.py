@@ -93,6 +93,24 @@ _PARAMETER_REFUSED = ("an nn.Parameter made inside the compiled function from a 
                       "not supported")
 
 
+def _refuse_moved_leaves(leaves: list, sources: list) -> None:
+    """Fuzz seed 800158: ``t0 = a[-1]; t0.requires_grad_(); a[0] = t0.sum()``. The in-place write into
+    ``t0``'s base, recorded by autograd, regenerates ``t0`` as a view of the written base: eager moves the
+    leaf into the graph interior, and a backward that reaches the old leaf raises. The slot, a leaf of its
+    own, would take that gradient instead (or none): refused by name."""
+    for leaf, where in zip(leaves, sources, strict=True):
+        try:
+            moved = leaf.grad_fn is not None
+        except RuntimeError:   # a view whose grad_fn eager refuses to regenerate: its own error, later
+            continue
+        if moved:
+            raise UnsupportedError("a leaf made inside the compiled function (requires_grad_()) is a view whose base "
+                                   "is then written in place with autograd recording it: eager moves the leaf into "
+                                   "the graph interior, and a backward reaching it raises", source=where,
+                                   hint="make the leaf from a clone (t.clone().requires_grad_()), or pass "
+                                        'on_unsupported="eager"')
+
+
 class LeafBinder(torch.overrides.TorchFunctionMode):
     """Records the leaves the function creates, in order (``leaves``); leaves other calls alone."""
 
@@ -165,6 +183,7 @@ class LeafSlots:
             outs = self.fn(*inputs)
         self.made, self.slots = binder.leaves, slots
         if not slots:
+            _refuse_moved_leaves(binder.leaves, binder.sources)
             self.found = tuple(_describe(leaf, where, outs, inputs, originals)
                                for leaf, where in zip(binder.leaves, binder.sources, strict=True))
             return outs
