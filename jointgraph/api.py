@@ -394,6 +394,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         keep_version=tuple(i for i in mutated if joint.inputs[i].mutated_via_data),
         version_bumps=tuple(i for i, info in enumerate(joint.inputs) if info.version_bumped),
         written_with_grad=tuple(i for i, info in enumerate(joint.inputs) if info.written_with_grad),
+        written_through_views=tuple(i for i, info in enumerate(joint.inputs) if info.written_through_views),
         saved_mutated=saved_mutated,
         # made before a write to its storage: before the epilogue writes (or bumps the version of) the
         # input, or another input sharing its storage (a.copy_(a) under no_grad, a a detach of b)

@@ -631,6 +631,14 @@ WRITTEN_AFTER_THE_CALL = {
                                               "        t0 = b @ b.t().float()\n    return t0.sum(), b.select(0, -1)",
                                               "leaf = torch.randn(3, 4, requires_grad=True)\nbase = leaf.clone()\n"
                                               "base, base", ("mincut", "dynamo")),
+    # seed 900889: an input (a view) written through a view of it with autograd recording it: eager leaves its own
+    # grad_fn stale, and writing it in place after the call raises autograd's leaf error; ours did not
+    "input_written_through_its_view_with_grad": ("def f(a, w):\n    a.t().add_(w * 2.0)\n    return a",
+                                                 "base = torch.randn(6)\nx = base[3:]\n"
+                                                 "w = torch.randn(3, requires_grad=True)\nx, w", ()),
+    "input_written_through_its_view_behind_the_raising_node": (
+        "def f(a):\n    t1 = a * torch.full((3,), 0.5, requires_grad=True)\n    a.t().add_(t1)\n    return a",
+        "base = torch.randn(6)\nx = base[3:]\nx,", ()),
     # seed 503757: an input requiring grad (traced on a copy) reshaped in place, then saved; writing it after
     # the call makes eager's backward raise: what is saved of the trace's copy is the input
     "saved_input_reshaped_first": ("def f(a, b):\n    b.unsqueeze_(0)\n    t0 = b.detach().requires_grad_()\n"

@@ -249,6 +249,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self.written_directly: set = set()
         self.written_via_set: set = set()      # storages (of ``elem``s) written through a tensor set_() gave them
         self._written_with_grad: set = set()   # storages an in-place op autograd records ran on
+        self._recorded_on_input: set = set()   # storages of inputs written with autograd recording it, by the input
+        self._recorded_on_views: set = set()   # ... or by a view of it
         self._writes: dict[int, int] = {}      # storage -> in-place ops on it that bump its version
         self._views: dict[int, list] = {}      # storage -> weak references to views made of it inside
         self.reshaped_under_views = False      # an in-place view op ran on a storage with views made before
@@ -347,6 +349,11 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             if self._leaf_views.get(target._base if target._base is not None else target):
                 raise RuntimeError(VIEW_OF_LEAF + ".")   # where eager raises it, not at a later op it never runs
             self._written_with_grad.add(_storage_id(target))   # eager refuses it on a view of a leaf
+        if self.analyze and target is not None and (in_place or name in _DUNDER_WRITES) and torch.is_grad_enabled() \
+                and any(isinstance(t, torch.Tensor) and t.requires_grad for t in (*args, *kwargs.values())) \
+                and self._of_an_input(target):   # Note [Writes through a view of an input] in runtime/epilogue.py
+            on_itself = self._input_storages.get(target) is not None
+            (self._recorded_on_input if on_itself else self._recorded_on_views).add(_storage_id(target))
         if in_place or target is not None and name in _DUNDER_WRITES:   # also x[i] = v, x += v
             # eager's errors come first; copy_ from the target's own memory returns before eager's checks,
             # also where autograd records it (fuzz seed 120199: c.detach().copy_(c) on an expanded c)
@@ -538,6 +545,13 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         """An in-place op (data or metadata) ran on a tensor sharing ``t``'s storage, not through
         ``.data``: eager bumped the version counter ``t`` shares with it."""
         return _storage_id(t) in self.written_directly
+
+    def written_through_views_with_grad(self, t: torch.Tensor) -> bool:
+        """Every in-place op autograd records on the input ``t``'s storage ran on a view of ``t``, none on
+        ``t`` itself: eager leaves ``t``'s own ``grad_fn`` stale until it is read (Note [Writes through a
+        view of an input] in runtime/epilogue.py)."""
+        storage = _storage_id(t)
+        return storage in self._recorded_on_views and storage not in self._recorded_on_input
 
     def written_with_grad(self, t: torch.Tensor) -> bool:
         """An in-place op autograd records ran on ``t``'s storage (eager refuses it on a view of a leaf)."""

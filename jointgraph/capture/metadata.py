@@ -291,7 +291,8 @@ def _eager_counters(info: InputInfo, f_arg, version: int | None, checks: EagerIn
         # an in-place op with no new value (t_() of a view), or set_() on a detach(), which only _version sees
         version_bumped=not info.mutates_data and info.new_metadata is None
         and (checks.written(f_arg) or _version(f_arg) != version),
-        written_with_grad=checks.written_with_grad(f_arg))
+        written_with_grad=checks.written_with_grad(f_arg),
+        written_through_views=checks.written_through_views_with_grad(f_arg))
 
 
 def _version(t) -> int | None:

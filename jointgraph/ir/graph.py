@@ -29,6 +29,7 @@ class InputInfo:
     mutated_in_backward: bool = False   # Note [Backward mutations]
     version_bumped: bool = False        # written in place only where no value changed (t_() of a view)
     written_with_grad: bool = False     # an in-place op autograd records ran on it or a view of it
+    written_through_views: bool = False  # ... on views of it only (Note [Writes through a view of an input])
     storage_bytes: int | None = None    # final storage size after a resize (Note [Storage resize])
     # Note [Inputs given another storage]: ("input", j, view replay from input j) or ("value",) for the
     # new value the graph returns; and how far the input's version moved

@@ -27,10 +27,18 @@ def apply_metadata_mutations(inputs: list, mutations: tuple) -> None:
 
 def apply_mutations(inputs: list, outs, copies: tuple) -> None:
     """Copy new values into the caller's tensors: ``copies`` holds (input, output, recorded by
-    autograd, written only through ``.data``)."""
-    for i, k, recorded, keep_version in copies:
-        if recorded:
-            inputs[i].copy_(outs[k])   # autograd records it, as it recorded eager's in-place op
+    autograd, written only through ``.data``, written only through views of it).
+
+    Note [Writes through a view of an input]
+    ----------------------------------------
+    Eager's ``a.t().add_(y)`` (``y`` requiring grad) on an input ``a`` that is a view of ``base`` gives
+    ``base`` the write's history; ``a``'s own ``grad_fn`` is regenerated only when read, and until then
+    autograd's in-place check takes ``a`` for a leaf that requires grad (``a.mul_(2)`` right after the
+    call raises; fuzz seed 900889). A recorded write that eager made only through views of the input is
+    copied through a view of it too, so the caller's tensor is left as eager leaves it."""
+    for i, k, recorded, keep_version, via_view in copies:
+        if recorded:   # autograd records it, as it recorded eager's in-place op
+            (inputs[i].view_as(inputs[i]) if via_view and inputs[i]._base is not None else inputs[i]).copy_(outs[k])
         elif keep_version:   # written through x.data, which counts its own versions
             with torch.no_grad(), torch.autograd._unsafe_preserve_version_counter(inputs[i]):
                 inputs[i].copy_(outs[k])

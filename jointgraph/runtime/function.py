@@ -87,6 +87,7 @@ class EntryLayout:
     signature: Any                              # FlatSignature: leaves -> graph inputs
     hooks_inlined: bool = False                 # Note [Inlined saved-tensor hooks] in jointgraph/hooks
     written_with_grad: tuple[int, ...] = ()     # inputs an in-place op autograd records ran on (or on a view)
+    written_through_views: tuple[int, ...] = ()  # ... on views of them only: Note [Writes through a view of an input]
     # (mutated input, eager saves it): whose new value our backward reads or eager's saves
     # (Note [Saved mutated inputs])
     saved_mutated: tuple[tuple[int, bool, tuple[int, ...] | None], ...] = ()   # and the tangents it is read for
@@ -141,8 +142,8 @@ class CompiledEntry:
         self.function = _make_function(forward, backward, layout, hooks) if backward is not None else None
         self._mutation_check = bool(layout.mutated_inputs)
         # Note [Input mutations]: (input index, output index, record the copy in autograd)
-        self._copies = tuple((i, layout.num_user_tensors + k, i in layout.mutated_with_grad, i in layout.keep_version)
-                             for k, i in enumerate(layout.mutated_inputs))
+        self._copies = tuple((i, layout.num_user_tensors + k, i in layout.mutated_with_grad, i in layout.keep_version,
+                              i in layout.written_through_views) for k, i in enumerate(layout.mutated_inputs))
         self._positions = layout.signature.tensor_leaf_positions
         # Inputs whose views are replayed from their geometry before a metadata mutation.
         meta_mutated = {m[0] for m in layout.metadata_mutations}
@@ -336,9 +337,10 @@ class CompiledEntry:
         if not sources or not torch.is_grad_enabled():
             return
         outs = RaisesInBackward.apply(error, len(mutated), *sources, *[inputs[i].detach() for i in mutated])
+        views = self.layout.written_through_views   # Note [Writes through a view of an input] in epilogue.py
         for i, value in zip(mutated, outs, strict=True):
             with torch.autograd._unsafe_preserve_version_counter(inputs[i]):
-                inputs[i].copy_(value)
+                (inputs[i].view_as(inputs[i]) if i in views and inputs[i]._base is not None else inputs[i]).copy_(value)
 
     def __call__(self, leaves: list) -> Any:
         flat = self.run_inputs([leaves[p] for p in self._positions])
@@ -463,14 +465,21 @@ def _within(t: torch.Tensor, r: torch.Tensor) -> bool:
 def _raising_sources(inputs: list) -> list:
     """The inputs requiring grad the node whose backward raises hangs off: not a stale multi-output view
     (an ``unbind`` / ``split`` output whose base was written, which refuses its grad_fn: fuzz seed 500776,
-    where Dynamo passed one into the next graph; eager would raise only in the backward)."""
-    sources = []
+    where Dynamo passed one into the next graph; eager would raise only in the backward). A view whose base
+    requires grad is represented by its base: reading the view's ``grad_fn`` would regenerate it, where eager
+    leaves it stale (Note [Writes through a view of an input] in runtime/epilogue.py)."""
+    sources, seen = [], set()
     for t in inputs:
         if isinstance(t, torch.Tensor) and t.requires_grad:
+            if t._base is not None and t._base.requires_grad:
+                t = t._base
+            if id(t) in seen:
+                continue
             try:
                 t.grad_fn   # noqa: B018 (autograd checks a view's version here)
             except RuntimeError:
                 continue
+            seen.add(id(t))
             sources.append(t)
     return sources
 
