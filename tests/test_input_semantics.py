@@ -457,6 +457,21 @@ SCENARIOS = {
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.
 REFUSED = {
+    # fuzz seed 802164: an expanded input requiring grad, traced on a dense copy, whose reshape(-1) (a copy in
+    # eager, a view of the dense copy) is written: not eager's view-of-a-leaf error (a crash), refused by name
+    "write_into_a_reshape_of_an_expanded_leaf_view": (
+        "def f(a):\n    a.reshape(-1).clamp_(-0.5, 0.5)\n    t0 = a + a\n    t0.copy_(a)\n    return a",
+        "base = torch.randn(1, 3, 3, requires_grad=True)\nx = base.expand(3, 3, 3)\nx,"),
+    # fuzz seed 802195: b[:-1].copy_(b[1:]) on an expanded input requiring grad copies a memory onto itself in
+    # eager; on the dense copy the trace checks, it overlapped partially (eager's error, a crash): refused
+    "copy_between_rows_of_an_expanded_input": (
+        "def f(b):\n    t0 = b[1:]\n    with torch.no_grad():\n        b[:-1].copy_(t0)\n    return b",
+        "leaf = torch.randn(1, 4, requires_grad=True)\nx = (leaf * 1).expand(3, 4)\nx,"),
+    # fuzz seed 802082: transpose_() of an input, a write, then .data =: the write landed in the old geometry
+    # (wrong values in the caller's storage); refused like a write before a set_() with a new shape
+    "write_after_transpose_then_data_assigned": (
+        "def f(a):\n    a.transpose_(0, 1)\n    a[::2].add_(2.0)\n    a.data = a.data * 2\n    return a",
+        "leaf = torch.randn(4, 3, requires_grad=True)\nbase = leaf.clone()\nx = base[1:].detach()\nx,"),
     # fuzz seed 800158 (through Dynamo): a leaf made from a view of an input, then written into the input with
     # autograd recording it; eager moves the leaf into the graph interior (its backward raises), the slot of the
     # leaf would not: refused by name (was an input that did not come back requiring grad)

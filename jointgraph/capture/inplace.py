@@ -188,6 +188,10 @@ def _element_offsets(t: torch.Tensor) -> np.ndarray:
     return offsets.reshape(-1)
 
 
+EXPANDED_INPUT_WRITTEN = ("an input whose elements share memory (an expanded tensor, stride 0) is written in place; "
+                          "its new value cannot be expressed functionally")
+EXPANDED_INPUT_HINT = ("pass the tensor before expand (or a .clone() of the expanded one), or pass "
+                       'on_unsupported="eager"')
 VIEW_OF_LEAF = "a view of a leaf Variable that requires grad is being used in an in-place operation"
 
 
@@ -258,6 +262,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self._reshaped_views: dict[int, list] = {}   # storage -> differentiable views given new metadata in place
         self.views_before_requires_grad: dict[int, str] = {}   # input storage -> the requires_grad_() line
         self.copies: set = set()   # storages of inputs traced on a copy of their elements (clone_as_is)
+        self.dense_copies: set = set()   # ... of expanded inputs, on a dense copy
         self._leaf_views = _ByTensor()         # inputs that are the caller's views of a leaf requiring grad
         self._input_storages = _ByTensor()    # input -> its storage when the call began
         self._saved_at: dict[int, int] = {}   # storage -> the clock when autograd first saved a tensor on it
@@ -357,6 +362,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         if in_place or target is not None and name in _DUNDER_WRITES:   # also x[i] = v, x += v
             # eager's errors come first; copy_ from the target's own memory returns before eager's checks,
             # also where autograd records it (fuzz seed 120199: c.detach().copy_(c) on an expanded c)
+            if self.analyze and _storage_id(target) in self.dense_copies:   # fuzz seed 802195
+                raise UnsupportedError(EXPANDED_INPUT_WRITTEN, source=user_source_line(), hint=EXPANDED_INPUT_HINT)
             if in_place and self.analyze and name not in _OVERLAP_UNCHECKED \
                     and not (name == "copy_" and len(args) > 1 and _same_data(target, args[1])):
                 self._check(target, args[1:], kwargs)
@@ -527,6 +534,12 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         (fuzz seed 503382: traced on, ``t1 = a[:-1]; t1.squeeze_(); t1[:, 1:]`` failed with an IndexError)."""
         for t in tensors:
             self._leaf_views[t] = True
+
+    def mark_dense_copies(self, tensors: list) -> None:
+        """These inputs are expanded (their elements share memory) and traced on a dense copy: a write into one
+        is refused by name before eager's overlap checks, which the copy's geometry would answer wrongly (the
+        caller's ``b[:-1].copy_(b[1:])`` copies a memory onto itself; fuzz seed 802195)."""
+        self.dense_copies |= {_storage_id(t) for t in tensors}
 
     def mark_copies(self, tensors: list) -> None:
         """These inputs are traced on a copy of their elements (``clone_as_is``): their caller's storage may

@@ -68,7 +68,7 @@ from .context import (
 from .fallbacks import MetaFallbacks
 from .generators import GeneratorArgs, rng_state_as_effects
 from .hooks_inside import HooksInside, HookTable
-from .inplace import VIEW_OF_LEAF, EagerInPlaceChecks
+from .inplace import EXPANDED_INPUT_HINT, EXPANDED_INPUT_WRITTEN, VIEW_OF_LEAF, EagerInPlaceChecks
 from .leaves import LeafSlots, shares_version_counter
 from .symbolic import geometry_carriers
 from .unbacked import fresh_symbols_ignored
@@ -126,7 +126,12 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
             tensors = [a for a in call_args if isinstance(a, torch.Tensor)]
             checks.track(tensors)
             checks.mark_copies([call_args[i] for i in non_leaf if with_backward and i not in uncloned])
-            checks.mark_leaf_views([call_args[i] for i in leaf_views if with_backward])
+            checks.mark_dense_copies([call_args[i] for i in non_leaf if with_backward and i not in uncloned
+                                      and has_internal_overlap(fake_args[i])])
+            # not on a dense copy of an expanded input, whose views are no views in eager (reshape copies: fuzz
+            # seed 802164); the runtime raises eager's error for those (check_view_of_leaf)
+            checks.mark_leaf_views([call_args[i] for i in leaf_views if with_backward and not (
+                i in non_leaf and i not in uncloned and has_internal_overlap(fake_args[i]))])
             # Before the call: an input given another's storage (set_, .data =) shows that storage after
             input_storages = {StorageWeakRef(f.untyped_storage()): i for i, f in enumerate(call_args)
                               if isinstance(f, torch.Tensor)}
@@ -346,7 +351,8 @@ def _new_storages(infos: list[InputInfo], call_args: list, fake_args: list, vers
                                    "new value cannot be expressed functionally",
                                    hint="pass the tensor before expand (or a .clone() of the expanded one), or pass "
                                         'on_unsupported="eager"')
-        if old is not None and (f.grad_fn is not grad_fns[i] or tuple(old.shape) != tuple(fake_args[i].shape)):
+        if old is not None and (f.grad_fn is not grad_fns[i] or tuple(old.shape) != tuple(fake_args[i].shape)
+                                or tuple(old.stride()) != tuple(fake_args[i].stride())):   # transpose_() (802082)
             raise UnsupportedError(f"input {i} is written in place, with autograd recording it or with its "
                                    "geometry changed, and then given another storage (set_(), .data =): not "
                                    "supported", hint='write after the set_(), or pass on_unsupported="eager"')
@@ -442,10 +448,7 @@ def _input_info(f_arg, fake_arg, role: Role, grad_fn_before, writes_before: int 
     elem = f_arg.elem
     mutated = written and bool(torch._functionalize_has_data_mutation(elem))
     if mutated and has_internal_overlap(fake_arg):
-        raise UnsupportedError("an input whose elements share memory (an expanded tensor, stride 0) is written in "
-                               "place; its new value cannot be expressed functionally",
-                               hint="pass the tensor before expand (or a .clone() of the expanded one), or pass "
-                                    'on_unsupported="eager"')
+        raise UnsupportedError(EXPANDED_INPUT_WRITTEN, hint=EXPANDED_INPUT_HINT)
     recorded = f_arg.grad_fn is not grad_fn_before   # autograd saw an in-place op on it
     if recorded and not mutated and type(f_arg.grad_fn).__name__ == "CopySlices":   # also after t_() (403386)
         # No value and no geometry changed, yet autograd rewrote the input's history through a view:
