@@ -270,6 +270,11 @@ class SyntheticBases:
                 torch.autograd.graph.increment_version(leaves[positions[i]])
             bases = [base_of([leaves[positions[i]] for i in group], tuple(i in recorded for i in group))
                      for group in aliased.groups]   # not stale
+        # members written in eager whose version counter is not the base's (``a.set_(b)`` passed with ``b``:
+        # a storage, two counters; fuzz seed 901124): their counters move too
+        written = set(layout.mutated_inputs) - set(layout.keep_version)
+        versions = {i: leaves[positions[i]]._version for group in aliased.groups for i in group
+                    if i in written and not leaves[positions[i]].is_inference()}
         try:
             result = inner(bases, masked)
         except RuntimeError as exc:
@@ -282,6 +287,9 @@ class SyntheticBases:
                                    f"view; this cannot be traced on their common storage ({str(exc).splitlines()[0]})",
                                    hint="pass distinct tensors (e.g. .clone()), use the out-of-place op "
                                         '(x = x.t()), or pass on_unsupported="eager"') from exc
+        for i, version in versions.items():
+            if leaves[positions[i]]._version == version:
+                torch.autograd.graph.increment_version(leaves[positions[i]])
         if metadata:   # the rebuilt views' t_() / as_strided_(), on the caller's tensors (versions bumped above)
             expected = _expected_versions(result)
             before = [t._version for t, *_ in expected]
