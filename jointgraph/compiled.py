@@ -17,6 +17,7 @@ from .api import COMPILE_LOCK, build_entry
 from .cache import function_source
 from .capture.captured import CapturedSources, lift_captured
 from .capture.guards import ClosureGuard, ambient_state, closure_guard
+from .capture.inplace import ExpandedInputWritten
 from .capture.inputs import (
     _PLAIN_TENSOR_TYPES,
     dynamic_key,
@@ -31,6 +32,7 @@ from .logs import compile_log, recompiles_log
 from .options import CompileOptions
 from .runtime.aliasing import AliasedInputs, SyntheticBases
 from .runtime.epilogue import RefusedCall
+from .runtime.expanded import ExpandedEntry, compactable
 
 _top_hooks = torch._C._autograd._top_saved_tensors_default_hooks
 
@@ -60,7 +62,7 @@ class CompiledFunction:
         self._static: dict[tuple, list] = {}
         self._dynamic: dict[tuple, list] = {}
         # Note [Aliased inputs] in runtime/aliasing.py
-        self._synthetic = SyntheticBases(fn, lambda inner: CompiledFunction(inner, options))
+        self._synthetic = SyntheticBases(fn, self._make_inner)
         self._num_entries = 0
         self._warned: set[str] = set()
         self._positional_specs: dict[int, Any] = {}
@@ -166,6 +168,11 @@ class CompiledFunction:
                 entry, leaves, signature = self._build(leaves, spec, leaf_roles, dynamic, hooks)
             except SubclassOutputs:   # subclass arguments or results: Note [Tensor subclasses]
                 entry, signature, dynamic = self._subclass_entry(spec, leaf_roles), None, False
+            except ExpandedInputWritten:   # Note [Expanded inputs written in place] in runtime/expanded.py
+                positions = tuple(k for k, leaf in enumerate(leaves[:spec.num_leaves]) if compactable(leaf))
+                if not positions:
+                    raise
+                entry, signature, dynamic = ExpandedEntry(self.fn, spec, positions, self._make_inner), None, False
         except UnsupportedError as exc:
             if self.options.on_unsupported != "eager":
                 raise
@@ -204,6 +211,10 @@ class CompiledFunction:
 
         (entry, signature), leaves = lift_captured(self.fn, leaves, spec, leaf_roles, self._captured, build)
         return entry, leaves, signature
+
+    def _make_inner(self, inner: Callable) -> CompiledFunction:
+        """A compiled function for ``inner``, a rewrite of this one's (aliased or expanded inputs)."""
+        return CompiledFunction(inner, self.options)
 
     def _subclass_entry(self, spec, leaf_roles) -> SubclassEntry:
         """Note [Tensor subclasses]: plain functions compiled per structure, with static sizes."""

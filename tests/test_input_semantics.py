@@ -62,6 +62,28 @@ SCENARIOS = {
     "aliased_inputs_with_two_version_counters_both_written": (
         "def f(a, b):\n    a[-1] = a.sum()\n    b.sin_()\n    return a[1:]",
         "x = torch.randn(5)\nb = x[3:]\na = torch.empty(0).set_(x.untyped_storage(), 3, (2,), (1,))\na, b"),
+    # Note [Expanded inputs written in place] (runtime/expanded.py): fuzz seeds 600040, 600047 (were refused)
+    "write_into_expanded_input": ("def f(a):\n    a[0] = 1.\n    return a * 1", "a = torch.zeros(1).expand(3)\na,"),
+    "write_one_row_of_an_expanded_input": ("def f(a):\n    a[0].mul_(-1.0)\n    return a.sum(0), a",
+                                           "leaf = torch.randn(1, 3, requires_grad=True)\n"
+                                           "x = (leaf * 1).expand(4, 3)\nx,"),
+    "fill_an_expanded_input": ("def f(a):\n    a.fill_(2.0)\n    return a * 1",
+                               "x = torch.zeros(1, 3).expand(2, 3)\nx,"),
+    "write_a_view_of_an_expanded_input_under_no_grad": (
+        "def f(a, b):\n    with torch.no_grad():\n        a.reshape(-1)[:3].add_(b)\n    return (a * b).sum()",
+        "leaf = torch.randn(1, 3, requires_grad=True)\nx = (leaf * 1).expand(2, 3)\nb = torch.randn(3)\nx, b"),
+    # fuzz seed 802164: an expanded input requiring grad, traced on a dense copy, whose reshape(-1) (a copy in
+    # eager, a view of the dense copy) is written: was eager's view-of-a-leaf error (a crash); now traced on its
+    # compact memory
+    "write_into_a_reshape_of_an_expanded_leaf_view": (
+        "def f(a):\n    a.reshape(-1).clamp_(-0.5, 0.5)\n    t0 = a + a\n    t0.copy_(a)\n    return a",
+        "base = torch.randn(1, 3, 3, requires_grad=True)\nx = base.expand(3, 3, 3)\nx,"),
+    # fuzz seed 802195: b[:-1].copy_(b[1:]) on an expanded input requiring grad copies a memory onto itself in
+    # eager; on the dense copy the trace checks, it overlapped partially (eager's error, a crash); now traced on
+    # its compact memory
+    "copy_between_rows_of_an_expanded_input": (
+        "def f(b):\n    t0 = b[1:]\n    with torch.no_grad():\n        b[:-1].copy_(t0)\n    return b",
+        "leaf = torch.randn(1, 4, requires_grad=True)\nx = (leaf * 1).expand(3, 4)\nx,"),
     "offset_slice": ("def f(x):\n    x.mul_(2)\n    return x + 1", "base = torch.arange(8.)\nx = base[2:5]\nx,"),
     "strided_slice": ("def f(x):\n    x.mul_(2)\n    return x + 1", "base = torch.arange(8.)\nx = base[::2]\nx,"),
     "column_block": ("def f(x):\n    x.add_(1)\n    return x.sum(0)",
@@ -462,16 +484,9 @@ SCENARIOS = {
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.
 REFUSED = {
-    # fuzz seed 802164: an expanded input requiring grad, traced on a dense copy, whose reshape(-1) (a copy in
-    # eager, a view of the dense copy) is written: not eager's view-of-a-leaf error (a crash), refused by name
-    "write_into_a_reshape_of_an_expanded_leaf_view": (
-        "def f(a):\n    a.reshape(-1).clamp_(-0.5, 0.5)\n    t0 = a + a\n    t0.copy_(a)\n    return a",
-        "base = torch.randn(1, 3, 3, requires_grad=True)\nx = base.expand(3, 3, 3)\nx,"),
-    # fuzz seed 802195: b[:-1].copy_(b[1:]) on an expanded input requiring grad copies a memory onto itself in
-    # eager; on the dense copy the trace checks, it overlapped partially (eager's error, a crash): refused
-    "copy_between_rows_of_an_expanded_input": (
-        "def f(b):\n    t0 = b[1:]\n    with torch.no_grad():\n        b[:-1].copy_(t0)\n    return b",
-        "leaf = torch.randn(1, 4, requires_grad=True)\nx = (leaf * 1).expand(3, 4)\nx,"),
+    # an expanded input written, then reshaped in place: the caller's tensor would not see the t_()
+    "expanded_input_written_then_reshaped_in_place": ("def f(a):\n    a[0].mul_(2.0)\n    a.t_()\n    return a * 1",
+                                                      "x = torch.randn(1, 3).expand(3, 3)\nx,"),
     # fuzz seed 802082: transpose_() of an input, a write, then .data =: the write landed in the old geometry
     # (wrong values in the caller's storage); refused like a write before a set_() with a new shape
     "write_after_transpose_then_data_assigned": (
@@ -588,7 +603,6 @@ REFUSED = {
                                               "leaf = torch.randn(6, requires_grad=True)\nb = (leaf * 1)[2:5]\nb,"),
     "aliased_squeeze_then_write": ("def f(a, b):\n    b.squeeze_(0)\n    a.zero_()\n    return b.sum()",
                                    "leaf = torch.randn(2, requires_grad=True)\na = leaf * 1\nb = a[:-1]\na, b"),
-    "write_into_expanded_input": ("def f(a):\n    a[0] = 1.\n    return a * 1", "a = torch.zeros(1).expand(3)\na,"),
     "unfold_mul_": ("def f(x):\n    x.unfold(0, 2, 1).mul_(2)\n    return x", "x = torch.arange(4.)\nx,"),
     "set_then_write_to_source": ("def f(a):\n    t = a.detach()\n    t.set_(a)\n    with torch.no_grad():\n"
                                  "        a.square_()\n    return t.sum()",
@@ -694,7 +708,11 @@ def test_outputs_written_after_the_call_then_backward_as_eager(name, contender):
 # Dynamo breaks the graph at requires_grad_(): the second graph takes the older view and the
 # input, which share storage, one written; the input is a view made a leaf, whose gradient a
 # synthetic base (Note [Aliased inputs]) cannot give it.
-DYNAMO_REFUSES = {"requires_grad_of_view_input_then_write_older_view",
+DYNAMO_REFUSES = {"write_one_row_of_an_expanded_input", "fill_an_expanded_input",   # Dynamo's graphs: refused
+                  "write_into_expanded_input", "write_into_a_reshape_of_an_expanded_leaf_view",
+                  "copy_between_rows_of_an_expanded_input",
+                  "write_a_view_of_an_expanded_input_under_no_grad",   # (Note [Expanded inputs written in place])
+"requires_grad_of_view_input_then_write_older_view",
                   "requires_grad_then_assign_data",   # Dynamo's graph passes the leaf requires_grad_() made
                   "copy_self_of_an_expanded_input"}   # Dynamo's own fake pass raises on c.copy_(c), backend='eager' too
 

@@ -192,6 +192,15 @@ EXPANDED_INPUT_WRITTEN = ("an input whose elements share memory (an expanded ten
                           "its new value cannot be expressed functionally")
 EXPANDED_INPUT_HINT = ("pass the tensor before expand (or a .clone() of the expanded one), or pass "
                        'on_unsupported="eager"')
+class ExpandedInputWritten(UnsupportedError):
+    """An expanded input is written in place: traced as itself, its new value cannot be expressed functionally.
+    The caller compiles it as an expand of its compact memory where it can (Note [Expanded inputs written in
+    place] in runtime/expanded.py); this is the refusal where it cannot."""
+
+    def __init__(self):
+        super().__init__(EXPANDED_INPUT_WRITTEN, source=user_source_line(), hint=EXPANDED_INPUT_HINT)
+
+
 VIEW_OF_LEAF = "a view of a leaf Variable that requires grad is being used in an in-place operation"
 
 
@@ -262,7 +271,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self._reshaped_views: dict[int, list] = {}   # storage -> differentiable views given new metadata in place
         self.views_before_requires_grad: dict[int, str] = {}   # input storage -> the requires_grad_() line
         self.copies: set = set()   # storages of inputs traced on a copy of their elements (clone_as_is)
-        self.dense_copies: set = set()   # ... of expanded inputs, on a dense copy
+        self.expanded_inputs: set = set()   # storages of expanded inputs (or of their dense copies)
         self._leaf_views = _ByTensor()         # inputs that are the caller's views of a leaf requiring grad
         self._input_storages = _ByTensor()    # input -> its storage when the call began
         self._saved_at: dict[int, int] = {}   # storage -> the clock when autograd first saved a tensor on it
@@ -359,11 +368,14 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                 and self._of_an_input(target):   # Note [Writes through a view of an input] in runtime/epilogue.py
             on_itself = self._input_storages.get(target) is not None
             (self._recorded_on_input if on_itself else self._recorded_on_views).add(_storage_id(target))
+        if self.analyze and target is not None and name in _VERSIONED_METADATA and _storage_id(target) in \
+                self.expanded_inputs and self._input_storages.get(target) is None:   # squeeze_() of a view of one
+            raise ExpandedInputWritten()   # (fuzz seed 503382): views of its traced dense copy are no views in eager
         if in_place or target is not None and name in _DUNDER_WRITES:   # also x[i] = v, x += v
             # eager's errors come first; copy_ from the target's own memory returns before eager's checks,
             # also where autograd records it (fuzz seed 120199: c.detach().copy_(c) on an expanded c)
-            if self.analyze and _storage_id(target) in self.dense_copies:   # fuzz seed 802195
-                raise UnsupportedError(EXPANDED_INPUT_WRITTEN, source=user_source_line(), hint=EXPANDED_INPUT_HINT)
+            if self.analyze and _storage_id(target) in self.expanded_inputs:   # fuzz seed 802195
+                raise ExpandedInputWritten()   # before eager's overlap checks, which the inner trace makes
             if in_place and self.analyze and name not in _OVERLAP_UNCHECKED \
                     and not (name == "copy_" and len(args) > 1 and _same_data(target, args[1])):
                 self._check(target, args[1:], kwargs)
@@ -535,11 +547,12 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         for t in tensors:
             self._leaf_views[t] = True
 
-    def mark_dense_copies(self, tensors: list) -> None:
-        """These inputs are expanded (their elements share memory) and traced on a dense copy: a write into one
-        is refused by name before eager's overlap checks, which the copy's geometry would answer wrongly (the
-        caller's ``b[:-1].copy_(b[1:])`` copies a memory onto itself; fuzz seed 802195)."""
-        self.dense_copies |= {_storage_id(t) for t in tensors}
+    def mark_expanded_inputs(self, tensors: list) -> None:
+        """These inputs are expanded (their elements share memory; traced as they are, or on a dense copy): a
+        write into one raises ``ExpandedInputWritten`` before eager's overlap checks, which the copy's geometry
+        would answer wrongly (the caller's ``b[:-1].copy_(b[1:])`` copies a memory onto itself; fuzz seed
+        802195). The entry is then traced on their compact memory (Note [Expanded inputs written in place])."""
+        self.expanded_inputs |= {_storage_id(t) for t in tensors}
 
     def mark_copies(self, tensors: list) -> None:
         """These inputs are traced on a copy of their elements (``clone_as_is``): their caller's storage may

@@ -68,7 +68,7 @@ from .context import (
 from .fallbacks import MetaFallbacks
 from .generators import GeneratorArgs, rng_state_as_effects
 from .hooks_inside import HooksInside, HookTable
-from .inplace import EXPANDED_INPUT_HINT, EXPANDED_INPUT_WRITTEN, VIEW_OF_LEAF, EagerInPlaceChecks
+from .inplace import VIEW_OF_LEAF, EagerInPlaceChecks, ExpandedInputWritten
 from .leaves import LeafSlots, shares_version_counter
 from .symbolic import geometry_carriers
 from .unbacked import fresh_symbols_ignored
@@ -126,8 +126,8 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
             tensors = [a for a in call_args if isinstance(a, torch.Tensor)]
             checks.track(tensors)
             checks.mark_copies([call_args[i] for i in non_leaf if with_backward and i not in uncloned])
-            checks.mark_dense_copies([call_args[i] for i in non_leaf if with_backward and i not in uncloned
-                                      and has_internal_overlap(fake_args[i])])
+            checks.mark_expanded_inputs([call_args[i] for i, a in enumerate(fake_args) if isinstance(a, torch.Tensor)
+                                         and has_internal_overlap(a) and i not in uncloned])
             # not on a dense copy of an expanded input, whose views are no views in eager (reshape copies: fuzz
             # seed 802164); the runtime raises eager's error for those (check_view_of_leaf)
             checks.mark_leaf_views([call_args[i] for i in leaf_views if with_backward and not (
@@ -448,7 +448,7 @@ def _input_info(f_arg, fake_arg, role: Role, grad_fn_before, writes_before: int 
     elem = f_arg.elem
     mutated = written and bool(torch._functionalize_has_data_mutation(elem))
     if mutated and has_internal_overlap(fake_arg):
-        raise UnsupportedError(EXPANDED_INPUT_WRITTEN, hint=EXPANDED_INPUT_HINT)
+        raise ExpandedInputWritten()
     recorded = f_arg.grad_fn is not grad_fn_before   # autograd saw an in-place op on it
     if recorded and not mutated and type(f_arg.grad_fn).__name__ == "CopySlices":   # also after t_() (403386)
         # No value and no geometry changed, yet autograd rewrote the input's history through a view:

@@ -1,0 +1,108 @@
+"""Expanded inputs written in place: traced as expands of their own memory.
+
+Note [Expanded inputs written in place]
+---------------------------------------
+An input whose elements share memory through a dimension of stride 0 (``base.expand(3, 4)``)
+cannot be written functionally as itself: functionalization gives every element a value of its
+own, so a write to ``x[0]`` would not reach ``x[1]``, which is the same memory in eager. The
+memory the input covers is a tensor without overlap: the input narrowed to one index along each
+stride-0 dimension (its *compact* tensor, a view of the caller's). Such calls run through an inner
+compiled function that takes the compact tensor in the input's place and rebuilds the input as
+``compact.expand(shape)`` inside, where writes into an expand are applied to what was expanded
+(Note [Writes into expanded tensors] in capture/inplace.py): the compact tensor is a mutated input
+like any other, written back into the caller's memory by the epilogue, and its gradient flows
+into the caller's tensor through the narrow. A returned input is the caller's own object.
+
+The entry is made when tracing on the input itself finds the write (``ExpandedInputWritten``); it
+is refused by name, as before, when an expanded input cannot be compacted (other overlaps), and
+inside the inner trace when the function changes a rebuilt input's geometry, ``requires_grad`` or
+storage (``t_()``, ``requires_grad_()``, ``set_()``), which the caller's tensor would not see.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+
+from ..capture.context import has_internal_overlap
+from ..capture.inputs import unflattener
+from ..errors import UnsupportedError
+
+
+def compact(t: torch.Tensor) -> torch.Tensor:
+    """``t`` narrowed to its first index along each dimension of stride 0: the memory it covers."""
+    for d, (size, stride) in enumerate(zip(t.shape, t.stride(), strict=True)):
+        if stride == 0 and size > 1:
+            t = t.narrow(d, 0, 1)
+    return t
+
+
+def compactable(t) -> bool:
+    """An expanded tensor whose only overlap is its stride-0 dimensions."""
+    return isinstance(t, torch.Tensor) and type(t) is torch.Tensor and t.layout == torch.strided \
+        and has_internal_overlap(t) and not has_internal_overlap(compact(t)) \
+        and torch._debug_has_internal_overlap(compact(t)) == 0
+
+
+class ExpandedEntry:
+    """The entry of calls whose expanded inputs (leaf ``positions``) are traced as expands of their compact
+    tensors, through one inner compiled function (Note [Expanded inputs written in place])."""
+
+    plans = ()
+
+    def __init__(self, fn: Callable, spec, positions: tuple[int, ...], make_compiled: Callable):
+        self.fn = fn
+        self.spec = spec
+        self._positions = positions
+        self._returned: dict[int, int] = {}
+        self._inner = make_compiled(_rebuilding(fn, spec, positions, self._returned))
+
+    def __call__(self, leaves: list) -> Any:
+        leaves = leaves[:self.spec.num_leaves]   # captured tensors are the inner function's to find
+        compacts = [compact(leaves[p]) for p in self._positions]
+        masked = [None if k in self._positions else leaf for k, leaf in enumerate(leaves)]
+        result = self._inner(compacts, [tuple(leaves[p].shape) for p in self._positions], masked)
+        if not self._returned:
+            return result
+        flat, out_spec = pytree.tree_flatten(result)
+        for k, position in self._returned.items():
+            flat[k] = leaves[position]   # the caller's own tensor, as eager returns it
+        return unflattener(out_spec)(flat)
+
+
+def _rebuilding(fn: Callable, spec, positions: tuple[int, ...], returned: dict) -> Callable:
+    """``fn`` over (compact tensors, their inputs' shapes, the other leaves), each expanded input rebuilt as
+    ``compact.expand(shape)``; ``returned`` receives, at trace time, which flat outputs are those inputs."""
+    def call(compacts: list, shapes: list, masked: list) -> Any:
+        leaves = list(masked)
+        rebuilt = {}
+        for position, c, shape in zip(positions, compacts, shapes, strict=True):
+            leaves[position] = c.expand(shape)
+            rebuilt[id(leaves[position])] = position
+        before = {p: (leaves[p].shape, leaves[p].stride(), leaves[p].requires_grad) for p in positions}
+        args, kwargs = unflattener(spec)(leaves)
+        result = fn(*args, **kwargs)
+        for p in positions:
+            x = leaves[p]
+            if (x.shape, x.stride(), x.requires_grad) != before[p] or _storage_changed(x):
+                raise UnsupportedError("an input whose elements share memory (an expanded tensor), written in place, "
+                                       "also has its own geometry, requires_grad or storage changed (t_(), "
+                                       "requires_grad_(), set_(), .data =): not supported (Note [Expanded inputs "
+                                       "written in place])",
+                                       hint="pass the tensor before expand (or a .clone() of the expanded one), or "
+                                            'pass on_unsupported="eager"')
+        returned.clear()
+        returned.update({k: rebuilt[id(v)] for k, v in enumerate(pytree.tree_leaves(result)) if id(v) in rebuilt})
+        return result
+
+    # A cache hit would not trace, and ``returned`` is filled by the trace: never from disk (jointgraph/cache).
+    call.__jointgraph_uncacheable__ = "expanded inputs (Note [Expanded inputs written in place]) are found by tracing"
+    return call
+
+
+def _storage_changed(x: torch.Tensor) -> bool:
+    elem = getattr(x, "elem", None)
+    return elem is not None and torch._functionalize_was_storage_changed(elem)
