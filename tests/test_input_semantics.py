@@ -84,6 +84,9 @@ SCENARIOS = {
     "copy_between_rows_of_an_expanded_input": (
         "def f(b):\n    t0 = b[1:]\n    with torch.no_grad():\n        b[:-1].copy_(t0)\n    return b",
         "leaf = torch.randn(1, 4, requires_grad=True)\nx = (leaf * 1).expand(3, 4)\nx,"),
+    # seed 1100645: an out-of-range index into an empty expand raises eager's IndexError (the write was skipped)
+    "index_error_writing_an_empty_expand": ("def f(b):\n    b.expand(2, 0)[0, 1] = 3.0\n    return b",
+                                            "b = torch.randn(1)[1:]\nb,"),
     "offset_slice": ("def f(x):\n    x.mul_(2)\n    return x + 1", "base = torch.arange(8.)\nx = base[2:5]\nx,"),
     "strided_slice": ("def f(x):\n    x.mul_(2)\n    return x + 1", "base = torch.arange(8.)\nx = base[::2]\nx,"),
     "column_block": ("def f(x):\n    x.add_(1)\n    return x.sum(0)",

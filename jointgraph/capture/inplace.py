@@ -637,6 +637,8 @@ class ExpandedViews:
         if not (static(*geometry(t)) and static(*geometry(s))):
             return False   # symbolic geometry: functionalization's own path
         if t.numel() == 0:
+            if name == "__setitem__":   # nothing to write, but eager's index checks run (fuzz seed 1100645)
+                target[rest[0]]   # noqa: B018
             return True
         if source.requires_grad and not target.requires_grad:
             source = source.detach()   # written through a detach(): autograd does not see it, as in eager
