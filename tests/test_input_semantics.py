@@ -676,6 +676,11 @@ WRITTEN_AFTER_THE_CALL = {
     "input_written_through_its_view_behind_the_raising_node": (
         "def f(a):\n    t1 = a * torch.full((3,), 0.5, requires_grad=True)\n    a.t().add_(t1)\n    return a",
         "base = torch.randn(6)\nx = base[3:]\nx,", ()),
+    # seed 1100874: the same behind the raising node, on a view that already had a history: the caller's view
+    # must go stale, to take the raising history when its grad_fn is read (its backward raised no error)
+    "input_written_through_its_view_by_itself_behind_the_raising_node": (
+        "def f(a):\n    a.view(-1).mul_(a)\n    t0 = a.detach().requires_grad_() * 2.0\n    return t0.sum()",
+        "leaf = torch.randn(6, requires_grad=True)\nbase = leaf * 1\nx = base[1:5]\nx,", ()),
     # seed 503757: an input requiring grad (traced on a copy) reshaped in place, then saved; writing it after
     # the call makes eager's backward raise: what is saved of the trace's copy is the input
     "saved_input_reshaped_first": ("def f(a, b):\n    b.unsqueeze_(0)\n    t0 = b.detach().requires_grad_()\n"

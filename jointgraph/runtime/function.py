@@ -339,8 +339,13 @@ class CompiledEntry:
         outs = RaisesInBackward.apply(error, len(mutated), *sources, *[inputs[i].detach() for i in mutated])
         views = self.layout.written_through_views   # Note [Writes through a view of an input] in epilogue.py
         for i, value in zip(mutated, outs, strict=True):
+            if i in views and inputs[i]._base is not None:
+                # the version moves: the caller's view must be stale, to take this history when its grad_fn is
+                # read (one read since the last bump would otherwise keep the old one; fuzz seed 1100874)
+                inputs[i].view_as(inputs[i]).copy_(value)
+                continue
             with torch.autograd._unsafe_preserve_version_counter(inputs[i]):
-                (inputs[i].view_as(inputs[i]) if i in views and inputs[i]._base is not None else inputs[i]).copy_(value)
+                inputs[i].copy_(value)
 
     def __call__(self, leaves: list) -> Any:
         flat = self.run_inputs([leaves[p] for p in self._positions])
