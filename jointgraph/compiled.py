@@ -32,7 +32,7 @@ from .logs import compile_log, recompiles_log
 from .options import CompileOptions
 from .runtime.aliasing import AliasedInputs, SyntheticBases
 from .runtime.epilogue import RefusedCall
-from .runtime.expanded import ExpandedEntry, compactable
+from .runtime.expanded import ExpandedEntry, expanded_groups
 
 _top_hooks = torch._C._autograd._top_saved_tensors_default_hooks
 
@@ -169,10 +169,10 @@ class CompiledFunction:
             except SubclassOutputs:   # subclass arguments or results: Note [Tensor subclasses]
                 entry, signature, dynamic = self._subclass_entry(spec, leaf_roles), None, False
             except ExpandedInputWritten:   # Note [Expanded inputs written in place] in runtime/expanded.py
-                positions = tuple(k for k, leaf in enumerate(leaves[:spec.num_leaves]) if compactable(leaf))
-                if not positions:
+                groups = expanded_groups(leaves[:spec.num_leaves])
+                if not groups:
                     raise
-                entry, signature, dynamic = ExpandedEntry(self.fn, spec, positions, self._make_inner), None, False
+                entry, signature, dynamic = ExpandedEntry(self.fn, spec, groups, self._make_inner), None, False
         except UnsupportedError as exc:
             if self.options.on_unsupported != "eager":
                 raise

@@ -47,24 +47,35 @@ def compactable(t) -> bool:
         and torch._debug_has_internal_overlap(compact(t)) == 0
 
 
+def expanded_groups(leaves: list) -> tuple[tuple[int, ...], ...]:
+    """The positions of the compactable leaves, one group per tensor object (one passed twice is one input)."""
+    groups: dict[int, list[int]] = {}
+    for k, leaf in enumerate(leaves):
+        if compactable(leaf):
+            groups.setdefault(id(leaf), []).append(k)
+    return tuple(tuple(g) for g in groups.values())
+
+
 class ExpandedEntry:
-    """The entry of calls whose expanded inputs (leaf ``positions``) are traced as expands of their compact
-    tensors, through one inner compiled function (Note [Expanded inputs written in place])."""
+    """The entry of calls whose expanded inputs (leaf positions, grouped per tensor object: ``groups``) are
+    traced as expands of their compact tensors, through one inner compiled function (Note [Expanded inputs
+    written in place])."""
 
     plans = ()
 
-    def __init__(self, fn: Callable, spec, positions: tuple[int, ...], make_compiled: Callable):
+    def __init__(self, fn: Callable, spec, groups: tuple[tuple[int, ...], ...], make_compiled: Callable):
         self.fn = fn
         self.spec = spec
-        self._positions = positions
+        self._groups = groups
+        self._masked = frozenset(p for g in groups for p in g)
         self._returned: dict[int, int] = {}
-        self._inner = make_compiled(_rebuilding(fn, spec, positions, self._returned))
+        self._inner = make_compiled(_rebuilding(fn, spec, groups, self._returned))
 
     def __call__(self, leaves: list) -> Any:
         leaves = leaves[:self.spec.num_leaves]   # captured tensors are the inner function's to find
-        compacts = [compact(leaves[p]) for p in self._positions]
-        masked = [None if k in self._positions else leaf for k, leaf in enumerate(leaves)]
-        result = self._inner(compacts, [tuple(leaves[p].shape) for p in self._positions], masked)
+        compacts = [compact(leaves[g[0]]) for g in self._groups]
+        masked = [None if k in self._masked else leaf for k, leaf in enumerate(leaves)]
+        result = self._inner(compacts, [tuple(leaves[g[0]].shape) for g in self._groups], masked)
         if not self._returned:
             return result
         flat, out_spec = pytree.tree_flatten(result)
@@ -73,15 +84,20 @@ class ExpandedEntry:
         return unflattener(out_spec)(flat)
 
 
-def _rebuilding(fn: Callable, spec, positions: tuple[int, ...], returned: dict) -> Callable:
+def _rebuilding(fn: Callable, spec, groups: tuple[tuple[int, ...], ...], returned: dict) -> Callable:
     """``fn`` over (compact tensors, their inputs' shapes, the other leaves), each expanded input rebuilt as
-    ``compact.expand(shape)``; ``returned`` receives, at trace time, which flat outputs are those inputs."""
+    ``compact.expand(shape)`` (once for a tensor passed twice); ``returned`` receives, at trace time, which flat
+    outputs are those inputs."""
+    positions = tuple(g[0] for g in groups)
+
     def call(compacts: list, shapes: list, masked: list) -> Any:
         leaves = list(masked)
         rebuilt = {}
-        for position, c, shape in zip(positions, compacts, shapes, strict=True):
-            leaves[position] = c.expand(shape)
-            rebuilt[id(leaves[position])] = position
+        for group, c, shape in zip(groups, compacts, shapes, strict=True):
+            x = c.expand(shape)
+            for position in group:
+                leaves[position] = x
+            rebuilt[id(x)] = group[0]
         before = {p: (leaves[p].shape, leaves[p].stride(), leaves[p].requires_grad) for p in positions}
         args, kwargs = unflattener(spec)(leaves)
         result = fn(*args, **kwargs)
