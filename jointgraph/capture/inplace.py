@@ -327,6 +327,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             return self._assign_data(target, args[1])
         if name.split(".")[0] == "set_" and target is not None:   # set_.source_Tensor, ...
             self.set_inside = True
+            if self._views.get(_storage_id(target)):   # views made before: regenerated from the new geometry
+                self.reshaped_under_views = True       # (Note [Views made before an in-place view op])
             if self.analyze and len(args) > 1 and isinstance(args[1], torch.Tensor):
                 # set_() shares the storage, not the version counter: writes through ``target`` leave
                 # the source's version as is, like writes through ``.data``. The user's set_() is not
@@ -499,7 +501,9 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                                    hint='use the other tensor itself (or a clone) instead of set_(), or pass '
                                         'on_unsupported="eager"') from exc
         if self.reshaped_under_views and (type(exc) is RuntimeError or type(exc) is ValueError
-                                          and str(exc).startswith("Cannot view a tensor")):
+                                          and str(exc).startswith("Cannot view a tensor")
+                                          or type(exc) is IndexError   # a dimension gone (fuzz seed 1002281)
+                                          and str(exc).startswith("Dimension out of range")):
             raise stale_view_error("a view taken before an in-place view op on the tensor it views is used "
                                    f"afterwards; it is regenerated from the new geometry, where eager keeps its "
                                    f"own ({str(exc).splitlines()[0][:120]})") from exc
