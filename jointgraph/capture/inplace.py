@@ -267,6 +267,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self._writes: dict[int, int] = {}      # storage -> in-place ops on it that bump its version
         self._views: dict[int, list] = {}      # storage -> weak references to views made of it inside
         self.reshaped_under_views = False      # an in-place view op ran on a storage with views made before
+        self.set_under_views = False           # set_() ran on a storage with views made before
         self.set_inside = False                # set_() ran on a tensor made inside the function
         self._reshaped_views: dict[int, list] = {}   # storage -> differentiable views given new metadata in place
         self.views_before_requires_grad: dict[int, str] = {}   # input storage -> the requires_grad_() line
@@ -328,7 +329,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         if name.split(".")[0] == "set_" and target is not None:   # set_.source_Tensor, ...
             self.set_inside = True
             if self._views.get(_storage_id(target)):   # views made before: regenerated from the new geometry
-                self.reshaped_under_views = True       # (Note [Views made before an in-place view op])
+                self.set_under_views = True            # (Note [Views made before an in-place view op])
             if self.analyze and len(args) > 1 and isinstance(args[1], torch.Tensor):
                 # set_() shares the storage, not the version counter: writes through ``target`` leave
                 # the source's version as is, like writes through ``.data``. The user's set_() is not
@@ -500,10 +501,13 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                                    f"one ({str(exc).splitlines()[0][:120]})",
                                    hint='use the other tensor itself (or a clone) instead of set_(), or pass '
                                         'on_unsupported="eager"') from exc
+        if (self.reshaped_under_views or self.set_under_views) and type(exc) is IndexError \
+                and str(exc).startswith("Dimension out of range"):   # a dimension gone (fuzz seed 1002281)
+            raise stale_view_error("a view taken before an in-place view op (or set_()) on the tensor it views is "
+                                   "used afterwards; it is regenerated from the new geometry, where eager keeps its "
+                                   f"own ({str(exc).splitlines()[0][:120]})") from exc
         if self.reshaped_under_views and (type(exc) is RuntimeError or type(exc) is ValueError
-                                          and str(exc).startswith("Cannot view a tensor")
-                                          or type(exc) is IndexError   # a dimension gone (fuzz seed 1002281)
-                                          and str(exc).startswith("Dimension out of range")):
+                                          and str(exc).startswith("Cannot view a tensor")):
             raise stale_view_error("a view taken before an in-place view op on the tensor it views is used "
                                    f"afterwards; it is regenerated from the new geometry, where eager keeps its "
                                    f"own ({str(exc).splitlines()[0][:120]})") from exc
