@@ -359,10 +359,10 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         # synthetic base written, then read by a saving op).
         written = _written_roots(new_values, mutated)
         ours = {written[storage_root(node)] for node in saved_nodes if storage_root(node) in written}
-        eager_plain, eager_new = _inputs_eager_saves(joint.gm.graph, mutated)
+        joint_written = _written_in(joint.gm.graph, mutated)
+        eager_plain, eager_new = _inputs_eager_saves(joint.gm.graph, joint_written)
         # checked after the epilogue: what our plan reads, and what eager saved though our plan does not
         read = _TangentReader.of(joint.gm.graph, len(tangent_positions))
-        joint_written = _written_in(joint.gm.graph, mutated)
         reading_written = _tangents_reading(joint.gm.graph, read, joint_written.get)
         saved_mutated = tuple((i, i in eager_new, reading_written.get(i)) for i in sorted(ours | eager_new))
         read_outputs = _outputs_the_backward_reads(joint.gm.graph, len(tensor_outs), read)
@@ -379,7 +379,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         # an input eager saves as it is where our plan saves a value computed from it: eager's check still holds
         kept = {i for _, i, _ in saved_inputs}
         saved_inputs += [(-1, i, True) for i in sorted(eager_plain - kept - set(mutated))]
-        reading = _tangents_reading_inputs(joint.gm.graph, read)
+        reading = _tangents_reading(joint.gm.graph, read, input_index_of)   # the input, or the trace's copy of it
         saved_inputs = [(*entry, reading.get(entry[1])) for entry in saved_inputs]
     return EntryLayout(
         num_user_tensors=len(tensor_outs),
@@ -492,13 +492,12 @@ def _written_in(graph, mutated: tuple) -> dict:
                           mutated)
 
 
-def _inputs_eager_saves(graph, mutated: tuple) -> tuple[frozenset, frozenset]:
+def _inputs_eager_saves(graph, written: dict) -> tuple[frozenset, frozenset]:
     """Note [Saved mutated inputs] in runtime/function.py: the inputs whose version eager's backward
     checks. The "default" plan keeps what eager keeps: (inputs it saves as they are, or a view of,
     mutated inputs whose new value, or a view of it, it saves). Another plan may save other values
     (an input to recompute from, where eager kept a value computed from it); eager's checks are
-    these, whatever ours saves."""
-    written = _written_in(graph, mutated)
+    these, whatever ours saves. ``written``: ``_written_in(graph, mutated)``."""
     plain, new = set(), set()
     for choice in plan_default(graph):
         root = storage_root(choice.node)
@@ -558,11 +557,6 @@ def _tangents_reading(graph, read: _TangentReader, source) -> dict[int, tuple[in
         if node not in read.backward and node.op != "output" and (i := source(storage_root(node))) is not None:
             users.setdefault(i, []).extend(node.users)
     return {i: read(found) for i, found in users.items()}
-
-
-def _tangents_reading_inputs(graph, read: _TangentReader) -> dict[int, tuple[int, ...] | None]:
-    """``_tangents_reading`` graph inputs as the caller passed them (or the trace's copy of one)."""
-    return _tangents_reading(graph, read, input_index_of)
 
 
 def _outputs_the_backward_reads(graph, num_user_tensors: int, read: _TangentReader) -> list[tuple]:

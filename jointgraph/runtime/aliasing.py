@@ -43,6 +43,7 @@ from ..capture.context import treated_as_inputs
 from ..capture.inputs import unflattener
 from ..errors import UnsupportedError
 from .epilogue import apply_metadata_mutations
+from .epilogue import autograd_root as _root
 
 
 class AliasedInputs(UnsupportedError):
@@ -77,7 +78,7 @@ def base_of(members: list[torch.Tensor], recorded: tuple[bool, ...] = ()) -> tor
     first = members[0]
     if any(m.dtype != first.dtype or m.device != first.device for m in members):
         return None
-    roots = {id(r): r for r in (m if m._base is None else m._base for m in members)}
+    roots = {id(r): r for r in (_root(m) for m in members)}
     numel = first.untyped_storage().nbytes() // first.element_size()
     if len(roots) == 1:
         root = next(iter(roots.values()))
@@ -92,10 +93,6 @@ def base_of(members: list[torch.Tensor], recorded: tuple[bool, ...] = ()) -> tor
     return first.detach().as_strided((numel,), (1,), 0)
 
 
-def _root(t: torch.Tensor) -> torch.Tensor:
-    return t if t._base is None else t._base
-
-
 def _grad_root(members: list[torch.Tensor]) -> torch.Tensor | None:
     """The one autograd root of the members that require grad, if it requires grad itself (fuzz seeds 600065,
     600104: ``base[1:]`` and ``base[1:].detach()``); None for several, or a view made a leaf by requires_grad_()."""
@@ -108,7 +105,7 @@ def _other_roots(group: tuple, members: list, recorded: tuple, base: torch.Tenso
     """Members of a group of several autograd roots (``x`` and ``x.detach()``) whose root no write autograd
     records reaches, nor the base's (one requiring grad): eager gives them no history from the others' writes,
     so they are rebuilt detached."""
-    roots = [id(m if m._base is None else m._base) for m in members]
+    roots = [id(_root(m)) for m in members]
     written = {r for i, r in zip(group, roots, strict=True) if i in recorded}
     if base.requires_grad:
         written.add(id(_root(base)))
@@ -124,7 +121,7 @@ def _check_offset_root(group: tuple, members: list, recorded: tuple) -> None:
     traces it) cannot place it, so the call is refused by name instead of failing in the backward."""
     if not torch.is_grad_enabled() or not any(i in recorded for i in group):
         return
-    roots = {id(r): r for r in (m if m._base is None else m._base for m in members)}
+    roots = {id(r): r for r in (_root(m) for m in members)}
     if len(roots) == 1 and next(iter(roots.values())).storage_offset() != 0:
         raise UnsupportedError("inputs sharing the storage of a tensor that starts inside it (a detach() or .data of a "
                                "slice, t[1:].detach()) are written with a value that requires grad; their common "
@@ -141,7 +138,7 @@ def _take_recorded_writes(leaves: list, positions: tuple, groups: tuple, bases: 
         return
     for group, base in zip(groups, bases, strict=True):
         members = [leaves[positions[i]] for i in group]
-        if len({id(m if m._base is None else m._base) for m in members}) == 1 or not base.requires_grad:
+        if len({id(_root(m)) for m in members}) == 1 or not base.requires_grad:
             continue
         for i, m in zip(group, members, strict=True):
             if i in recorded and _root(m) is not _root(base):   # the base's own root took the history itself

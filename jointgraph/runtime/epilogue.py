@@ -25,6 +25,17 @@ def apply_metadata_mutations(inputs: list, mutations: tuple) -> None:
                 target.as_strided_(size, stride, offset)
 
 
+def autograd_root(t: torch.Tensor) -> torch.Tensor:
+    """``t``'s autograd base, or ``t`` itself when it is no view."""
+    return t if t._base is None else t._base
+
+
+def write_target(t: torch.Tensor, via_view: bool) -> torch.Tensor:
+    """What a recorded epilogue write goes into: a fresh view of ``t`` when eager wrote ``t`` only through
+    views of it and ``t`` is a view itself (Note [Writes through a view of an input]), else ``t``."""
+    return t.view_as(t) if via_view and t._base is not None else t
+
+
 def apply_mutations(inputs: list, outs, copies: tuple) -> None:
     """Copy new values into the caller's tensors: ``copies`` holds (input, output, recorded by
     autograd, written only through ``.data``, written only through views of it).
@@ -38,7 +49,7 @@ def apply_mutations(inputs: list, outs, copies: tuple) -> None:
     copied through a view of it too, so the caller's tensor is left as eager leaves it."""
     for i, k, recorded, keep_version, via_view in copies:
         if recorded:   # autograd records it, as it recorded eager's in-place op
-            (inputs[i].view_as(inputs[i]) if via_view and inputs[i]._base is not None else inputs[i]).copy_(outs[k])
+            write_target(inputs[i], via_view).copy_(outs[k])
         elif keep_version:   # written through x.data, which counts its own versions
             with torch.no_grad(), torch.autograd._unsafe_preserve_version_counter(inputs[i]):
                 inputs[i].copy_(outs[k])

@@ -42,11 +42,13 @@ from .epilogue import (
     apply_metadata_mutations,
     apply_mutations,
     apply_storage_sets,
+    autograd_root,
     check_recorded_writes,
     check_storage_sets_apart,
     check_view_of_leaf,
     check_views_of_grad_set,
     storage_sources,
+    write_target,
 )
 from .hook_calls import EntryHooks, HookCalls, inputs_needed, register_input_hooks, skipped_hooks
 
@@ -299,7 +301,7 @@ class CompiledEntry:
         # Outputs that are views of one tensor stay views of one tensor: the node returns each
         # distinct base once, and the outputs are taken from it with their own geometry.
         chosen = [flat[k] for k in positions]
-        roots = [_root(t) for t in chosen]
+        roots = [autograd_root(t) for t in chosen]
         unique = list({id(r): r for r in roots}.values())
         outs = RaisesInBackward.apply(error, len(unique), *sources, *unique)
         _onto_input_storages(unique, outs, inputs)
@@ -310,7 +312,7 @@ class CompiledEntry:
         for k, t in enumerate(flat):   # the chosen outputs, the other views of their bases, their detaches
             if not isinstance(t, torch.Tensor):
                 continue
-            r = _root(t)
+            r = autograd_root(t)
             out = new_root.get(id(r))
             if out is None and _storage(t) in by_storage:   # t.detach() of a chosen t: shares its storage
                 r, out = by_storage[_storage(t)]
@@ -339,10 +341,11 @@ class CompiledEntry:
         outs = RaisesInBackward.apply(error, len(mutated), *sources, *[inputs[i].detach() for i in mutated])
         views = self.layout.written_through_views   # Note [Writes through a view of an input] in epilogue.py
         for i, value in zip(mutated, outs, strict=True):
-            if i in views and inputs[i]._base is not None:
+            target = write_target(inputs[i], i in views)
+            if target is not inputs[i]:
                 # the version moves: the caller's view must be stale, to take this history when its grad_fn is
                 # read (one read since the last bump would otherwise keep the old one; fuzz seed 1100874)
-                inputs[i].view_as(inputs[i]).copy_(value)
+                target.copy_(value)
                 continue
             with torch.autograd._unsafe_preserve_version_counter(inputs[i]):
                 inputs[i].copy_(value)
@@ -448,10 +451,6 @@ def _regenerate_view(base: torch.Tensor, size, stride, offset, dtype) -> torch.T
         real = base.as_strided((*size, 2), (*(2 * s for s in stride), 1), 2 * offset)
         return torch.view_as_complex(real)
     return base.view(dtype).as_strided(size, stride, offset)   # view(dtype): not differentiable
-
-
-def _root(t: torch.Tensor) -> torch.Tensor:
-    return t if t._base is None else t._base
 
 
 def _storage(t: torch.Tensor) -> int:
