@@ -487,6 +487,12 @@ SCENARIOS = {
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.
 REFUSED = {
+    # fuzz seed 803934 (through Dynamo, which passes the view made before its graph break): an input that is a
+    # view in autograd, moved off its base's storage by .data =, written with autograd recording it: eager
+    # rewrites the base's history with the view's new geometry (gradients into unrelated elements); was wrong
+    "write_of_a_view_moved_off_its_base": ("def f(t0):\n    t0.add_(t0)\n    return t0",
+                                           "leaf = torch.randn(4, 5, requires_grad=True)\nbase = leaf.clone()\n"
+                                           "t0 = base[:, 2:].diagonal()\nt0.data = t0.data * 2\nt0,"),
     # fuzz seed 1002281: a view taken before set_() onto a tensor of another rank is used afterwards:
     # functionalization regenerates it from the new geometry (an IndexError), where eager's keeps its own
     "view_used_after_its_base_is_set_onto_another_rank": (
@@ -877,6 +883,50 @@ def test_a_view_made_before_the_input_is_written_is_stale_as_eagers(grad):
     expected, actual = state(f), state(jointgraph.aot_function(f))
     torch.testing.assert_close(actual[0], expected[0])
     assert actual[1:] == expected[1:]
+
+
+@pytest.mark.parametrize("partitioner", ["default", "mincut"])
+def test_a_view_made_after_the_write_and_before_data_is_assigned_is_not_stale(partitioner):
+    """Fuzz --semantics12 seed 904401: ``t0``, taken after the function wrote the input and before ``.data =``
+    moved it, is no stale view in eager (no write follows it); made before the runtime's writes, it was one,
+    and under no_grad reading its ``is_leaf`` raised "A view was created in no_grad mode"."""
+    def f(a):
+        with torch.no_grad():
+            a.mul_(2)
+        t0 = a[::2]
+        a.data = a.data * 2
+        return t0, a * 1
+
+    def state(fn):
+        w = torch.arange(1., 5.).requires_grad_()
+        with torch.no_grad():   # the caller's no_grad: with grad, .data = of w is refused with a backward
+            t0, out = fn(w)
+        return t0.detach().clone(), out.detach().clone(), w.detach().clone(), t0.is_leaf, t0.requires_grad, \
+            t0._version, w._version
+
+    expected, actual = state(f), state(jointgraph.aot_function(f, partitioner=partitioner, cache=False))
+    for e, a in zip(expected[:3], actual[:3]):
+        torch.testing.assert_close(a, e)
+    assert actual[3:] == expected[3:]
+
+
+def test_requires_grad_after_data_assigned_with_a_view_of_the_old_storage_is_refused():
+    """Fuzz --semantics12 seed 904401: a view taken before ``.data =`` and ``requires_grad_()`` of the input
+    is its autograd view all the same: eager's gradient through it goes nowhere, so it is refused by name as
+    for a view of the current storage (fuzz seed 310444), not differentiated into the input."""
+    def f(a):
+        a.view(-1).zero_()
+        t0 = a[::2]
+        a.data = a.data * 2
+        a.requires_grad_()
+        return t0[1:], a.sum()
+
+    x = torch.randn(3)
+    view, total = f(x)
+    (view.sum() * 3 + total).backward()
+    torch.testing.assert_close(x.grad, torch.ones(3))   # eager: nothing from the view reaches x
+    with pytest.raises(jointgraph.UnsupportedError, match="after a view of it was taken"):
+        jointgraph.aot_function(f, cache=False)(torch.randn(3))
 
 
 def test_requires_grad_of_an_input_with_a_view_passed_runs_eagerly_when_asked():

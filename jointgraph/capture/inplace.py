@@ -420,13 +420,16 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         """Fuzz seed 310444: ``t0 = a[0]; a.requires_grad_()`` on an input. Eager's ``t0``, a view made
         before, then requires grad as a leaf of its own (its gradient never reaches ``a``); the graph
         is traced with ``a`` requiring grad from the start, where ``t0`` is differentiable into ``a``."""
-        storage = _storage_id(target)
-        if not requires_grad or target.requires_grad or self._made.get(target) != (storage, None, None):
+        original = self._input_storages.get(target)
+        if not requires_grad or target.requires_grad or original is None:
             return   # not an input (or nothing changes)
+        # its storage now and when the call began: views of the old one, made before a set_() (or .data =)
+        # of the input, are its autograd views all the same (fuzz seed 904401)
         if any(v is not target and v._base is not None and not v.requires_grad
+               for storage in {original, _storage_id(target)}
                for ref in self._views.get(storage, ()) if (v := ref()) is not None):
             # refused by the metadata pass where the caller's tensor is no view (views of a view follow it)
-            self.views_before_requires_grad[storage] = user_source_line()
+            self.views_before_requires_grad[original] = user_source_line()
 
     def _track(self, func, name: str, target, result: torch.Tensor) -> None:
         self._expanded.track(func, target, result)
@@ -569,7 +572,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
 
     def view_before_requires_grad(self, t: torch.Tensor) -> str | None:
         """The line of a ``requires_grad_()`` on the input ``t`` after a view of it was made, or None."""
-        return self.views_before_requires_grad.get(_storage_id(t))
+        return self.views_before_requires_grad.get(self._input_storages.get(t, _storage_id(t)))
 
     def via_data(self, t: torch.Tensor) -> bool:
         """``t`` is ``x.data`` or a view of it: its version counter is its own, not ``x``'s."""

@@ -177,9 +177,10 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
                     _output_info(out, call_args, input_storages, with_backward, flat_fn)
                 if info.kind == "input_view" and with_backward and out_required and not info.requires_grad:
                     info = _required(info)
-                if info.kind == "input_view" and (checks.written_since_made(out)   # a view of an input's old
-                                                  or _moved(inputs, info.input_index)):   # storage: made first
+                if info.kind == "input_view" and checks.written_since_made(out):
                     info = dataclasses.replace(info, made_before_write=True)
+                elif info.kind == "input_view" and _moved(inputs, info.input_index):   # a view of its old storage
+                    info = dataclasses.replace(info, made_before_set=True)   # (fuzz seed 904401)
                 elif info.kind == "input_view" and info.input_index < len(call_args):
                     info = _written_after(info, out, call_args, checks)
                 outputs.append(info)

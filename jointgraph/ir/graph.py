@@ -67,6 +67,9 @@ class OutputInfo:
     view_meta: tuple | None = None
     view_replay: tuple | None = None  # view ops from the input to this output (Note [Input mutations])
     made_before_write: bool = False   # an input view made before a write to the input: made before the epilogue
+    # an input view made after the function's writes to the input's storage and before set_() (or
+    # .data =) moved the input: made after the epilogue's writes, before it moves the input
+    made_before_set: bool = False
     # Other inputs written (or version-bumped) after this input view was made: when one of them shares
     # the view's input storage at run time, the view is made before the epilogue too.
     written_after: tuple[int, ...] = ()

@@ -71,6 +71,14 @@ def check_recorded_writes(inputs: list, with_grad: tuple) -> None:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
         if apart is None and t._base is not None:
             apart = _input_apart_from_view(inputs, i)
+            if apart is None and t.untyped_storage().data_ptr() != t._base.untyped_storage().data_ptr():
+                apart = (i, None)   # its base is no input (a view made outside, then .data =; fuzz seed 803934)
+    if apart is not None and apart[1] is None:
+        raise RefusedCall(
+            f"input {apart[0]} is written in place with autograd recording it, and is a view in autograd of a "
+            "tensor whose storage it no longer shares (.data assigned, or set_()): eager's write rewrites the "
+            "base's history with the view's new geometry, which a compiled graph cannot follow",
+            hint='pass a clone of the view, or pass on_unsupported="eager"')
     if apart is not None:
         i, j = apart
         raise UnsupportedError(

@@ -94,6 +94,7 @@ class EntryLayout:
     # (Note [Saved mutated inputs])
     saved_mutated: tuple[tuple[int, bool, tuple[int, ...] | None], ...] = ()   # and the tangents it is read for
     early_views: tuple[int, ...] = ()           # input views (flat positions) made before the epilogue
+    set_views: tuple[int, ...] = ()             # ... made after its writes, before it moves inputs (set_)
     # (flat position, input, other inputs written after the view was made): made before the epilogue
     # too when one of the others shares the input's storage in this call (a.copy_(a), a a detach of b)
     early_if_aliased: tuple[tuple[int, int, tuple[int, ...]], ...] = ()
@@ -210,6 +211,10 @@ class CompiledEntry:
             apply_mutations(inputs, outs, self._copies)
         for i in layout.version_bumps:
             torch.autograd.graph.increment_version(inputs[i])
+        if layout.set_views:   # views of an input's old storage, taken after the writes into it
+            early = dict(early or {})
+            early.update((k, self._view(*layout.output_plan[k], (), outs, inputs, pre, early=True,
+                                        data=k in layout.data_views)) for k in layout.set_views)
         if sources:
             apply_storage_sets(inputs, sources, layout.storage_sets)
         if layout.saved_mutated:   # only entries with a backward save anything
