@@ -276,6 +276,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self._leaf_views = _ByTensor()         # inputs that are the caller's views of a leaf requiring grad
         self._input_storages = _ByTensor()    # input -> its storage when the call began
         self._saved_at: dict[int, int] = {}   # storage -> the clock when autograd first saved a tensor on it
+        self._saving: list[tuple[int, int]] = []   # (storage, clock) saved by the op running now
+        self._node_saves: dict[int, tuple] = {}    # id(node) -> (node, its saves): settled by settle_saves
 
     def track(self, tensors: list) -> None:
         """Watch ``tensors`` (the inputs) as results are watched: a storage swapped under them is refused."""
@@ -402,6 +404,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                 self.reshaped_under_views = True   # Note [Views made before an in-place view op]
                 self._refuse_regenerated_gradients(name, target)
         result = func(*args, **kwargs)
+        if self._saving:
+            self._attribute_saves(result)
         if isinstance(result, torch.Tensor):
             self._track(func, name, target, result)
         elif isinstance(result, (tuple, list)):   # chunk, split, unbind: each view is made here
@@ -537,13 +541,56 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         program did. Where another input shares the saved one's storage at run time (``b`` and ``a = b[2:]``
         passed apart, never aliased in the trace, since no value changes), a bump after the save makes
         eager's backward raise and one before it does not (fuzz seeds 500638, 401079): the runtime counts
-        only the bumps made before the save (``_epilogue_bumps`` in runtime/function.py)."""
+        only the bumps made before the save (``_epilogue_bumps`` in runtime/function.py). Only the saves of
+        nodes on a path from the function's results count (``settle_saves``): eager never runs the others."""
         return torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack)
 
     def _pack(self, t):
         if isinstance(t, torch.Tensor) and not self._data_aliases.get(t) and self._set_sources.get(_elem(t)) is None:
-            self._saved_at.setdefault(_storage_id(t), self._clock)   # .data and set_() count versions of their own
+            self._saving.append((_storage_id(t), self._clock))   # .data and set_() count versions of their own
         return t
+
+    def _attribute_saves(self, result) -> None:
+        """The saves made by the op that returned ``result``, kept with the node it made: a save counts only
+        where that node is on a path to the function's results (``settle_saves``). Saves no node takes are
+        counted as they are."""
+        saves, self._saving = self._saving, []
+        node = None
+        for r in (result if isinstance(result, (tuple, list)) else (result,)):
+            if isinstance(r, torch.Tensor) and node is None:
+                try:
+                    node = r.grad_fn
+                except RuntimeError:   # a stale view refusing its grad_fn: count the saves as they are
+                    break
+        if node is None:
+            for storage, clock in saves:
+                self._saved_at.setdefault(storage, clock)
+        else:
+            self._node_saves.setdefault(id(node), (node, []))[1].extend(saves)
+
+    def settle_saves(self, results: list) -> None:
+        """Count the saves of the nodes on a path from ``results`` (the function's outputs and its inputs'
+        new histories) to the inputs: eager's backward never runs the others, whose saved values may be
+        modified without error (fuzz seed 1201955: ``t0 = a.sin()`` unused, then ``c.t_()`` on another
+        input on ``a``'s storage, then ``a @ a.t()``)."""
+        stack, seen = [], set()
+        for t in results:
+            if isinstance(t, torch.Tensor):
+                try:
+                    stack.append(t.grad_fn)
+                except RuntimeError:   # a stale view: its history is eager's error, not a path
+                    continue
+        while stack:
+            node = stack.pop()
+            if node is None or id(node) in seen:
+                continue
+            seen.add(id(node))
+            stack.extend(next_node for next_node, _ in node.next_functions)
+        for key, (_, saves) in self._node_saves.items():
+            if key in seen:
+                for storage, clock in saves:
+                    self._saved_at[storage] = min(clock, self._saved_at.get(storage, clock))
+        self._node_saves.clear()
 
     def clocks(self, t: torch.Tensor) -> tuple[int | None, int | None]:
         """(when a tensor on the input ``t``'s first storage was first saved, when its version last moved),

@@ -101,6 +101,16 @@ def collect_metadata(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...
         return _collect(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, non_leaf=non_leaf,
                         as_views=as_views, uncloned=uncloned, leaf_views=leaf_views)
     except RuntimeError as exc:
+        # An expanded input is traced on a dense copy (a copy cannot overlap) unless the first run finds it
+        # unwritten (see ``overlapping`` in _collect); an error from the copy's layout (``a.transpose_(0, 1)``,
+        # then ``(a + 2).view(-1)``: eager's result is contiguous, the copy's not; fuzz seed 1300707) is
+        # eager's only if the input itself raises it too. A write into it takes Note [Expanded inputs
+        # written in place] either way.
+        expanded = frozenset(i for i in non_leaf if with_backward and has_internal_overlap(fake_args[i])) - uncloned
+        if expanded and VIEW_OF_LEAF not in str(exc):
+            return collect_metadata(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward,
+                                    non_leaf=non_leaf, as_views=as_views, uncloned=uncloned | expanded,
+                                    leaf_views=leaf_views)
         views = frozenset(i for i, a in enumerate(fake_args) if isinstance(a, torch.Tensor) and a._base is not None
                           and not a.requires_grad) - as_views
         if VIEW_OF_LEAF not in str(exc) or not views or not with_backward:
@@ -196,6 +206,9 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
             outputs = [dataclasses.replace(info, via_data=True)
                        if info.kind == "input_view" and isinstance(out, torch.Tensor) and checks.via_data(out) else info
                        for out, info in zip(flat_outs, outputs, strict=True)]
+            checks.settle_saves([*flat_outs, *call_args])   # Note [When eager saved an input] in capture/inplace.py
+            inputs = [dataclasses.replace(info, saved_at=checks.clocks(a)[0]) if isinstance(a, torch.Tensor) else info
+                      for info, a in zip(inputs, call_args, strict=True)]
         # Tangents are plain fakes: made outside FunctionalTensorMode.
         tangents = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype, device in tangents]
     overlapping = frozenset(i for i in non_leaf if with_backward and has_internal_overlap(fake_args[i])
@@ -477,10 +490,12 @@ def _check_views_before_requires_grad(infos: list[InputInfo], call_args: list, f
                                       checks: EagerInPlaceChecks) -> None:
     """Fuzz seed 310444: ``t0 = a[0]; a.requires_grad_()`` on an input that is no view. Eager's earlier view
     becomes a leaf of its own, whose gradient does not reach the input; the graph is traced with the input
-    requiring grad from the start. (Views of an input that is itself a view follow it.)"""
+    requiring grad from the start. (Views of an input that is the caller's view hang off the caller's base:
+    ``_outputs_after_requires_grad`` passes it as a view.) Refused too where a write through such a view
+    then gave the input a ``grad_fn`` (fuzz seed 1201465: eager's leaf is moved into the graph's interior)."""
     for info, f, fake in zip(infos, call_args, fake_args, strict=True):
-        line = checks.view_before_requires_grad(f) if info.requires_grad_set else None
-        if line is not None and fake._base is None:
+        line = checks.view_before_requires_grad(f) if isinstance(f, torch.Tensor) else None
+        if line is not None and (fake._base is None or not info.requires_grad_set):
             raise UnsupportedError("requires_grad_() on an input after a view of it was taken inside the function "
                                    "is not supported: eager's earlier view becomes a leaf of its own, whose "
                                    "gradient does not reach the input", source=line,
