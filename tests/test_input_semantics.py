@@ -44,7 +44,8 @@ SCENARIOS = {
         "def f(a):\n    a.transpose_(0, 1)\n    return (a + 2.0).view(-1)",
         "leaf = torch.randn(1, 4, requires_grad=True)\nx = leaf.clone().expand(4, 4)\nx,"),
     "transpose_of_an_expanded_input_passed_twice_then_view": (
-        "def f(a, b):\n    a.transpose_(0, 1)\n    t1 = b + 2.0\n    return (t1 * torch.ones((4, 4), requires_grad=True)).view(-1)",
+        "def f(a, b):\n    a.transpose_(0, 1)\n    t1 = b + 2.0\n"
+        "    return (t1 * torch.ones((4, 4), requires_grad=True)).view(-1)",
         "leaf = torch.randn(1, 4, requires_grad=True)\nx = leaf.clone().expand(4, 4)\nx, x"),
     # seed 501666: two detaches of one slice; one written with grad after a value saved of it (the backward
     # raises eager's error): the caller's written tensor still takes the write's history, as eager's
