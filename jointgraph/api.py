@@ -299,6 +299,14 @@ def _ancestors(nodes: list) -> set[torch.fx.Node]:
     return seen
 
 
+def _clocks_by_tangent(info, tensor_outs: list[int], tangent_positions: tuple[int, ...]) -> tuple:
+    """Per tangent, ``info.saved_at`` counting only the saves on a path from its output (the tangent of a
+    written input's new value, or of an output the metadata pass did not see: all of them)."""
+    by_output = info.saved_at_by_output
+    return tuple(by_output[tensor_outs[k]] if k < len(tensor_outs) and tensor_outs[k] < len(by_output)
+                 else info.saved_at for k in tangent_positions)
+
+
 def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) -> EntryLayout:
     """Precompute the index lists of the call path (Note [Runtime call path])."""
     outputs = joint.outputs
@@ -424,7 +432,8 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
                                            [position.get(outputs[i].same_object) for i in tensor_outs]),
         own_outputs=own_outputs,
         outputs_read_by_backward=tuple(read_outputs),
-        version_clocks=tuple((info.saved_at, info.written_at) for info in joint.inputs)
+        version_clocks=tuple((info.saved_at, info.written_at, _clocks_by_tangent(info, tensor_outs, tangent_positions))
+                             for info in joint.inputs)
         if saved_inputs and any(info.version_bumped or info.new_metadata is not None for info in joint.inputs) else (),
         backward_error=(joint.backward_error, joint.error_outputs, joint.error_inputs, joint.error_multi_output)
         if joint.backward_error is not None else None,

@@ -34,7 +34,8 @@ SCENARIOS = {
                                               "    t1 = b * torch.full((5,), -1.0, requires_grad=True)\n    return t1",
                                               "base = torch.randn(5)\na = base[2:]\nb = base.detach()\na, b"),
     # fuzz seed 1201955: a save eager's backward never reaches (t0 unused) made before the bump through the
-    # alias does not make the backward raise; the one reached, made after it, is counted (was a version error)
+    # alias does not make the backward raise; the one reached, made after it, is counted (was a version error);
+    # t0 returned, a backward from t1 alone does not raise either (Note [When eager saved an input])
     "bump_through_an_alias_after_a_save_no_result_reaches": (
         "def f(a, c):\n    t0 = a.sin()\n    c.t_()\n    t1 = a @ a.t()\n    return t1",
         "base0 = torch.randn(3, 5, requires_grad=True)\na = base0[:, :4]\nc = base0[1:].detach()\na, c"),
@@ -47,6 +48,15 @@ SCENARIOS = {
         "def f(a, b):\n    a.transpose_(0, 1)\n    t1 = b + 2.0\n"
         "    return (t1 * torch.ones((4, 4), requires_grad=True)).view(-1)",
         "leaf = torch.randn(1, 4, requires_grad=True)\nx = leaf.clone().expand(4, 4)\nx, x"),
+    "bump_through_an_alias_after_a_save_a_result_reaches": (
+        "def f(a, c):\n    t0 = a.sin()\n    c.t_()\n    t1 = a @ a.t()\n    return t1, t0",
+        "base0 = torch.randn(3, 5, requires_grad=True)\na = base0[:, :4]\nc = base0[1:].detach()\na, c"),
+    # fuzz --semantics12 seed 1500250: aliased inputs of two autograd roots, the first a detach of a slice (its
+    # root starts inside the storage), written with a value that requires grad: the synthetic base was a view
+    # of that root over the whole storage, whose backward raised "invalid storage offset -4"
+    "write_with_grad_into_a_detached_slice_aliased_with_the_whole": (
+        "def f(a, b):\n    t1 = a.detach().requires_grad_() * 2.0\n    a.add_(t1)\n    return b.sum(), a * 1",
+        "base0 = torch.randn(3, 4)\nx0 = base0[1:].detach()\nx1 = base0.view(-1)\nx0, x1"),
     # seed 501666: two detaches of one slice; one written with grad after a value saved of it (the backward
     # raises eager's error): the caller's written tensor still takes the write's history, as eager's
     "write_with_grad_into_one_of_two_detached_aliases_backward_raises": (

@@ -230,6 +230,23 @@ def _unpack(t):
     return t
 
 
+def _reached(t) -> set[int]:
+    """The ids of the autograd nodes on a path from the tensor ``t`` (none for anything else)."""
+    stack, seen = [], set()
+    if isinstance(t, torch.Tensor):
+        try:
+            stack.append(t.grad_fn)
+        except RuntimeError:   # a stale view: its history is eager's error, not a path
+            pass
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.extend(next_node for next_node, _ in node.next_functions)
+    return seen
+
+
 def _storage_id(t: torch.Tensor) -> int:
     return t.untyped_storage()._cdata
 
@@ -278,6 +295,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self._saved_at: dict[int, int] = {}   # storage -> the clock when autograd first saved a tensor on it
         self._saving: list[tuple[int, int]] = []   # (storage, clock) saved by the op running now
         self._node_saves: dict[int, tuple] = {}    # id(node) -> (node, its saves): settled by settle_saves
+        self._by_output: list[dict[int, int]] = []   # per output: storage -> first save on a path from it
 
     def track(self, tensors: list) -> None:
         """Watch ``tensors`` (the inputs) as results are watched: a storage swapped under them is refused."""
@@ -568,29 +586,28 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         else:
             self._node_saves.setdefault(id(node), (node, []))[1].extend(saves)
 
-    def settle_saves(self, results: list) -> None:
-        """Count the saves of the nodes on a path from ``results`` (the function's outputs and its inputs'
+    def settle_saves(self, outputs: list, others: list) -> None:
+        """Count the saves of the nodes on a path from the function's ``outputs`` (and ``others``: its inputs'
         new histories) to the inputs: eager's backward never runs the others, whose saved values may be
         modified without error (fuzz seed 1201955: ``t0 = a.sin()`` unused, then ``c.t_()`` on another
-        input on ``a``'s storage, then ``a @ a.t()``)."""
-        stack, seen = [], set()
-        for t in results:
-            if isinstance(t, torch.Tensor):
-                try:
-                    stack.append(t.grad_fn)
-                except RuntimeError:   # a stale view: its history is eager's error, not a path
-                    continue
-        while stack:
-            node = stack.pop()
-            if node is None or id(node) in seen:
-                continue
-            seen.add(id(node))
-            stack.extend(next_node for next_node, _ in node.next_functions)
+        input on ``a``'s storage, then ``a @ a.t()``). Per output too (``clocks_by_output``): a backward
+        from one output runs only the nodes on its paths."""
+        reached = [_reached(t) for t in outputs]
+        seen = set().union(*reached, *(_reached(t) for t in others))
+        self._by_output = [{} for _ in outputs]
         for key, (_, saves) in self._node_saves.items():
-            if key in seen:
-                for storage, clock in saves:
-                    self._saved_at[storage] = min(clock, self._saved_at.get(storage, clock))
+            for storage, clock in saves if key in seen else ():
+                self._saved_at[storage] = min(clock, self._saved_at.get(storage, clock))
+                for k, nodes in enumerate(reached):
+                    if key in nodes:
+                        self._by_output[k][storage] = min(clock, self._by_output[k].get(storage, clock))
         self._node_saves.clear()
+
+    def clocks_by_output(self, t: torch.Tensor) -> tuple[int | None, ...]:
+        """Per output given to ``settle_saves``: when a tensor on the input ``t``'s first storage was first saved
+        by a node on a path from that output, or None."""
+        storage = self._input_storages.get(t)
+        return tuple(by.get(storage) for by in self._by_output)
 
     def clocks(self, t: torch.Tensor) -> tuple[int | None, int | None]:
         """(when a tensor on the input ``t``'s first storage was first saved, when its version last moved),

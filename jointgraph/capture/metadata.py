@@ -206,9 +206,10 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
             outputs = [dataclasses.replace(info, via_data=True)
                        if info.kind == "input_view" and isinstance(out, torch.Tensor) and checks.via_data(out) else info
                        for out, info in zip(flat_outs, outputs, strict=True)]
-            checks.settle_saves([*flat_outs, *call_args])   # Note [When eager saved an input] in capture/inplace.py
-            inputs = [dataclasses.replace(info, saved_at=checks.clocks(a)[0]) if isinstance(a, torch.Tensor) else info
-                      for info, a in zip(inputs, call_args, strict=True)]
+            checks.settle_saves(flat_outs, call_args)   # Note [When eager saved an input] in capture/inplace.py
+            inputs = [dataclasses.replace(info, saved_at=checks.clocks(a)[0],
+                                          saved_at_by_output=checks.clocks_by_output(a))
+                      if isinstance(a, torch.Tensor) else info for info, a in zip(inputs, call_args, strict=True)]
         # Tangents are plain fakes: made outside FunctionalTensorMode.
         tangents = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype, device in tangents]
     overlapping = frozenset(i for i in non_leaf if with_backward and has_internal_overlap(fake_args[i])

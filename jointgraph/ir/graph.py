@@ -39,6 +39,8 @@ class InputInfo:
     # saved a tensor sharing its version counter, and before the last one that moved that counter; or None
     saved_at: int | None = None
     written_at: int | None = None
+    # saved_at counting only the saves on a path from each output (a backward from that output alone)
+    saved_at_by_output: tuple[int | None, ...] = ()
 
     @property
     def mutation_recorded(self) -> bool:

@@ -118,8 +118,9 @@ class EntryLayout:
     own_outputs: tuple[int, ...] = ()
     distinct_outputs: tuple[tuple[int, int], ...] = ()   # Note [Distinct outputs]
     data_views: tuple[int, ...] = ()            # flat outputs that are views of an input's .data
-    # per graph input, (InputInfo.saved_at, InputInfo.written_at), where the epilogue bumps versions (or empty)
-    version_clocks: tuple[tuple[int | None, int | None], ...] = ()
+    # per graph input, (InputInfo.saved_at, InputInfo.written_at, saved_at per tangent), where the epilogue
+    # bumps versions (or empty)
+    version_clocks: tuple[tuple[int | None, int | None, tuple[int | None, ...]], ...] = ()
 
 
 def _early_views(layout: EntryLayout, inputs: list) -> tuple[int, ...]:
@@ -362,18 +363,38 @@ class CompiledEntry:
         return self._unflatten(flat)
 
 
-def _epilogue_bumps(inputs: list, i: int, meta_mutated: frozenset, bumped: frozenset, clocks: tuple) -> int:
+def _epilogue_bumps(inputs: list, i: int, meta_mutated: frozenset, bumped: frozenset, clocks: tuple,
+                    saved_at: int | None = None) -> int:
     """How many times the epilogue's as_strided_ / increment_version moves input ``i``'s version counter
-    before eager saved it: its own, and those of other inputs sharing its storage in this call (a view's
-    counter is its base's). A bump the program made after eager saved input ``i`` is not counted: eager's
-    backward raises there (``clocks``: Note [When eager saved an input] in capture/inplace.py)."""
+    before eager saved it (at ``saved_at``): its own, and those of other inputs sharing its storage in this
+    call (a view's counter is its base's). A bump the program made after eager saved input ``i`` is not
+    counted: eager's backward raises there (``clocks``: Note [When eager saved an input] in
+    capture/inplace.py)."""
     if not meta_mutated and not bumped:
         return 0
-    saved_at = clocks[i][0] if clocks else None
     storage = inputs[i].untyped_storage().data_ptr()
     return sum((j in meta_mutated) + (j in bumped) for j in meta_mutated | bumped
                if (j == i or storage and inputs[j].untyped_storage().data_ptr() == storage)
                and (saved_at is None or clocks[j][1] is None or clocks[j][1] <= saved_at))
+
+
+def _by_save_clock(saved_inputs: tuple, clocks: tuple) -> tuple:
+    """``saved_inputs`` with eager's first save of each input, split by the clocks its tangents' outputs saved
+    it at (a backward from one output alone runs only the nodes on its paths: fuzz seed 1201955)."""
+    entries = []
+    for s, i, eager_saves, tangents in saved_inputs:
+        if not clocks:
+            entries.append((s, i, eager_saves, None, tangents))
+            continue
+        saved_at, _, by_tangent = clocks[i]
+        if tangents is None or not by_tangent:
+            entries.append((s, i, eager_saves, saved_at, tangents))
+            continue
+        groups: dict = {}
+        for t in tangents:
+            groups.setdefault(by_tangent[t], []).append(t)
+        entries += [(s, i, eager_saves, clock, tuple(group)) for clock, group in groups.items()]
+    return tuple(entries)
 
 
 def _expect_versions(outs, inputs: list, saved_mutated: tuple) -> None:
@@ -595,7 +616,9 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
     tangent_positions = layout.tangent_positions
     non_diff = layout.non_differentiable
     grad_mask = layout.grad_inputs
-    saved_inputs = layout.saved_input_positions
+    # (saved index, input, eager saves it, eager's first save of it, the tangents it is read for): one entry per
+    # group of tangents whose outputs eager saved it for at one clock (Note [When eager saved an input])
+    saved_inputs = _by_save_clock(layout.saved_input_positions, layout.version_clocks)
     read_outputs = layout.outputs_read_by_backward
     saved_copies = layout.saved_copies
     saved_aliases = layout.saved_aliases
@@ -640,8 +663,9 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
             ctx.sizes = list(outs[n_fw_outs + n_saved:])
             if saved_inputs:   # the epilogue's own as_strided_ (a metadata mutation) is not the user's write
                 ctx.versions = [(s, inputs[i], inputs[i]._version + moved.get(i, 0)
-                                 + _epilogue_bumps(inputs, i, meta_mutated, bumped, clocks), eager_saves, tangents)
-                                for s, i, eager_saves, tangents in saved_inputs]
+                                 + _epilogue_bumps(inputs, i, meta_mutated, bumped, clocks, saved_at), eager_saves,
+                                 tangents)
+                                for s, i, eager_saves, saved_at, tangents in saved_inputs]
             if read_outputs:   # weakly: a cycle output -> grad_fn -> ctx -> output would outlive the call
                 ctx.output_versions = [(weakref.ref(outs[k]), outs[k]._version, tangents)
                                        for k, tangents in read_outputs]
