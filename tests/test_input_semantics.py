@@ -57,6 +57,28 @@ SCENARIOS = {
     "write_with_grad_into_a_detached_slice_aliased_with_the_whole": (
         "def f(a, b):\n    t1 = a.detach().requires_grad_() * 2.0\n    a.add_(t1)\n    return b.sum(), a * 1",
         "base0 = torch.randn(3, 4)\nx0 = base0[1:].detach()\nx1 = base0.view(-1)\nx0, x1"),
+    # fuzz seeds 1400045, 1400138, 1400171, 1400659 (the largest refusal, 1.7% of programs): writes through an
+    # unfold, which functionalization refuses whether its windows overlap or not (Note [Writes into expanded
+    # tensors]): fills and idempotent ops through overlapping windows, any op through windows that do not
+    "fill_through_overlapping_unfold_of_an_input": ("def f(a):\n    a.unfold(0, 2, 1).fill_(0.5)\n"
+                                                    "    return a.narrow(0, 1, 1)",
+                                                    "leaf = torch.randn(4, requires_grad=True)\nx = leaf * 1\nx,"),
+    "clamp_through_overlapping_unfold_of_an_input": ("def f(a):\n    a.unfold(0, 2, 1).clamp_(-0.5, 0.5)\n"
+                                                     "    return a * 0.5",
+                                                     "x = torch.randn(6, 2, 3)[2:]\nx,"),
+    "masked_write_through_an_unfold_under_no_grad": (
+        "def f(a):\n    t0 = a.exp()\n    with torch.no_grad():\n"
+        "        t0.unfold(0, 2, 1)[t0.unfold(0, 2, 1) > 0] = -1.0\n    return t0 * 2, a * 1",
+        "leaf = torch.randn(6, requires_grad=True)\nx = leaf[::2]\nx,"),
+    "sin_through_non_overlapping_unfold": ("def f(a):\n    a.unfold(0, 2, 2).sin_()\n    return a * 2",
+                                           "leaf = torch.randn(4, requires_grad=True)\nx = leaf * 1\nx,"),
+    # fuzz --semantics12 seed 1502347: a multi-output view of an input that is the caller's view, written after
+    # requires_grad_() of the input: eager's view hangs off the caller's base (no grad), the trace's raised
+    # eager's multi-output view error on a base of its own
+    "multi_output_view_written_after_requires_grad_of_a_view_input": (
+        "def f(a):\n    t0 = a.unbind(0)[0]\n    a.requires_grad_()\n    t0.clamp_(-0.5, 0.5)\n"
+        "    return a.diagonal()",
+        "base0 = torch.randn(8, 3)\nx0 = base0[::2]\nx0,"),
     # seed 501666: two detaches of one slice; one written with grad after a value saved of it (the backward
     # raises eager's error): the caller's written tensor still takes the write's history, as eager's
     "write_with_grad_into_one_of_two_detached_aliases_backward_raises": (
@@ -511,6 +533,9 @@ SCENARIOS = {
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.
 REFUSED = {
+    # a non-idempotent op through overlapping unfold windows: eager applies it once per window, in its kernel's order
+    "mul_through_overlapping_unfold": ("def f(a):\n    a.unfold(0, 2, 1).mul_(2)\n    return a",
+                                       "x = torch.randn(5)\nx,"),
     # fuzz seed 1201465: requires_grad_() on an input that is the caller's view, after a view of it was taken
     # (the earlier view hangs off the caller's base, which does not require grad), then a write through that
     # view: the input was not counted as given requires_grad_() (it has a grad_fn), and came back without it
@@ -775,6 +800,7 @@ DYNAMO_REFUSES = {"write_one_row_of_an_expanded_input", "fill_an_expanded_input"
                   "write_into_expanded_input",   # (Note [Expanded inputs written in place]); a reshape of one
                   "copy_between_rows_of_an_expanded_input",   # copies, as eager's: traced on the input itself
 "requires_grad_of_view_input_then_write_older_view",
+                  "multi_output_view_written_after_requires_grad_of_a_view_input",
                   "requires_grad_then_assign_data",   # Dynamo's graph passes the leaf requires_grad_() made
                   "copy_self_of_an_expanded_input"}   # Dynamo's own fake pass raises on c.copy_(c), backend='eager' too
 

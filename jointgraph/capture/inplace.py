@@ -42,6 +42,15 @@ source that touches the same memory:
 
 Any other write into overlapping elements is what eager refuses or leaves to its
 kernel's order; the checks raise or refuse those before this module is asked.
+
+An ``unfold`` (``x.unfold(0, 2, 1)``) is such a view too, with ``x`` its source: functionalization
+refuses any write through one, eager writes through it (its windows overlapping or not: no stride
+is 0). Where they do not overlap, the copy path above applies; where they do, fills take the
+marks; an idempotent elementwise op with
+scalar arguments (``clamp_``, ``relu_``, ``abs_``, ...) gives every copy of an element one
+value, whichever order the kernel visits them in, and takes the copy path where autograd does
+not record it (with autograd, the copies' gradients would add up where eager's do not).
+
 Geometry is read from the values functionalization holds (``from_fun``): that is the
 frame ``as_strided`` on the functional source is applied in.
 """
@@ -691,10 +700,11 @@ class ExpandedViews:
         self._source = _ByTensor()
 
     def track(self, func, target, result: torch.Tensor) -> None:
-        """Record ``result`` of ``func(target, ...)`` when it is an expand or a view of one."""
+        """Record ``result`` of ``func(target, ...)`` when it is an expand (or an unfold: functionalization refuses
+        writes through one, whether its windows overlap or not) or a view of one."""
         if target is None:
             return
-        if func in _EXPANDS:
+        if func in _EXPANDS or func is torch.Tensor.unfold:
             self._source[result] = self._source.get(target, target)
             return
         source = self._source.get(target)
@@ -720,7 +730,12 @@ class ExpandedViews:
         if geometry(t) == geometry(s):
             func(source, *rest, **kwargs)   # the expand added nothing: its memory is exactly the source's
             return True
-        if not has_internal_overlap(t):
+        overlapping = _overlapping(t)
+        if overlapping and name in _IDEMPOTENT and all(isinstance(a, (bool, int, float)) for a in
+                                                       (*rest, *kwargs.values())) and not has_internal_overlap(t) \
+                and not (torch.is_grad_enabled() and target.requires_grad):
+            overlapping = False   # an unfold's copies of an element all take one value (see the Note)
+        if not overlapping:
             new = target.clone()   # the target's new value, on memory of its own
             func(new, *rest, **kwargs)
             extent = _storage_extent(t, s)
@@ -729,6 +744,14 @@ class ExpandedViews:
             source.copy_(memory[_offsets(s)])
             return True
         value = _fill_value(name, rest, kwargs)
+        if value is _NOT_A_FILL and not has_internal_overlap(t):   # overlapping windows of an unfold
+            raise UnsupportedError(f"{name} through an unfold whose windows overlap cannot be compiled: eager applies "
+                                   "it once per window to the shared elements, in its kernel's order, and autograd "
+                                   "records it on the overlapping view (fills, and idempotent elementwise ops such as "
+                                   "clamp_ that autograd does not record, are compiled)",
+                                   source=user_source_line(),
+                                   hint="write through x.unfold(d, size, step) with step >= size, or into a clone, "
+                                        'or pass on_unsupported="eager"')
         if value is _NOT_A_FILL:
             return False
         basic = name == "__setitem__" and _basic_index(rest[0])
@@ -740,8 +763,8 @@ class ExpandedViews:
         counts = counts.index_put((_offsets(t).reshape(-1),), marks.reshape(-1).to(torch.int32), accumulate=True)
         written = counts[_offsets(s)] > 0
         source.masked_fill_(written, value)
-        if torch.is_grad_enabled() and source.requires_grad and not basic:   # a write into overlapping elements
-            _BackwardRaisesOverlap.apply(source)   # eager records the write on the overlapping view
+        if torch.is_grad_enabled() and source.requires_grad and not basic and has_internal_overlap(t):
+            _BackwardRaisesOverlap.apply(source)   # eager records the write on the overlapping (stride 0) view
         return True
 
 
@@ -803,6 +826,32 @@ def _mark(name: str, marks: torch.Tensor, rest: tuple, kwargs: dict) -> None:
         marks[rest[0]] = True
     else:   # index_put_
         marks.index_put_(rest[0], torch.ones((), dtype=torch.bool, device=marks.device))
+
+
+# elementwise in-place ops f with f(f(x)) == f(x) for their scalar arguments
+_IDEMPOTENT = frozenset({"clamp_", "clamp_min_", "clamp_max_", "clip_", "relu_", "abs_", "sign_", "floor_", "ceil_",
+                         "trunc_", "round_", "nan_to_num_", "hardtanh_"})
+
+
+def _overlapping(t: torch.Tensor) -> bool:
+    """Some elements of ``t`` share a memory location (a stride of 0, or windows of an unfold that
+    overlap): concrete geometry only."""
+    if has_internal_overlap(t):
+        return True
+    if t.numel() <= 1 or not static(*geometry(t)):
+        return False
+    offsets = _numpy_offsets(t)
+    return len(np.unique(offsets)) < offsets.size
+
+
+def _numpy_offsets(t: torch.Tensor) -> np.ndarray:
+    """``_offsets(t)`` computed with numpy, outside the trace."""
+    offsets = np.full(tuple(t.shape), int(t.storage_offset()), dtype=np.int64)
+    for dim, (size, stride) in enumerate(zip(t.shape, t.stride(), strict=True)):
+        shape = [1] * t.dim()
+        shape[dim] = int(size)
+        offsets = offsets + (np.arange(int(size), dtype=np.int64) * int(stride)).reshape(shape)
+    return offsets
 
 
 def _offsets(t: torch.Tensor) -> torch.Tensor:
