@@ -79,6 +79,13 @@ SCENARIOS = {
         "def f(a):\n    t0 = a.unbind(0)[0]\n    a.requires_grad_()\n    t0.clamp_(-0.5, 0.5)\n"
         "    return a.diagonal()",
         "base0 = torch.randn(8, 3)\nx0 = base0[::2]\nx0,"),
+    # fuzz seed 1404817: an expanded input written (Note [Expanded inputs written in place]): the retry of an
+    # expanded input on itself (seed 1300707) took its ExpandedInputWritten for a layout error (was eager's
+    # overlap error at the call)
+    "views_of_an_expanded_input_written_under_no_grad_and_with_grad": (
+        "def f(a):\n    t0 = a[::2]\n    t1 = a[:-1]\n    t0.clamp_(-0.5, 0.5)\n    t2 = t0 * -1.0\n"
+        "    with torch.no_grad():\n        t1.mul_(t0)\n    t1.masked_fill_(t1 > 0, 3.0)\n    return t2.expand(2, 1)",
+        "leaf = torch.randn(1, requires_grad=True)\nx = leaf.clone().expand(2)\nx,"),
     # seed 501666: two detaches of one slice; one written with grad after a value saved of it (the backward
     # raises eager's error): the caller's written tensor still takes the write's history, as eager's
     "write_with_grad_into_one_of_two_detached_aliases_backward_raises": (
@@ -533,6 +540,12 @@ SCENARIOS = {
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.
 REFUSED = {
+    # fuzz seed 1403730: as_strided_() of an expanded input requiring grad, then a write: refused by name as before
+    # the retry of seed 1300707 (which crashed on an internal assert of as_strided)
+    "as_strided_then_fill_of_an_expanded_input": ("def f(a):\n    a.as_strided_((2,), (1,))\n    a.t_()\n"
+                                                  "    a.fill_(3.0)\n    return a",
+                                                  "leaf = torch.randn(1, 4, requires_grad=True)\n"
+                                                  "x = (leaf * 1).expand(2, 4)\nx,"),
     # a non-idempotent op through overlapping unfold windows: eager applies it once per window, in its kernel's order
     "mul_through_overlapping_unfold": ("def f(a):\n    a.unfold(0, 2, 1).mul_(2)\n    return a",
                                        "x = torch.randn(5)\nx,"),
@@ -797,7 +810,8 @@ def test_outputs_written_after_the_call_then_backward_as_eager(name, contender):
 # input, which share storage, one written; the input is a view made a leaf, whose gradient a
 # synthetic base (Note [Aliased inputs]) cannot give it.
 DYNAMO_REFUSES = {"write_one_row_of_an_expanded_input", "fill_an_expanded_input",   # Dynamo's graphs: refused
-                  "write_into_expanded_input",   # (Note [Expanded inputs written in place]); a reshape of one
+                  "write_into_expanded_input", "views_of_an_expanded_input_written_under_no_grad_and_with_grad",
+                  # (Note [Expanded inputs written in place]); a reshape of one
                   "copy_between_rows_of_an_expanded_input",   # copies, as eager's: traced on the input itself
 "requires_grad_of_view_input_then_write_older_view",
                   "multi_output_view_written_after_requires_grad_of_a_view_input",
@@ -990,6 +1004,19 @@ def test_requires_grad_after_data_assigned_with_a_view_of_the_old_storage_is_ref
     torch.testing.assert_close(x.grad, torch.ones(3))   # eager: nothing from the view reaches x
     with pytest.raises(jointgraph.UnsupportedError, match="after a view of it was taken"):
         jointgraph.aot_function(f, cache=False)(torch.randn(3))
+
+
+def test_view_of_a_view_moved_off_its_base_then_its_base_written_through_dynamo_is_stale_as_eagers():
+    """Fuzz --semantics12 seed 1503014: Dynamo's second graph takes ``t0`` (a view of ``b`` moved off its storage by
+    ``.data =``) and ``a`` (another view of ``b``'s base), written under no_grad: they share one version counter, not
+    a storage; the split view of ``t0`` returned must be made before the write, stale as eager's (reading its
+    ``is_leaf`` raises). ``aot_function`` refuses the ``.data =`` of a view of an input that requires grad."""
+    program = Program.scenario(
+        "def f(a, b):\n    t0 = b[:-1]\n    t0.data = t0.data * 2\n    t1 = t0.split(1)[1]\n"
+        "    with torch.no_grad():\n        a[0].clamp_(-0.5, 0.5)\n    return a[0], t1",
+        "base0 = torch.randn(4, requires_grad=True)\nbase0[::2], base0.view(-1)")
+    assert check(program, CONTENDERS["dynamo"]).status == "pass"
+    assert check(program, CONTENDERS["mincut"]).status == "refused"
 
 
 def test_requires_grad_of_an_input_with_a_view_passed_runs_eagerly_when_asked():

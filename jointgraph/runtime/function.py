@@ -128,8 +128,11 @@ def _early_views(layout: EntryLayout, inputs: list) -> tuple[int, ...]:
     def storage(i: int) -> int:
         return inputs[i].untyped_storage().data_ptr()
 
+    def counter(i: int) -> torch.Tensor:   # views share their autograd base's version counter, even when .data
+        return autograd_root(inputs[i])    # moved them off its storage (fuzz seed 1503014, through Dynamo)
+
     aliased = tuple(k for k, i, others in layout.early_if_aliased
-                    if storage(i) != 0 and any(storage(j) == storage(i) for j in others))
+                    if storage(i) != 0 and any(storage(j) == storage(i) or counter(j) is counter(i) for j in others))
     return layout.early_views + aliased
 
 
