@@ -811,8 +811,8 @@ def test_outputs_written_after_the_call_then_backward_as_eager(name, contender):
 # synthetic base (Note [Aliased inputs]) cannot give it.
 DYNAMO_REFUSES = {"write_one_row_of_an_expanded_input", "fill_an_expanded_input",   # Dynamo's graphs: refused
                   "write_into_expanded_input", "views_of_an_expanded_input_written_under_no_grad_and_with_grad",
-                  # (Note [Expanded inputs written in place]); a reshape of one
-                  "copy_between_rows_of_an_expanded_input",   # copies, as eager's: traced on the input itself
+                  "write_into_a_reshape_of_an_expanded_leaf_view", "copy_between_rows_of_an_expanded_input",
+                  "write_a_view_of_an_expanded_input_under_no_grad",   # (Note [Expanded inputs written in place])
 "requires_grad_of_view_input_then_write_older_view",
                   "multi_output_view_written_after_requires_grad_of_a_view_input",
                   "requires_grad_then_assign_data",   # Dynamo's graph passes the leaf requires_grad_() made
