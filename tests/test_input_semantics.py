@@ -86,6 +86,11 @@ SCENARIOS = {
         "def f(a):\n    t0 = a[::2]\n    t1 = a[:-1]\n    t0.clamp_(-0.5, 0.5)\n    t2 = t0 * -1.0\n"
         "    with torch.no_grad():\n        t1.mul_(t0)\n    t1.masked_fill_(t1 > 0, 3.0)\n    return t2.expand(2, 1)",
         "leaf = torch.randn(1, requires_grad=True)\nx = leaf.clone().expand(2)\nx,"),
+    # fuzz seed 1801900 (Dynamo passes a and b sharing a storage after a.set_(b)): the synthetic base must share
+    # the first member's version counter, not another root's (b's caller tensor kept its version in eager)
+    "set_onto_another_input_then_a_write_through_it": (
+        "def f(a, b):\n    a.set_(b)\n    a[:-1].zero_()\n    return b",
+        "base0 = torch.randn(7, 3)\nbase1 = torch.randn(3, 4)\nbase0[3:], base1.t()"),
     # seed 501666: two detaches of one slice; one written with grad after a value saved of it (the backward
     # raises eager's error): the caller's written tensor still takes the write's history, as eager's
     "write_with_grad_into_one_of_two_detached_aliases_backward_raises": (

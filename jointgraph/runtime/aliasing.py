@@ -90,12 +90,10 @@ def base_of(members: list[torch.Tensor], recorded: tuple[bool, ...] = ()) -> tor
         if root is None or any(r and _root(m) is not root for m, r in zip(members, recorded, strict=False)):
             return None
         return root.as_strided((numel,), (1,), 0)
-    # a root at the storage's start (fuzz seed 1500250: ``base[1:].detach()`` first, ``base.view(-1)`` second):
-    # a view over the whole storage of one starting inside it has a backward that cannot place it
-    storage = first.untyped_storage().data_ptr()
-    source = next((r for r in roots.values() if r.storage_offset() == 0 and r.untyped_storage().data_ptr() == storage),
-                  first)
-    return source.detach().as_strided((numel,), (1,), 0)
+    # no autograd view (fuzz seed 1500250: ``base[1:].detach()`` first, ``base.view(-1)`` second): a view over the
+    # whole storage of one starting inside it has a backward that cannot place it. It shares the first member's
+    # version counter, as the view did (not another root's: fuzz seed 1801900, ``a.set_(b)`` then a write via a)
+    return first.detach().as_strided((numel,), (1,), 0).detach()
 
 
 def _grad_root(members: list[torch.Tensor]) -> torch.Tensor | None:
