@@ -303,6 +303,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self._input_storages = _ByTensor()    # input -> its storage when the call began
         self._saved_at: dict[int, int] = {}   # storage -> the clock when autograd first saved a tensor on it
         self._saving: list[tuple[int, int]] = []   # (storage, clock) saved by the op running now
+        self._inputs_read: set = set()      # first storages of inputs an op read (not through x.data)
+        self.read_before_set: set = set()   # ... of inputs read before set_() or .data = moved them
         self._node_saves: dict[int, tuple] = {}    # id(node) -> (node, its saves): settled by settle_saves
         self._by_output: list[dict[int, int]] = []   # per output: storage -> first save on a path from it
 
@@ -354,8 +356,10 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         in_place = target is not None and _is_in_place(name)
         if name == "__set__" and target is not None and getattr(func, "__self__", None) is _DATA \
                 and len(args) > 1 and isinstance(args[1], torch.Tensor):
+            self._note_read_before_set(target)
             return self._assign_data(target, args[1])
         if name.split(".")[0] == "set_" and target is not None:   # set_.source_Tensor, ...
+            self._note_read_before_set(target)
             self.set_inside = True
             if self._views.get(_storage_id(target)):   # views made before: regenerated from the new geometry
                 self.set_under_views = True            # (Note [Views made before an in-place view op])
@@ -431,6 +435,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                 self.reshaped_under_views = True   # Note [Views made before an in-place view op]
                 self._refuse_regenerated_gradients(name, target)
         result = func(*args, **kwargs)
+        if self.analyze and isinstance(result, torch.Tensor) and result is not target and name != "__get__":
+            self._note_reads(args)   # a value computed from them (not x.data, nor requires_grad_() returning x)
         if self._saving:
             self._attribute_saves(result)
         if isinstance(result, torch.Tensor):
@@ -642,6 +648,21 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         """These inputs are traced on a copy of their elements (``clone_as_is``): their caller's storage may
         hold more than the copy."""
         self.copies |= {_storage_id(t) for t in tensors if isinstance(t, torch.Tensor)}
+
+    def _note_reads(self, args: tuple) -> None:
+        for arg in args:
+            original = self._input_storages.get(arg) if isinstance(arg, torch.Tensor) else None
+            if original is not None:
+                self._inputs_read.add(original)
+
+    def _note_read_before_set(self, target: torch.Tensor) -> None:
+        original = self._input_storages.get(target)
+        if original is not None and original in self._inputs_read:
+            self.read_before_set.add(original)
+
+    def was_read_before_set(self, t: torch.Tensor) -> bool:
+        """An op read the input ``t`` before set_() or ``.data =`` gave it another storage."""
+        return self._input_storages.get(t) in self.read_before_set
 
     def view_before_requires_grad(self, t: torch.Tensor) -> str | None:
         """The line of a ``requires_grad_()`` on the input ``t`` after a view of it was made, or None."""

@@ -177,7 +177,7 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
             inputs = [_eager_counters(info, a, version, checks)
                       for info, a, version in zip(inputs, call_args, versions, strict=True)]
             inputs = _new_storages(inputs, call_args, fake_args, versions, grad_fns, input_storages,
-                                   with_backward, non_leaf)
+                                   with_backward, non_leaf, checks)
             _check_written_geometry(inputs, fake_args)   # after: a moved input's geometry is its new storage's
             outputs, tangents = [], []
             # Read before anything asks for a grad_fn (see _STALE_VIEW_OF_NON_GRAD_BASE).
@@ -339,7 +339,8 @@ def _write_count(t) -> int | None:
 
 
 def _new_storages(infos: list[InputInfo], call_args: list, fake_args: list, versions: list, grad_fns: list,
-                  storages: dict, with_backward: bool, non_leaf: frozenset[int]) -> list[InputInfo]:
+                  storages: dict, with_backward: bool, non_leaf: frozenset[int],
+                  checks: EagerInPlaceChecks) -> list[InputInfo]:
     """Note [Inputs given another storage]
     -----------------------------------
     ``x.set_(y)`` and ``x.data = y`` (traced as a ``set_``, Note [Assigning .data] in capture/inplace.py)
@@ -392,9 +393,10 @@ def _new_storages(infos: list[InputInfo], call_args: list, fake_args: list, vers
                                    ".data =): autograd differentiates it (a view: and its views) through its "
                                    "history's geometry (fuzz seed 91688)",
                                    hint='pass a leaf or a clone, or pass on_unsupported="eager"')
-        if with_backward and info.requires_grad:
+        if with_backward and (info.requires_grad or info.requires_grad_set and checks.was_read_before_set(f)):
             # Fuzz seeds 100199, 100292: the gradient of what was computed from the old value, and the history
-            # of a detach() of the moved leaf written with a value that requires grad, were lost.
+            # of a detach() of the moved leaf written with a value that requires grad, were lost (also for a leaf
+            # made by requires_grad_() inside, read before the move: fuzz seed 1801073).
             raise UnsupportedError(f"input {i} requires grad and is given another storage (set_(), .data =) in a "
                                    "function with a backward: not supported yet",
                                    hint='assign .data outside the compiled function (the optimizer pattern), '
