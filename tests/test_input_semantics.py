@@ -91,6 +91,17 @@ SCENARIOS = {
     "set_onto_another_input_then_a_write_through_it": (
         "def f(a, b):\n    a.set_(b)\n    a[:-1].zero_()\n    return b",
         "base0 = torch.randn(7, 3)\nbase1 = torch.randn(3, 4)\nbase0[3:], base1.t()"),
+    # fuzz --semantics12 seed 1902498: a chunk of an expanded input written with grad: eager's multi-output view
+    # error at the call (the write into the expand's source had deferred it to the backward)
+    "chunk_of_an_expanded_input_written_with_grad": (
+        "def f(a):\n    t0 = a.chunk(2)[0]\n    t0.fill_(-1.0)\n    return t0",
+        "leaf0 = torch.randn(1, requires_grad=True)\nx0 = (leaf0 * 1).expand(4)\nx0,"),
+    # fuzz seed 1804150: two detaches of a slice of a non-leaf (roots starting inside the storage), one written with
+    # a value requiring grad: the synthetic base's backward raised "invalid storage offset -3" (fixed with 1801900)
+    "write_with_grad_into_one_of_two_detached_slices_returned": (
+        "def f(a, b, c):\n    a.mul_(c)\n    return a, c",
+        "leaf0 = torch.randn(5, 3, requires_grad=True)\nbase0 = leaf0 * 1\n"
+        "leaf2 = torch.randn(4, 3, requires_grad=True)\nbase0[1:].detach(), base0[1:].detach(), leaf2.clone()"),
     # seed 501666: two detaches of one slice; one written with grad after a value saved of it (the backward
     # raises eager's error): the caller's written tensor still takes the write's history, as eager's
     "write_with_grad_into_one_of_two_detached_aliases_backward_raises": (

@@ -211,6 +211,10 @@ class ExpandedInputWritten(UnsupportedError):
 
 
 VIEW_OF_LEAF = "a view of a leaf Variable that requires grad is being used in an in-place operation"
+_MULTI_OUTPUT_NODE = torch._C._autograd.CreationMeta.MULTI_OUTPUT_NODE
+MULTI_OUTPUT_VIEW_WRITTEN = ("A view of a function that returns multiple views (unbind, split, chunk) is being "
+                             "modified inplace. Such functions do not allow the output views to be modified inplace. "
+                             "You should replace the inplace operation by an out-of-place one.")
 
 
 def stale_view_error(detail: str, source: str | None = None) -> UnsupportedError:
@@ -739,6 +743,9 @@ class ExpandedViews:
         source = self._source.get(target)
         if source is None:
             return False
+        if torch.is_grad_enabled() and target.requires_grad and target._is_view() \
+                and torch._C._autograd._get_creation_meta(target) == _MULTI_OUTPUT_NODE:
+            raise RuntimeError(MULTI_OUTPUT_VIEW_WRITTEN)   # eager's, before its op runs (fuzz seed 1902498)
         t, s = from_fun(target), from_fun(source)
         if not (static(*geometry(t)) and static(*geometry(s))):
             return False   # symbolic geometry: functionalization's own path
