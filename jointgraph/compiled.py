@@ -135,8 +135,6 @@ class CompiledFunction:
         try:
             return entry(leaves)
         except AliasedInputs as aliased:
-            if isinstance(entry, ExpandedEntry):   # its inner compiled function tried synthetic bases already
-                raise   # (fuzz seed 1201873)
             if len(leaves) > spec.num_leaves:
                 raise UnsupportedError("an argument shares storage with a tensor the function captured "
                                        "(Note [Captured tensors]) and one of them is mutated in place",

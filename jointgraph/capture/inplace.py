@@ -469,7 +469,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         if any(v is not target and v._base is not None and not v.requires_grad
                for storage in {original, _storage_id(target)}
                for ref in self._views.get(storage, ()) if (v := ref()) is not None):
-            # refused by the metadata pass where the caller's tensor is no view (views of a view follow it)
+            # refused by the metadata pass (_check_views_before_requires_grad) where eager's view does not follow
             self.views_before_requires_grad[original] = user_source_line()
 
     def _track(self, func, name: str, target, result: torch.Tensor) -> None:
@@ -592,13 +592,12 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         where that node is on a path to the function's results (``settle_saves``). Saves no node takes are
         counted as they are."""
         saves, self._saving = self._saving, []
-        node = None
-        for r in (result if isinstance(result, (tuple, list)) else (result,)):
-            if isinstance(r, torch.Tensor) and node is None:
-                try:
-                    node = r.grad_fn
-                except RuntimeError:   # a stale view refusing its grad_fn: count the saves as they are
-                    break
+        first = next((r for r in (result if isinstance(result, (tuple, list)) else (result,))
+                      if isinstance(r, torch.Tensor)), None)
+        try:
+            node = first.grad_fn if first is not None else None
+        except RuntimeError:   # a stale view refusing its grad_fn: count the saves as they are
+            node = None
         if node is None:
             for storage, clock in saves:
                 self._saved_at.setdefault(storage, clock)
@@ -609,7 +608,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         """Count the saves of the nodes on a path from the function's ``outputs`` (and ``others``: its inputs'
         new histories) to the inputs: eager's backward never runs the others, whose saved values may be
         modified without error (fuzz seed 1201955: ``t0 = a.sin()`` unused, then ``c.t_()`` on another
-        input on ``a``'s storage, then ``a @ a.t()``). Per output too (``clocks_by_output``): a backward
+        input on ``a``'s storage, then ``a @ a.t()``). Per output too (``saved_at``): a backward
         from one output runs only the nodes on its paths."""
         reached = [_reached(t) for t in outputs]
         seen = set().union(*reached, *(_reached(t) for t in others))
@@ -622,17 +621,15 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                         self._by_output[k][storage] = min(clock, self._by_output[k].get(storage, clock))
         self._node_saves.clear()
 
-    def clocks_by_output(self, t: torch.Tensor) -> tuple[int | None, ...]:
-        """Per output given to ``settle_saves``: when a tensor on the input ``t``'s first storage was first saved
-        by a node on a path from that output, or None."""
+    def saved_at(self, t: torch.Tensor) -> tuple[int | None, tuple[int | None, ...]]:
+        """After ``settle_saves``: when a tensor on the input ``t``'s first storage was first saved (a clock, or
+        None), and the same per output given to ``settle_saves`` (by a node on a path from that output)."""
         storage = self._input_storages.get(t)
-        return tuple(by.get(storage) for by in self._by_output)
+        return self._saved_at.get(storage), tuple(by.get(storage) for by in self._by_output)
 
-    def clocks(self, t: torch.Tensor) -> tuple[int | None, int | None]:
-        """(when a tensor on the input ``t``'s first storage was first saved, when its version last moved),
-        as clocks, or None."""
-        storage = self._input_storages.get(t)
-        return self._saved_at.get(storage), self._last_write.get(storage)
+    def written_at(self, t: torch.Tensor) -> int | None:
+        """When the version counter of the input ``t``'s first storage last moved (a clock), or None."""
+        return self._last_write.get(self._input_storages.get(t))
 
     def mark_leaf_views(self, tensors: list) -> None:
         """These inputs (or the copies they are traced on) are the caller's views of a leaf that requires
@@ -868,18 +865,8 @@ def _overlapping(t: torch.Tensor) -> bool:
         return True
     if t.numel() <= 1 or not static(*geometry(t)):
         return False
-    offsets = _numpy_offsets(t)
+    offsets = _element_offsets(t)
     return len(np.unique(offsets)) < offsets.size
-
-
-def _numpy_offsets(t: torch.Tensor) -> np.ndarray:
-    """``_offsets(t)`` computed with numpy, outside the trace."""
-    offsets = np.full(tuple(t.shape), int(t.storage_offset()), dtype=np.int64)
-    for dim, (size, stride) in enumerate(zip(t.shape, t.stride(), strict=True)):
-        shape = [1] * t.dim()
-        shape[dim] = int(size)
-        offsets = offsets + (np.arange(int(size), dtype=np.int64) * int(stride)).reshape(shape)
-    return offsets
 
 
 def _offsets(t: torch.Tensor) -> torch.Tensor:

@@ -218,9 +218,10 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
                        if info.kind == "input_view" and isinstance(out, torch.Tensor) and checks.via_data(out) else info
                        for out, info in zip(flat_outs, outputs, strict=True)]
             checks.settle_saves(flat_outs, call_args)   # Note [When eager saved an input] in capture/inplace.py
-            inputs = [dataclasses.replace(info, saved_at=checks.clocks(a)[0],
-                                          saved_at_by_output=checks.clocks_by_output(a))
-                      if isinstance(a, torch.Tensor) else info for info, a in zip(inputs, call_args, strict=True)]
+            for k, a in enumerate(call_args):
+                if isinstance(a, torch.Tensor):
+                    first, by_output = checks.saved_at(a)
+                    inputs[k] = dataclasses.replace(inputs[k], saved_at=first, saved_at_by_output=by_output)
         # Tangents are plain fakes: made outside FunctionalTensorMode.
         tangents = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype, device in tangents]
     overlapping = frozenset(i for i in non_leaf if with_backward and has_internal_overlap(fake_args[i])
@@ -313,11 +314,9 @@ def _eager_counters(info: InputInfo, f_arg, version: int | None, checks: EagerIn
     """What eager's version counter and in-place checks record for the caller's tensor."""
     if not isinstance(f_arg, torch.Tensor):
         return info
-    saved_at, written_at = checks.clocks(f_arg)   # Note [When eager saved an input] in capture/inplace.py
     return dataclasses.replace(
         info,
-        saved_at=saved_at,
-        written_at=written_at,
+        written_at=checks.written_at(f_arg),   # Note [When eager saved an input] in capture/inplace.py
         mutated_via_data=info.mutates_data and checks.only_via_data(f_arg),   # .data counts its own versions
         # an in-place op with no new value (t_() of a view), or set_() on a detach(), which only _version sees
         version_bumped=not info.mutates_data and info.new_metadata is None

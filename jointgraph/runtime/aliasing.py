@@ -240,8 +240,8 @@ class SyntheticBases:
         for group in aliased.groups:
             members = [leaves[positions[i]] for i in group]
             base = base_of(members, tuple(i in recorded for i in group))
-            if base is None:
-                raise aliased
+            if base is None:   # a refusal, which no caller answers with synthetic bases again (an ExpandedEntry's
+                raise UnsupportedError(aliased.what, hint=aliased.hint) from aliased   # outer call: seed 1201873)
             detached = _other_roots(group, members, recorded, base)
             _check_offset_root(group, members, recorded)
             views += [(positions[i], tuple(m.shape), tuple(m.stride()), m.storage_offset() - base.storage_offset(),

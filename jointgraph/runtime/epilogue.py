@@ -70,32 +70,31 @@ def check_recorded_writes(inputs: list, with_grad: tuple) -> None:
         if t.is_leaf and t.requires_grad:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
         if apart is None and t._base is not None:
-            apart = _input_apart_from_view(inputs, i)
-            if apart is None and t.untyped_storage().data_ptr() != t._base.untyped_storage().data_ptr():
-                apart = (i, None)   # its base is no input (a view made outside, then .data =; fuzz seed 803934)
-    if apart is not None and apart[1] is None:
-        raise RefusedCall(
-            f"input {apart[0]} is written in place with autograd recording it, and is a view in autograd of a "
-            "tensor whose storage it no longer shares (.data assigned, or set_()): eager's write rewrites the "
-            "base's history with the view's new geometry, which a compiled graph cannot follow",
-            hint='pass a clone of the view, or pass on_unsupported="eager"')
+            apart = _apart_from_base(inputs, i)
     if apart is not None:
-        i, j = apart
-        raise UnsupportedError(
-            f"input {i} is written in place and is a view of input {j} in autograd, but no longer shares "
-            "its storage (set_() of the base, or .data assigned): eager's autograd rewrites the base's "
-            "history through the view, which a compiled graph cannot follow",
-            hint='pass a clone of the view, or pass on_unsupported="eager"')
+        raise apart
 
 
-def _input_apart_from_view(inputs: list, i: int) -> tuple[int, int] | None:
-    """(i, j) for an input ``j`` that is input ``i``'s autograd base (or a view of it) in another storage."""
+def _apart_from_base(inputs: list, i: int) -> UnsupportedError | None:
+    """The refusal for input ``i``, an autograd view, when an input ``j`` that is its autograd base (or a view of
+    it) is in another storage, or when ``i`` itself no longer shares its base's storage (a view made outside,
+    then ``.data =``; fuzz seed 803934); else None."""
     base = inputs[i]._base
     storage = inputs[i].untyped_storage().data_ptr()
     for j, t in enumerate(inputs):
         if j != i and isinstance(t, torch.Tensor) and (t is base or t._base is base) \
                 and t.untyped_storage().data_ptr() != storage:
-            return i, j
+            return UnsupportedError(
+                f"input {i} is written in place and is a view of input {j} in autograd, but no longer shares "
+                "its storage (set_() of the base, or .data assigned): eager's autograd rewrites the base's "
+                "history through the view, which a compiled graph cannot follow",
+                hint='pass a clone of the view, or pass on_unsupported="eager"')
+    if storage != base.untyped_storage().data_ptr():
+        return RefusedCall(
+            f"input {i} is written in place with autograd recording it, and is a view in autograd of a "
+            "tensor whose storage it no longer shares (.data assigned, or set_()): eager's write rewrites the "
+            "base's history with the view's new geometry, which a compiled graph cannot follow",
+            hint='pass a clone of the view, or pass on_unsupported="eager"')
     return None
 
 

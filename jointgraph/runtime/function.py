@@ -216,7 +216,7 @@ class CompiledEntry:
         for i in layout.version_bumps:
             torch.autograd.graph.increment_version(inputs[i])
         if layout.set_views:   # views of an input's old storage, taken after the writes into it
-            early = dict(early or {})
+            early = early or {}
             early.update((k, self._view(*layout.output_plan[k], (), outs, inputs, pre, early=True,
                                         data=k in layout.data_views)) for k in layout.set_views)
         if sources:
@@ -367,7 +367,7 @@ class CompiledEntry:
 
 
 def _epilogue_bumps(inputs: list, i: int, meta_mutated: frozenset, bumped: frozenset, clocks: tuple,
-                    saved_at: int | None = None) -> int:
+                    saved_at: int | None) -> int:
     """How many times the epilogue's as_strided_ / increment_version moves input ``i``'s version counter
     before eager saved it (at ``saved_at``): its own, and those of other inputs sharing its storage in this
     call (a view's counter is its base's). A bump the program made after eager saved input ``i`` is not
