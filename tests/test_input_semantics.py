@@ -748,6 +748,12 @@ REFUSED = {
     "write_into_an_aliased_input_after_its_t_": (
         "def f(a, b):\n    b.t_()\n    t0 = b * 1\n    b[1:] = t0.sum()\n    return b",
         "leaf = torch.randn(4, 4, requires_grad=True)\nbase = leaf * 1\nbase[2:], base.t()"),
+    # fuzz seed 1904245: set_() onto a tensor requiring grad, autograd recording it (its backward raises, as
+    # eager's), in a function with a leaf made inside: the input kept no history (requires_grad False)
+    "set_onto_a_tensor_with_grad_beside_a_leaf_made_inside": (
+        "def f(a, b):\n    a.set_(b)\n    t0 = a * torch.ones((4, 4), requires_grad=True)\n    return a.sum(), a",
+        "base0 = torch.randn(6)\nx0 = base0[2:]\nleaf1 = torch.randn(4, 4).requires_grad_()\n"
+        "x1 = (leaf1 * 1).t()\nx0, x1"),
     "write_into_a_view_after_its_t_": ("def f(x):\n    b = x[:, 1:]\n    b.t_()\n    b[0].mul_(2)\n    return x",
                                        "leaf = torch.randn(4, 4, requires_grad=True)\nx = leaf * 1\nx,"),
 }
@@ -795,6 +801,15 @@ WRITTEN_AFTER_THE_CALL = {
     "input_written_through_its_view_by_itself_behind_the_raising_node": (
         "def f(a):\n    a.view(-1).mul_(a)\n    t0 = a.detach().requires_grad_() * 2.0\n    return t0.sum()",
         "leaf = torch.randn(6, requires_grad=True)\nbase = leaf * 1\nx = base[1:5]\nx,", ()),
+    # seed 1901147: read after the write through its view, the input's grad_fn is regenerated in eager, and
+    # writing it after the call is allowed; ours left it stale, and the write raised autograd's leaf error
+    "input_written_through_its_view_then_read": ("def f(a, w):\n    a[0].mul_(w)\n    return a.sum(), a",
+                                                 "base = torch.randn(4, 3)\nx = base.t()\n"
+                                                 "w = torch.randn(4, requires_grad=True)\nx, w", ()),
+    # ... and an aliased input read after another one wrote their storage with grad
+    "aliased_input_read_after_another_wrote_it_with_grad": (
+        "def f(a, b):\n    a.add_(a * torch.full((3, 4), 0.5, requires_grad=True))\n    return b, b.sum()",
+        "base = torch.randn(4, 3)\nx0 = base.t()\nx1 = base.t()\nx0, x1", ()),
     # seed 503757: an input requiring grad (traced on a copy) reshaped in place, then saved; writing it after
     # the call makes eager's backward raise: what is saved of the trace's copy is the input
     "saved_input_reshaped_first": ("def f(a, b):\n    b.unsqueeze_(0)\n    t0 = b.detach().requires_grad_()\n"
@@ -825,6 +840,19 @@ def test_outputs_written_after_the_call_then_backward_as_eager(name, contender):
         assert outcome.status == "refused" and "plan recomputes from" in outcome.message, outcome.message
     else:
         assert outcome.status == "pass", outcome.message
+
+
+@pytest.mark.parametrize("contender", ["default", "mincut", "budget"])
+@pytest.mark.parametrize("body", [
+    # not read after the write: eager's b stays stale, and writing it after the call raises the leaf error
+    "def f(a, b):\n    a.add_(a * torch.full((3, 4), 0.5, requires_grad=True))\n    return b, a.sum()",
+    # read through is_leaf (Dynamo's own trace reads every input's grad_fn: not a Dynamo scenario)
+    "def f(a, b):\n    a.add_(a * torch.full((3, 4), 0.5, requires_grad=True))\n"
+    "    if b.is_leaf:\n        return b * 2\n    return b"])
+def test_aliased_input_is_stale_after_another_wrote_their_storage_until_read_as_eagers(body, contender):
+    inputs = "base = torch.randn(4, 3)\nx0 = base.t()\nx1 = base.t()\nx0, x1"
+    outcome = check(Program.scenario(body, inputs, True), CONTENDERS[contender])
+    assert outcome.status == "pass", outcome.message
 
 
 # Dynamo breaks the graph at requires_grad_(): the second graph takes the older view and the

@@ -158,13 +158,13 @@ def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fak
         else:
             joint = _trace_joint(leaves, fake_args, roles, fake_mode, with_backward=False, names=names,
                                  non_leaf=non_leaf, decompositions=decompositions)
-            joint = _recorded_storage_sets(joint, meta)
     # The outputs behind the node that raises are its copies (runtime/function.py, RaisesInBackward); eager's
     # chunk() / split() outputs among them still refuse in-place ops, and their grad_fn once their base was
     # written (fuzz seeds 300283, 310639, 503324; with new leaves' slots the metadata is collected again).
     if meta is None:
         meta = collect_metadata(leaves, fake_args, roles, fake_mode, with_backward=True, non_leaf=non_leaf,
                                 leaf_views=leaf_views)
+    joint = _recorded_storage_sets(joint, meta)   # either way (fuzz seed 1904245)
     multi = tuple((k, meta.outputs[k].view_meta[5] == WRITTEN_AFTER) for k in outputs
                   if k < len(meta.outputs) and meta.outputs[k].view_meta is not None
                   and meta.outputs[k].view_meta[5] and meta.outputs[k].requires_grad)
@@ -179,8 +179,9 @@ def _old_storage(t):
 
 
 def _recorded_storage_sets(joint: JointGraph, meta) -> JointGraph:
-    """Note [Inputs given another storage]: traced again without a backward, a ``set_`` autograd recorded
-    (whose backward raises, as eager's) is still run with grad mode on by the epilogue."""
+    """Note [Inputs given another storage]: traced again for a backward that raises (without one, or with
+    the raising outputs taken apart), a ``set_`` autograd recorded (whose backward raises, as eager's) is
+    still run with grad mode on by the epilogue."""
     if meta is None or len(meta.inputs) != len(joint.inputs):
         return joint
     inputs = [dataclasses.replace(info, new_storage=(*info.new_storage[:3], m.new_storage[3]))

@@ -40,6 +40,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from ..capture.context import treated_as_inputs
+from ..capture.inplace import EagerInPlaceChecks
 from ..capture.inputs import unflattener
 from ..errors import UnsupportedError
 from .epilogue import apply_metadata_mutations
@@ -149,6 +150,17 @@ def _take_recorded_writes(leaves: list, positions: tuple, groups: tuple, bases: 
                     m.copy_(base.as_strided(m.shape, m.stride(), m.storage_offset()))
 
 
+def _refresh_grad_fns(tensors: list) -> None:
+    """Regenerate these views' grad_fn, as eager's reads of them did after the write into their storage
+    (Note [Writes through a view of an input] in runtime/epilogue.py); until then autograd's in-place check
+    would take each for a leaf that requires grad (fuzz seed 1901147)."""
+    for t in tensors:
+        try:
+            t.grad_fn
+        except RuntimeError:   # a view made under no_grad whose base was written: eager's error is its user's
+            pass
+
+
 def _expected_versions_holder(result: Any) -> Any:
     """The compiled step's backward node among ``result``'s outputs, if it checks versions of inputs it wrote
     (Note [Saved mutated inputs] in runtime/function.py)."""
@@ -173,10 +185,21 @@ def _views_requiring_grad(layout, members: set) -> bool:
     return any(kind == "input_view" and value[0] in members and value[1][4] for kind, value in layout.output_plan)
 
 
-def _views_of_bases(fn: Callable, spec, views: tuple, duplicates: tuple, returned: dict) -> Callable:
+def _analysis() -> EagerInPlaceChecks | None:
+    """The metadata pass's in-place checks, when ``fn`` runs under them (not in the joint trace)."""
+    for mode in torch.overrides._get_current_function_mode_stack():
+        if isinstance(mode, EagerInPlaceChecks) and mode.analyze:
+            return mode
+    return None
+
+
+def _views_of_bases(fn: Callable, spec, views: tuple, duplicates: tuple, returned: dict,
+                    refreshed: set) -> Callable:
     """``fn`` over (bases, other leaves): each view leaf rebuilt from its base, a repeated leaf
     (``duplicates``: (position, first position)) as the same object. ``returned`` receives, at
-    trace time, which flat outputs are those rebuilt leaves themselves."""
+    trace time, which flat outputs are those rebuilt leaves themselves; ``refreshed``, the positions
+    of the leaves whose grad_fn eager regenerated after a recorded write into their storage
+    (Note [Writes through a view of an input] in runtime/epilogue.py): the caller's must be too."""
     def call(bases: list, masked: list) -> Any:
         leaves = list(masked)
         rebuilt = {}
@@ -189,11 +212,17 @@ def _views_of_bases(fn: Callable, spec, views: tuple, duplicates: tuple, returne
         for position, first in duplicates:
             leaves[position] = leaves[first]
         args, kwargs = unflattener(spec)(leaves)
+        checks = _analysis()
+        if checks is not None:
+            checks.watch([leaves[position] for position, *_ in views])
         with treated_as_inputs([leaves[position] for position, *_ in views]):
             result = fn(*args, **kwargs)
         flat = pytree.tree_leaves(result)
         returned.clear()
         returned.update({k: rebuilt[id(v)] for k, v in enumerate(flat) if id(v) in rebuilt})
+        if checks is not None:
+            refreshed.clear()
+            refreshed.update(position for position, *_ in views if checks.refreshed(leaves[position]))
         return result
 
     # A cache hit would not trace, and ``returned`` is filled by the trace: never from disk (jointgraph/cache).
@@ -253,9 +282,10 @@ class SyntheticBases:
         found = self._inner.get(key)
         if found is None:
             returned: dict[int, int] = {}
-            inner_fn = _views_of_bases(self.fn, spec, tuple(views), duplicates, returned)
-            found = self._inner[key] = (self.make_compiled(inner_fn), returned)
-        inner, returned = found
+            refreshed: set[int] = set()
+            inner_fn = _views_of_bases(self.fn, spec, tuple(views), duplicates, returned, refreshed)
+            found = self._inner[key] = (self.make_compiled(inner_fn), returned, refreshed)
+        inner, returned, refreshed = found
         masked = list(leaves)
         for position, *_ in views:
             masked[position] = None
@@ -303,6 +333,8 @@ class SyntheticBases:
         _take_recorded_writes(leaves, positions, aliased.groups, bases, recorded)
         for i in requires_grad_set:
             leaves[positions[i]].requires_grad_()
+        if refreshed and torch.is_grad_enabled():
+            _refresh_grad_fns([leaves[p] for p in refreshed])
         if not returned:
             return result
         flat, out_spec = pytree.tree_flatten(result)
