@@ -845,6 +845,29 @@ def test_a_detached_output_is_a_tensor_of_its_own(how):
     assert run(compile_with(how, f)) == run(f) == (False, True, False, True)
 
 
+@pytest.mark.parametrize("how", HOW)
+def test_equal_outputs_after_an_equal_value_the_function_wrote_stay_apart(how):
+    """Fuzz seed 2501374: CSE merged the second ``t0.sum()`` into the first (used by the write into ``a``), then
+    the third into it too, as the first was not yet among the returned values: both outputs were one buffer,
+    and writing one after the call wrote the other."""
+    def f(a):
+        t0 = a + a
+        a[-1] = t0.sum()
+        return t0.sum(), t0.sum()
+
+    def run(fn):
+        a = torch.randn(4, 4, generator=torch.Generator().manual_seed(0))
+        first, second = fn(a)
+        first.mul_(2)
+        return first.untyped_storage().data_ptr() == second.untyped_storage().data_ptr(), second, a
+
+    shared, second, a = run(compile_with(how, f))
+    expected_shared, expected_second, expected_a = run(f)
+    assert shared == expected_shared
+    torch.testing.assert_close(second, expected_second)
+    torch.testing.assert_close(a, expected_a)
+
+
 def test_requires_grad_on_a_detach_across_a_graph_break_leaves_the_other_output_alone():
     def f(a):
         t1 = a @ a.t()
