@@ -432,6 +432,10 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
                                            [position.get(outputs[i].same_object) for i in tensor_outs]),
         own_outputs=own_outputs,
         outputs_read_by_backward=tuple(read_outputs),
+        read_after_writes=tuple((j, writers) for j, info in enumerate(joint.inputs) if info.grad_read_at is not None
+                                and (writers := tuple(i for i, w in enumerate(joint.inputs)
+                                                      if w.first_written_at is not None
+                                                      and w.first_written_at <= info.grad_read_at))),
         version_clocks=tuple((info.saved_at, info.written_at, _clocks_by_tangent(info, tensor_outs, tangent_positions))
                              for info in joint.inputs)
         if saved_inputs and any(info.version_bumped or info.new_metadata is not None for info in joint.inputs) else (),

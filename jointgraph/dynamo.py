@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -73,6 +74,7 @@ def _compile_flat(gm: Callable, example_inputs: list, options: CompileOptions) -
     from .compiled import CompiledFunction
     from .errors import UnsupportedError
     from .runtime.aliasing import AliasedInputs, SyntheticBases
+    from .runtime.epilogue import RefusedCall
 
     if any_subclass(example_inputs):   # Note [Tensor subclasses]: flattened per call, as aot_function does
         return _compile_subclass_graph(gm, options)
@@ -129,9 +131,15 @@ def _compile_flat(gm: Callable, example_inputs: list, options: CompileOptions) -
     def compiled(*args):
         inputs = list(args)
         try:
-            return run(inputs)
-        except AliasedInputs as aliased:
-            return synthetic(inputs, spec, entry.layout, aliased)
+            try:
+                return run(inputs)
+            except AliasedInputs as aliased:
+                return synthetic(inputs, spec, entry.layout, aliased)
+        except RefusedCall as exc:   # nothing ran: Dynamo's graph can still run eagerly
+            if options.on_unsupported != "eager":
+                raise
+            warnings.warn(f"jointgraph: running a Dynamo graph eagerly: {exc}", stacklevel=2)
+            return gm(*args)
 
     compiled.plan = plan  # for inspection
     compiled.plans = [plan]   # as CompiledFunction.plans: what jointgraph.plans reads (dynamo_plans)

@@ -300,7 +300,7 @@ REFUSED: dict[tuple[str, str], str] = {
        for c in PARTITIONERS},
     **{("input_mutation_set__nop[rg=False]", c): "onto its own storage is not supported" for c in PARTITIONERS},
     ("set__and_data_mutation_good[rg=True]", "dynamo"): "share storage and one of them is mutated in place",
-    **{(name, c): "whose storage another tensor took with set_() cannot be compiled" for c in PARTITIONERS
+    **{(name, c): "moved a tensor off cannot be compiled" for c in PARTITIONERS
        for name in ("set__and_data_mutation_bad", "set__and_data_mutation_bad[tmp_no_grad]")},
     # Dynamo runs set_() eagerly (a graph break); the next graph gets the stale view and the base apart
     **{(name, "dynamo"): "no longer shares its storage"

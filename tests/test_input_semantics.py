@@ -1068,6 +1068,28 @@ def test_view_of_a_view_moved_off_its_base_then_its_base_written_through_dynamo_
     assert check(program, CONTENDERS["mincut"]).status == "refused"
 
 
+def test_view_moved_off_its_base_then_its_base_written_through_dynamo_is_refused_or_run_eagerly():
+    """Fuzz seed 2400292: Dynamo runs ``t1.data = ...`` eagerly between two graphs; the second writes ``a``
+    (bumping the version counter ``t1`` shares), then reads ``t1``: eager regenerates ``t1``'s history from
+    its new geometry on the base (its gradient goes to the base's first elements), the graph read the old one."""
+    def f(a):
+        t1 = a.t()
+        t1.data = t1.data * 2
+        a.detach().select(0, -1).add_(3.0)
+        return t1.sum()
+
+    def grads(fn):
+        leaf = torch.arange(6.0, requires_grad=True)
+        fn((leaf * 1)[3:]).backward()
+        return leaf.grad
+
+    torch._dynamo.reset()
+    with pytest.raises(jointgraph.UnsupportedError, match="no longer shares"):
+        grads(torch.compile(f, backend="jointgraph"))
+    torch._dynamo.reset()
+    torch.testing.assert_close(grads(torch.compile(f, backend=jointgraph.backend(on_unsupported="eager"))), grads(f))
+
+
 def test_requires_grad_of_an_input_with_a_view_passed_runs_eagerly_when_asked():
     # fuzz seed 24948: refused before anything runs, so on_unsupported="eager" runs the call eagerly
     def f(b, c):

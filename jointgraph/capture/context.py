@@ -331,9 +331,10 @@ def translate_errors():
         message = str(exc)
         if "cannot mutate tensors with frozen storage" in message:
             raise UnsupportedError(
-                "an in-place write to a tensor whose storage another tensor took with set_() cannot be compiled "
-                "(functionalization freezes that storage)", source=source_from_traceback(exc),
-                hint='use the tensor set_() was given, or a clone, or pass on_unsupported="eager"') from exc
+                "an in-place write into a storage that an earlier set_() (or .data =) moved a tensor off cannot "
+                "be compiled (functionalization freezes the storage a tensor leaves)",
+                source=source_from_traceback(exc),
+                hint='write before the set_() (or .data =), or write a clone, or pass on_unsupported="eager"') from exc
         if message.startswith("new_fn INTERNAL ASSERT FAILED"):
             # autograd regenerates the grad_fn of a view whose base was written since it was made; on the
             # traced (functional) tensors that regeneration fails inside autograd (fuzz seed 31799: a view of

@@ -301,6 +301,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self._made = _ByTensor()           # any result -> (its storage, that storage's writes, clock) when made
         self._clock = 0                        # in-place ops that bump a version, on any storage
         self._last_write: dict[int, int] = {}  # storage -> the clock of its latest such op
+        self._first_write: dict[int, int] = {}  # ... and of its first
+        self._grad_read_at: dict[int, int] = {}  # input storage -> the clock when autograd last read the input
         # Storages written through a .data alias / through any other tensor (eager bumps those versions).
         self.written_via_data: set = set()
         self.written_directly: set = set()
@@ -460,8 +462,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         result = func(*args, **kwargs)
         if self.analyze and isinstance(result, torch.Tensor) and result is not target and name != "__get__":
             self._note_reads(args)   # a value computed from them (not x.data, nor requires_grad_() returning x)
-        if self.analyze and (self._recorded_on_views or self._recorded_on_input) and torch.is_grad_enabled() \
-                and _reads_grad_fn(func, name, result):
+        if self.analyze and torch.is_grad_enabled() and _reads_grad_fn(func, name, result):
             self._note_grad_fn_reads(args, kwargs)
         if self._saving:
             self._attribute_saves(result)
@@ -528,6 +529,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                 self._writes[storage] = self._writes.get(storage, 0) + 1
                 self._clock += 1
                 self._last_write[storage] = self._clock
+                self._first_write.setdefault(storage, self._clock)
 
     def _refuse_regenerated_gradients(self, name: str, target: torch.Tensor) -> None:
         """Under grad mode, autograd regenerates the gradient of an older view of ``target`` (or of
@@ -653,6 +655,15 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         """When the version counter of the input ``t``'s first storage last moved (a clock), or None."""
         return self._last_write.get(self._input_storages.get(t))
 
+    def first_written_at(self, t: torch.Tensor) -> int | None:
+        """When the version counter of the input ``t``'s first storage first moved (a clock), or None."""
+        return self._first_write.get(self._input_storages.get(t))
+
+    def grad_read_at(self, t: torch.Tensor) -> int | None:
+        """The clock when autograd last read the input ``t`` itself (an op linking its node to ``t``'s
+        grad_fn), or None: a read after a version bump regenerates the grad_fn of a view in eager."""
+        return self._grad_read_at.get(self._input_storages.get(t))
+
     def mark_leaf_views(self, tensors: list) -> None:
         """These inputs (or the copies they are traced on) are the caller's views of a leaf that requires
         grad: an in-place op autograd records on them, or on a view of them, raises eager's error there
@@ -691,10 +702,12 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             for t in arg if isinstance(arg, (list, tuple)) else (arg,):
                 if not isinstance(t, torch.Tensor):
                     continue
+                original = self._input_storages.get(t)
+                if original is not None and t.requires_grad:
+                    self._grad_read_at[original] = self._clock
                 storage = _storage_id(t)
                 if storage not in self._recorded_on_views and storage not in self._recorded_on_input:
                     continue
-                original = self._input_storages.get(t)
                 if original is not None:
                     self._refreshed.add(original)
                 if self._watched.get(t):

@@ -39,6 +39,8 @@ class InputInfo:
     # saved a tensor sharing its version counter, and before the last one that moved that counter; or None
     saved_at: int | None = None
     written_at: int | None = None
+    first_written_at: int | None = None   # ... before the first one that moved it
+    grad_read_at: int | None = None       # ... before autograd last read it (an op linking a node to its grad_fn)
     # saved_at counting only the saves on a path from each output (a backward from that output alone)
     saved_at_by_output: tuple[int | None, ...] = ()
 

@@ -156,7 +156,7 @@ def _refresh_grad_fns(tensors: list) -> None:
     would take each for a leaf that requires grad (fuzz seed 1901147)."""
     for t in tensors:
         try:
-            t.grad_fn
+            _ = t.grad_fn
         except RuntimeError:   # a view made under no_grad whose base was written: eager's error is its user's
             pass
 

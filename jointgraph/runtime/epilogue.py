@@ -98,6 +98,27 @@ def _apart_from_base(inputs: list, i: int) -> UnsupportedError | None:
     return None
 
 
+def check_moved_views(inputs: list, read_after_writes: tuple) -> None:
+    """Under grad mode, refuse a call where an input autograd read after the function wrote inputs (``(input,
+    inputs written before)``) is an autograd view no longer sharing its base's storage (``.data`` assigned, or
+    ``set_()``, before the call) and shares its version counter with one of those: eager's read regenerated
+    the view's history from its new geometry on its base (fuzz seed 2400292, across a Dynamo graph break:
+    ``t1 = a.t(); t1.data = ...; a.detach()[-1].add_(3.0); t1.sum()`` sends ``t1``'s gradient into the base's
+    first elements), while the graph links its old history."""
+    for j, written in read_after_writes:
+        t = inputs[j]
+        if t._base is None or not t.requires_grad \
+                or t.untyped_storage().data_ptr() == t._base.untyped_storage().data_ptr():
+            continue
+        for i in written:
+            if autograd_root(inputs[i]) is t._base:
+                raise RefusedCall(
+                    f"input {j} is a view in autograd of a tensor whose storage it no longer shares (.data "
+                    f"assigned, or set_()), and is read after input {i}, which shares its version counter, is "
+                    "written: eager regenerates the view's history from its new geometry at that read, which a "
+                    "compiled graph cannot follow", hint='pass a clone of the view, or pass on_unsupported="eager"')
+
+
 def check_view_of_leaf(inputs: list, written: tuple) -> None:
     """Eager's error for an in-place op autograd records (``t_()`` included) on a view of a leaf
     that requires grad: the caller's input, or a view the function took of it. Raised before the

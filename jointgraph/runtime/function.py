@@ -43,6 +43,7 @@ from .epilogue import (
     apply_mutations,
     apply_storage_sets,
     autograd_root,
+    check_moved_views,
     check_recorded_writes,
     check_storage_sets_apart,
     check_view_of_leaf,
@@ -121,6 +122,8 @@ class EntryLayout:
     # per graph input, (InputInfo.saved_at, InputInfo.written_at, saved_at per tangent), where the epilogue
     # bumps versions (or empty)
     version_clocks: tuple[tuple[int | None, int | None, tuple[int | None, ...]], ...] = ()
+    # (input, inputs written before autograd last read it): check_moved_views in runtime/epilogue.py
+    read_after_writes: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
 
 def _early_views(layout: EntryLayout, inputs: list) -> tuple[int, ...]:
@@ -183,6 +186,8 @@ class CompiledEntry:
         if self._mutation_check:
             check_no_aliasing(inputs, layout.mutated_inputs)
             check_recorded_writes(inputs, layout.mutated_with_grad)
+        if layout.read_after_writes and torch.is_grad_enabled():
+            check_moved_views(inputs, layout.read_after_writes)
         if layout.written_with_grad and torch.is_grad_enabled():
             check_view_of_leaf(inputs, layout.written_with_grad)
         if layout.new_leaves:   # after the aliasing check: a slot may share an input's storage
