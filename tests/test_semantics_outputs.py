@@ -208,6 +208,30 @@ def test_default_dtype_is_guarded(how):
         torch.set_default_dtype(previous)
 
 
+@pytest.mark.parametrize("partitioner", ["default", "mincut", "budget"])
+@pytest.mark.parametrize("how", HOW)
+def test_backward_after_the_default_dtype_changed_computes_as_traced(how, partitioner):
+    """Fuzz seed 2501722: called under float64 default dtype, the backward runs after it is float32 again;
+    min-cut recomputed ``torch.full(...)`` in the backward, which then made float32 and ``mm`` refused the mix."""
+    def fn(b):
+        t0 = b * torch.full((2, 3), 0.5, requires_grad=True)
+        return (t0 @ t0.t()).sum()
+
+    def grads(f):
+        b = torch.randn(2, 3, generator=torch.Generator().manual_seed(0), requires_grad=True)
+        previous = torch.get_default_dtype()
+        torch.set_default_dtype(torch.float64)
+        try:
+            out = f(b)
+        finally:
+            torch.set_default_dtype(previous)
+        out.backward()
+        return out, b.grad
+
+    options = {"memory_budget": 0.5} if partitioner == "budget" else {}
+    torch.testing.assert_close(grads(compile_with(how, fn, partitioner=partitioner, **options)), grads(fn))
+
+
 @pytest.mark.parametrize("how", HOW)
 def test_deterministic_mode_is_guarded(how):
     def fn(x):

@@ -8,6 +8,7 @@ from ..options import CompileOptions
 from ..split import SplitGraphs
 from .checkpoint import honour_checkpoints
 from .cse import cse
+from .pin_factory_dtypes import pin_factory_dtypes
 from .pointwise_scatter import pointwise_scatter
 from .remove_clones import remove_clones
 from .remove_detach import remove_detach
@@ -16,6 +17,7 @@ from .remove_storage_resizes import remove_storage_resizes
 from .reorder_recompute import reorder_recompute
 
 JOINT_PASSES = [
+    ("pin_factory_dtypes", pin_factory_dtypes),
     ("remove_storage_resizes", remove_storage_resizes),
     ("remove_detach", remove_detach),
     ("remove_noop_views", remove_noop_views),
