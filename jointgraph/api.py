@@ -436,6 +436,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
                                 and (writers := tuple(i for i, w in enumerate(joint.inputs)
                                                       if w.first_written_at is not None
                                                       and w.first_written_at <= info.grad_read_at))),
+        stale_view_reads=tuple(i for i, info in enumerate(joint.inputs) if info.stale_view_read),
         version_clocks=tuple((info.saved_at, info.written_at, _clocks_by_tangent(info, tensor_outs, tangent_positions))
                              for info in joint.inputs)
         if saved_inputs and any(info.version_bumped or info.new_metadata is not None for info in joint.inputs) else (),

@@ -1090,6 +1090,37 @@ def test_view_moved_off_its_base_then_its_base_written_through_dynamo_is_refused
     torch.testing.assert_close(grads(torch.compile(f, backend=jointgraph.backend(on_unsupported="eager"))), grads(f))
 
 
+@pytest.mark.parametrize("how", ["aot_function", "torch.compile"])
+def test_stale_view_of_an_input_that_is_a_leaf_view_is_refused_or_run_eagerly(how):
+    """Fuzz seed 2402418: the input is ``base.t().requires_grad_()`` (a view made a leaf, ``base`` not requiring
+    grad); ``t1 = a[:, 1:]`` is written under no_grad, then read: eager regenerates ``t1``'s history from ``base``
+    and ``a`` gets no gradient; the graph differentiated into ``a``. A plain leaf still compiles, with eager's
+    gradient."""
+    def f(a):
+        t1 = a[:, 1:]
+        with torch.no_grad():
+            t1.square_()
+        return t1.sum()
+
+    def compiled(**options):
+        torch._dynamo.reset()
+        if how == "aot_function":
+            return jointgraph.aot_function(f, cache=False, **options)
+        return torch.compile(f, backend=jointgraph.backend(cache=False, **options))
+
+    def grad(fn, leaf_view: bool):
+        base = torch.randn(4, 4, generator=torch.Generator().manual_seed(0))
+        x = (base.t() if leaf_view else base.t().clone()).requires_grad_()
+        fn(x).backward()
+        return x.grad
+
+    with pytest.raises(jointgraph.UnsupportedError, match="view made a leaf"):
+        grad(compiled(), leaf_view=True)
+    assert grad(f, leaf_view=True) is None
+    assert grad(compiled(on_unsupported="eager"), leaf_view=True) is None
+    torch.testing.assert_close(grad(compiled(), leaf_view=False), grad(f, leaf_view=False))
+
+
 def test_requires_grad_of_an_input_with_a_view_passed_runs_eagerly_when_asked():
     # fuzz seed 24948: refused before anything runs, so on_unsupported="eager" runs the call eagerly
     def f(b, c):

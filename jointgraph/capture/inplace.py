@@ -303,6 +303,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self._last_write: dict[int, int] = {}  # storage -> the clock of its latest such op
         self._first_write: dict[int, int] = {}  # ... and of its first
         self._grad_read_at: dict[int, int] = {}  # input storage -> the clock when autograd last read the input
+        self._stale_reads: set = set()   # storages autograd read through a view made before a write into them
         # Storages written through a .data alias / through any other tensor (eager bumps those versions).
         self.written_via_data: set = set()
         self.written_directly: set = set()
@@ -664,6 +665,12 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         grad_fn), or None: a read after a version bump regenerates the grad_fn of a view in eager."""
         return self._grad_read_at.get(self._input_storages.get(t))
 
+    def stale_view_read(self, t: torch.Tensor) -> bool:
+        """Autograd read a view made inside of the input ``t``'s storage after a write into it since the view was
+        made: eager regenerates that view's grad_fn from its autograd base (check_stale_views_of_leaf_views in
+        runtime/epilogue.py)."""
+        return self._input_storages.get(t) in self._stale_reads
+
     def mark_leaf_views(self, tensors: list) -> None:
         """These inputs (or the copies they are traced on) are the caller's views of a leaf that requires
         grad: an in-place op autograd records on them, or on a view of them, raises eager's error there
@@ -705,6 +712,10 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                 original = self._input_storages.get(t)
                 if original is not None and t.requires_grad:
                     self._grad_read_at[original] = self._clock
+                made = self._made.get(t)
+                if made is not None and made[1] is not None and t.requires_grad \
+                        and self._writes.get(made[0], 0) > made[1]:
+                    self._stale_reads.add(made[0])   # a view made before a write into its storage
                 storage = _storage_id(t)
                 if storage not in self._recorded_on_views and storage not in self._recorded_on_input:
                     continue

@@ -119,6 +119,23 @@ def check_moved_views(inputs: list, read_after_writes: tuple) -> None:
                     "compiled graph cannot follow", hint='pass a clone of the view, or pass on_unsupported="eager"')
 
 
+def check_stale_views_of_leaf_views(inputs: list, stale_reads: tuple) -> None:
+    """Under grad mode, refuse a call where an input that autograd read through a view the function took of it
+    before writing their storage is itself a view made a leaf (``base.t().requires_grad_()``, ``base`` not
+    requiring grad): eager regenerates that stale view's history from ``base``, and its gradient is lost (fuzz
+    seed 2402418: ``t1 = a[:, 1:]``, ``t1.square_()`` under no_grad, ``t1.sum()`` gives ``a`` no gradient),
+    while the graph differentiates into the input."""
+    for i in stale_reads:
+        t = inputs[i]
+        if t._base is not None and t.is_leaf and t.requires_grad and not t._base.requires_grad:
+            raise RefusedCall(
+                f"input {i} is a view made a leaf that requires grad (requires_grad_() on a view of a tensor that "
+                "does not), and autograd reads a view the function took of it after a write into their storage: "
+                "eager regenerates that view's history from the base, which does not require grad, and its "
+                "gradient is lost, which a compiled graph cannot follow",
+                hint='pass a tensor that is no view (e.g. x.clone().requires_grad_()), or pass on_unsupported="eager"')
+
+
 def check_view_of_leaf(inputs: list, written: tuple) -> None:
     """Eager's error for an in-place op autograd records (``t_()`` included) on a view of a leaf
     that requires grad: the caller's input, or a view the function took of it. Raised before the

@@ -45,6 +45,7 @@ from .epilogue import (
     autograd_root,
     check_moved_views,
     check_recorded_writes,
+    check_stale_views_of_leaf_views,
     check_storage_sets_apart,
     check_view_of_leaf,
     check_views_of_grad_set,
@@ -124,6 +125,7 @@ class EntryLayout:
     version_clocks: tuple[tuple[int | None, int | None, tuple[int | None, ...]], ...] = ()
     # (input, inputs written before autograd last read it): check_moved_views in runtime/epilogue.py
     read_after_writes: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    stale_view_reads: tuple[int, ...] = ()      # InputInfo.stale_view_read: check_stale_views_of_leaf_views
 
 
 def _early_views(layout: EntryLayout, inputs: list) -> tuple[int, ...]:
@@ -188,6 +190,8 @@ class CompiledEntry:
             check_recorded_writes(inputs, layout.mutated_with_grad)
         if layout.read_after_writes and torch.is_grad_enabled():
             check_moved_views(inputs, layout.read_after_writes)
+        if layout.stale_view_reads and torch.is_grad_enabled():
+            check_stale_views_of_leaf_views(inputs, layout.stale_view_reads)
         if layout.written_with_grad and torch.is_grad_enabled():
             check_view_of_leaf(inputs, layout.written_with_grad)
         if layout.new_leaves:   # after the aliasing check: a slot may share an input's storage
