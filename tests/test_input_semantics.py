@@ -552,6 +552,12 @@ SCENARIOS = {
                                                          "base = torch.randn(6, 3)\na = base[3:]\na,"),
     "assign_data_of_an_input_view": ("def f(x):\n    x.data = x.data * 2\n    return x.sum()",
                                      "base = torch.randn(4, 3)\nx = base[1:3]\nx,"),
+    # fuzz seed 1904245: set_() onto a tensor requiring grad, autograd recording it (its backward raises, as
+    # eager's), in a function with a leaf made inside: the input kept no history (requires_grad False)
+    "set_onto_a_tensor_with_grad_beside_a_leaf_made_inside": (
+        "def f(a, b):\n    a.set_(b)\n    t0 = a * torch.ones((4, 4), requires_grad=True)\n    return a.sum(), a",
+        "base0 = torch.randn(6)\nx0 = base0[2:]\nleaf1 = torch.randn(4, 4).requires_grad_()\n"
+        "x1 = (leaf1 * 1).t()\nx0, x1"),
 }
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.
@@ -748,12 +754,6 @@ REFUSED = {
     "write_into_an_aliased_input_after_its_t_": (
         "def f(a, b):\n    b.t_()\n    t0 = b * 1\n    b[1:] = t0.sum()\n    return b",
         "leaf = torch.randn(4, 4, requires_grad=True)\nbase = leaf * 1\nbase[2:], base.t()"),
-    # fuzz seed 1904245: set_() onto a tensor requiring grad, autograd recording it (its backward raises, as
-    # eager's), in a function with a leaf made inside: the input kept no history (requires_grad False)
-    "set_onto_a_tensor_with_grad_beside_a_leaf_made_inside": (
-        "def f(a, b):\n    a.set_(b)\n    t0 = a * torch.ones((4, 4), requires_grad=True)\n    return a.sum(), a",
-        "base0 = torch.randn(6)\nx0 = base0[2:]\nleaf1 = torch.randn(4, 4).requires_grad_()\n"
-        "x1 = (leaf1 * 1).t()\nx0, x1"),
     "write_into_a_view_after_its_t_": ("def f(x):\n    b = x[:, 1:]\n    b.t_()\n    b[0].mul_(2)\n    return x",
                                        "leaf = torch.randn(4, 4, requires_grad=True)\nx = leaf * 1\nx,"),
 }
