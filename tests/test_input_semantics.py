@@ -558,6 +558,12 @@ SCENARIOS = {
         "def f(a, b):\n    a.set_(b)\n    t0 = a * torch.ones((4, 4), requires_grad=True)\n    return a.sum(), a",
         "base0 = torch.randn(6)\nx0 = base0[2:]\nleaf1 = torch.randn(4, 4).requires_grad_()\n"
         "x1 = (leaf1 * 1).t()\nx0, x1"),
+    # fuzz seed 1903244: a split() view of an intermediate written under no_grad, returned with the intermediate:
+    # regenerated from that output, it was a plain view (eager's raises when its is_leaf or grad_fn is read)
+    "multi_output_view_of_a_returned_intermediate_written_under_no_grad": (
+        "def f(b):\n    t1 = b.view(-1) * 2.0\n    t4 = t1.split(1)[1]\n    with torch.no_grad():\n"
+        "        t4.mul_(-1.0)\n    return t4, t1",
+        "base1 = torch.randn(3, 2).requires_grad_()\nbase1,"),
 }
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.
@@ -1119,6 +1125,18 @@ def test_stale_view_of_an_input_that_is_a_leaf_view_is_refused_or_run_eagerly(ho
     assert grad(f, leaf_view=True) is None
     assert grad(compiled(on_unsupported="eager"), leaf_view=True) is None
     torch.testing.assert_close(grad(compiled(), leaf_view=False), grad(f, leaf_view=False))
+
+
+def test_input_shrunk_by_as_strided_then_written_beside_its_detach_through_dynamo_is_refused_not_a_crash():
+    """Fuzz seed 2404028: Dynamo's second graph takes ``b`` (shrunk by ``as_strided_`` to 2 of its 6 elements, requiring
+    grad) and ``b.detach()``, and writes ``b``: the synthetic base, a differentiable view of the whole storage taken
+    from ``b``, had a backward that failed (setStorage out of bounds). No such base exists: refused by name."""
+    program = Program.scenario(
+        "def f(a, b):\n    b.as_strided_((2,), (1,))\n    t1 = b.detach()\n    a.unsqueeze_(0)\n"
+        "    b.reshape(-1).sin_()\n    return t1[0]",
+        "base0 = torch.randint(-3, 4, (2, 4))\nleaf1 = torch.randn(2, 3, requires_grad=True)\nbase0.t(), leaf1.clone()")
+    outcome = check(program, CONTENDERS["dynamo"])
+    assert outcome.status == "refused" and "share storage" in outcome.message, outcome.message
 
 
 def test_requires_grad_of_an_input_with_a_view_passed_runs_eagerly_when_asked():

@@ -540,10 +540,10 @@ def _check_written_geometry(infos: list[InputInfo], fake_args: list) -> None:
                                    "supported", hint='take as_strided() of the base tensor outside the function, '
                                    'or pass on_unsupported="eager"')
         if old is not None and new is not None and old != new:
-            raise UnsupportedError(f"input {i} is written in place and its geometry then changed to one that does "
-                                   "not hold the same elements (as_strided_() to other elements after the write) "
-                                   "is not supported", hint='write through a view instead, or pass '
-                                   'on_unsupported="eager"')
+            raise UnsupportedError(f"input {i} is written in place and its geometry is changed to one that does "
+                                   "not hold the same elements (as_strided_() to other elements of its storage): "
+                                   "not supported", hint='take as_strided() out of place, or write through a view, '
+                                   'or pass on_unsupported="eager"')
 
 
 def _elements(size, stride, offset) -> tuple | None:
@@ -640,8 +640,11 @@ def _output_view_info(out, flat_outs: list, infos: list[OutputInfo], with_backwa
     for i, info in enumerate(infos):
         if info.kind == "tensor" and flat_outs[i] is base:
             requires_grad = bool(with_backward and out.requires_grad)
+            view_meta = _view_meta(out, requires_grad)
+            if view_meta[5] and _base_written_after(out):   # Note [Multi-output views of a written base]
+                view_meta = (*view_meta[:5], WRITTEN_AFTER)   # (fuzz seed 1903244: the base returned too)
             return OutputInfo(kind="output_view", requires_grad=requires_grad, input_index=i,
-                              view_meta=_view_meta(out, requires_grad), view_base=from_fun(base))
+                              view_meta=view_meta, view_base=from_fun(base))
     return None
 
 

@@ -43,6 +43,7 @@ from ..capture.context import treated_as_inputs
 from ..capture.inplace import EagerInPlaceChecks
 from ..capture.inputs import unflattener
 from ..errors import UnsupportedError
+from ..ir.sizes import extent
 from .epilogue import apply_metadata_mutations
 from .epilogue import autograd_root as _root
 
@@ -85,16 +86,26 @@ def base_of(members: list[torch.Tensor], recorded: tuple[bool, ...] = ()) -> tor
         root = next(iter(roots.values()))
         if not root.requires_grad and any(m.requires_grad for m in members):
             return None   # a view made a leaf by requires_grad_(): its gradient is its own, not the root's
+        if root.requires_grad and not _spans_storage(root, numel):
+            return None
         return root.as_strided((numel,), (1,), 0)
     if any(m.requires_grad for m in members):
         root = _grad_root(members)
-        if root is None or any(r and _root(m) is not root for m, r in zip(members, recorded, strict=False)):
+        if root is None or any(r and _root(m) is not root for m, r in zip(members, recorded, strict=False)) \
+                or not _spans_storage(root, numel):
             return None
         return root.as_strided((numel,), (1,), 0)
     # no autograd view (fuzz seed 1500250: ``base[1:].detach()`` first, ``base.view(-1)`` second): a view over the
     # whole storage of one starting inside it has a backward that cannot place it. It shares the first member's
     # version counter, as the view did (not another root's: fuzz seed 1801900, ``a.set_(b)`` then a write via a)
     return first.detach().as_strided((numel,), (1,), 0).detach()
+
+
+def _spans_storage(root: torch.Tensor, numel: int) -> bool:
+    """``root``'s own geometry reaches its storage's last element: a differentiable view of the whole storage
+    taken from it has a backward (fuzz seed 2404028: ``b.as_strided_((2,), (1,))`` on a 6-element ``b``
+    shrank it, and the backward of ``b.as_strided((6,), (1,))`` failed to place its gradient)."""
+    return root.numel() > 0 and extent(root.shape, root.stride(), root.storage_offset()) >= numel
 
 
 def _grad_root(members: list[torch.Tensor]) -> torch.Tensor | None:
