@@ -257,6 +257,22 @@ def test_an_assertion_dynamo_raises_with_backend_eager_too_is_dynamos_own():
     assert fuzz.check(p, fake(assertion)).status == "crash"
 
 
+def test_a_wrong_result_backend_eager_gives_too_is_dynamos_own_only_through_dynamo():
+    """Fuzz seed 1900858: Dynamo returns the torch.Size of an empty slice as it was before the slice's
+    unsqueeze_(0), with backend="eager" too: Dynamo's own result, not the backend's. The same wrong result
+    from a compiler that is not Dynamo is wrong."""
+    p = program("def f(a):\n    t1 = a[1:1]\n    t1.unsqueeze_(0)\n    return t1.shape\n",
+                "a = torch.randn(4, 4, generator=g)", args="a,")
+    outcome = fuzz.check(p, fuzz.contenders(dynamo_every=1)["dynamo"])
+    assert outcome.status == "refused" and "Dynamo's own result" in outcome.message, outcome
+
+    def stale_size(fn, a):
+        return a[1:1].shape
+
+    outcome = fuzz.check(p, fake(stale_size))
+    assert (outcome.status, outcome.key) == ("wrong", "output structure"), outcome
+
+
 def test_dynamos_own_error_under_a_guard_change_is_confirmed_in_that_call():
     """Fuzz seed 310050: Dynamo itself raises in the third call, under no_grad (a view made in no_grad mode
     and an in-place op with grad mode on, in its own bytecode). backend="eager" was run once, without the

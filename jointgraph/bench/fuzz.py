@@ -26,8 +26,9 @@ second call runs the cached entry). Compared, in order:
     raises, which of those items raise when each is differentiated alone (on fresh inputs).
 ``UnsupportedError`` (also when Dynamo wraps it) makes the program ``refused``, as does an error of
 Dynamo's own (its fake-tensor pass, or an internal error) that ``backend="eager"`` raises too (no
-backend saw the program); a mismatch, or an exception eager raised that the contender did not (or
-raised in the other phase), ``wrong``; any other exception from the contender ``crash``.
+backend saw the program), or, through Dynamo, a mismatch that ``backend="eager"`` gives the very same
+way (the graphs Dynamo handed over already compute it); a mismatch, or an exception eager raised that the
+contender did not (or raised in the other phase), ``wrong``; any other exception from the contender ``crash``.
 
 Issue 12's opt-in steps (``fuzz_semantics.SEMANTICS12_WRITERS``, whose ``Writers.steps`` turn them on):
 a program with ``mutate_outputs`` gets ``o.mul_(2)`` on every float output right after the call (an
@@ -919,6 +920,7 @@ class Contender:
     compile: Callable[[Callable], Callable]
     reset: Callable[[], None] | None = None
     every: int = 1              # runs on programs whose seed is a multiple of ``every``
+    through_dynamo: bool = False   # Dynamo captures the program: its own failures are told apart (Note [Fuzz oracle])
 
 
 def contenders(dynamo_every: int = 1) -> dict[str, Contender]:
@@ -933,7 +935,7 @@ def contenders(dynamo_every: int = 1) -> dict[str, Contender]:
         "mincut": Contender("mincut", aot(partitioner="mincut")),
         "budget": Contender("budget", aot(partitioner="budget", memory_budget=0.5)),
         "dynamo": Contender("dynamo", lambda fn: torch.compile(fn, backend="jointgraph"), torch._dynamo.reset,
-                            dynamo_every),
+                            dynamo_every, through_dynamo=True),
     }
 
 
@@ -963,10 +965,16 @@ def check(program: Program, contender: Contender, eager: Observation | None = No
         except Exception as exc:   # the oracle could not even compare (e.g. a malformed output)
             outcome = Outcome("crash", f"comparing: {_describe(exc)}", f"comparing: {_normalized(_describe(exc))}")
             observed = None
-        if outcome.status in ("wrong", "crash") and observed is not None \
-                and _dynamo_itself_fails(program, observed, guarded=bool(prefix.startswith("guard"))):
-            line = "Dynamo's own trace raised before any backend (backend='eager' too): " + _first_line(observed.error)
-            outcome = Outcome("refused", line, _normalized(line))
+        if outcome.status in ("wrong", "crash") and observed is not None and contender.through_dynamo:
+            guarded = prefix.startswith("guard")
+            if _dynamo_itself_fails(program, observed, guarded):
+                line = "Dynamo's own trace raised before any backend (backend='eager' too): " \
+                    + _first_line(observed.error)
+                outcome = Outcome("refused", line, _normalized(line))
+            elif outcome.status == "wrong" and _dynamo_itself_differs(program, expected(), outcome, guarded):
+                line = "Dynamo's own result differs from eager's, before any backend (backend='eager' too): " \
+                    + outcome.key
+                outcome = Outcome("refused", line, line)
         if outcome.status != "pass":
             return dataclasses.replace(outcome, message=prefix + outcome.message, key=prefix + outcome.key)
     return Outcome("pass")
@@ -996,6 +1004,27 @@ def _dynamo_itself_fails(program: Program, observed: Observation, guarded: bool 
     # Dynamo's wrapped errors are its own by type; any other (an assertion in its fake-tensor
     # conversion of a graph output, say) only when backend="eager" raises the very same message.
     return isinstance(observed.error, own) or _first_line(reference.error) == _first_line(observed.error)
+
+
+def _dynamo_itself_differs(program: Program, expected: Observation, outcome: Outcome, guarded: bool) -> bool:
+    """A wrong result that ``backend="eager"`` gives too, the very same way (fuzz seed 1900858: Dynamo returns
+    the ``torch.Size`` of an empty slice as it was before the slice's ``unsqueeze_(0)``): the graphs Dynamo
+    handed over already compute it. Not a jointgraph result."""
+    torch._dynamo.reset()
+    original = program.function()
+    reference_fn = torch.compile(original, backend="eager")
+    try:
+        if guarded:
+            observe(program, reference_fn)
+            observe(program, reference_fn)
+            reference = observe(program, reference_fn, _guard_change(program.guard, original),
+                                program.guard == "autocast")
+        else:
+            reference = observe(program, reference_fn)
+        found = compare(expected, reference)
+    finally:
+        torch._dynamo.reset()
+    return found.status == "wrong" and found.message == outcome.message
 
 
 def _guard_change(guard: str, fn: Callable) -> Callable[[], Any]:
