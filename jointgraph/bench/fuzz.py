@@ -988,17 +988,7 @@ def _dynamo_itself_fails(program: Program, observed: Observation, guarded: bool 
     own = (torch._dynamo.exc.TorchRuntimeError, torch._dynamo.exc.InternalTorchDynamoError)
     if observed.error is None:
         return False
-    torch._dynamo.reset()
-    original = program.function()
-    reference_fn = torch.compile(original, backend="eager")
-    if guarded:
-        observe(program, reference_fn)
-        observe(program, reference_fn)
-        reference = observe(program, reference_fn, _guard_change(program.guard, original),
-                            program.guard == "autocast")
-    else:
-        reference = observe(program, reference_fn)
-    torch._dynamo.reset()
+    reference = _dynamo_eager_observation(program, guarded)
     if type(reference.error) is not type(observed.error):
         return False
     # Dynamo's wrapped errors are its own by type; any other (an assertion in its fake-tensor
@@ -1010,21 +1000,24 @@ def _dynamo_itself_differs(program: Program, expected: Observation, outcome: Out
     """A wrong result that ``backend="eager"`` gives too, the very same way (fuzz seed 1900858: Dynamo returns
     the ``torch.Size`` of an empty slice as it was before the slice's ``unsqueeze_(0)``): the graphs Dynamo
     handed over already compute it. Not a jointgraph result."""
+    found = compare(expected, _dynamo_eager_observation(program, guarded))
+    return found.status == "wrong" and found.message == outcome.message
+
+
+def _dynamo_eager_observation(program: Program, guarded: bool) -> Observation:
+    """The program through ``torch.compile(backend="eager")``: its first call, or (``guarded``) its third, under
+    the guard change, after two plain ones."""
     torch._dynamo.reset()
     original = program.function()
     reference_fn = torch.compile(original, backend="eager")
     try:
-        if guarded:
-            observe(program, reference_fn)
-            observe(program, reference_fn)
-            reference = observe(program, reference_fn, _guard_change(program.guard, original),
-                                program.guard == "autocast")
-        else:
-            reference = observe(program, reference_fn)
-        found = compare(expected, reference)
+        if not guarded:
+            return observe(program, reference_fn)
+        observe(program, reference_fn)
+        observe(program, reference_fn)
+        return observe(program, reference_fn, _guard_change(program.guard, original), program.guard == "autocast")
     finally:
         torch._dynamo.reset()
-    return found.status == "wrong" and found.message == outcome.message
 
 
 def _guard_change(guard: str, fn: Callable) -> Callable[[], Any]:
