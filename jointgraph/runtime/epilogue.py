@@ -98,13 +98,17 @@ def _apart_from_base(inputs: list, i: int) -> UnsupportedError | None:
     return None
 
 
-def check_moved_views(inputs: list, read_after_writes: tuple) -> None:
+def check_moved_views(inputs: list, read_after_writes: tuple, writers: tuple) -> None:
     """Under grad mode, refuse a call where an input autograd read after the function wrote inputs (``(input,
     inputs written before)``) is an autograd view no longer sharing its base's storage (``.data`` assigned, or
     ``set_()``, before the call) and shares its version counter with one of those: eager's read regenerated
     the view's history from its new geometry on its base (fuzz seed 2400292, across a Dynamo graph break:
     ``t1 = a.t(); t1.data = ...; a.detach()[-1].add_(3.0); t1.sum()`` sends ``t1``'s gradient into the base's
-    first elements), while the graph links its old history."""
+    first elements), while the graph links its old history. ``writers``: every input of ``read_after_writes``'
+    second members; only a root that requires grad gives such a view a history to regenerate, so a call whose
+    writes are all on other roots (buffers, say) returns before looking at the readers."""
+    if not any(autograd_root(inputs[i]).requires_grad for i in writers):
+        return
     for j, written in read_after_writes:
         t = inputs[j]
         if t._base is None or not t.requires_grad \

@@ -157,6 +157,7 @@ class CompiledEntry:
         self._copies = tuple((i, layout.num_user_tensors + k, i in layout.mutated_with_grad, i in layout.keep_version,
                               i in layout.written_through_views) for k, i in enumerate(layout.mutated_inputs))
         self._positions = layout.signature.tensor_leaf_positions
+        self._writers_before_reads = tuple(sorted({i for _, written in layout.read_after_writes for i in written}))
         # Inputs whose views are replayed from their geometry before a metadata mutation.
         meta_mutated = {m[0] for m in layout.metadata_mutations}
         self._pre_alias = tuple(sorted({v[1][0] for v in layout.output_plan if v[0] == "input_view"
@@ -189,7 +190,7 @@ class CompiledEntry:
             check_no_aliasing(inputs, layout.mutated_inputs)
             check_recorded_writes(inputs, layout.mutated_with_grad)
         if layout.read_after_writes and torch.is_grad_enabled():
-            check_moved_views(inputs, layout.read_after_writes)
+            check_moved_views(inputs, layout.read_after_writes, self._writers_before_reads)
         if layout.stale_view_reads and torch.is_grad_enabled():
             check_stale_views_of_leaf_views(inputs, layout.stale_view_reads)
         if layout.written_with_grad and torch.is_grad_enabled():
