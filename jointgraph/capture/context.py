@@ -296,6 +296,15 @@ _PYTHON_VALUE_HINT = ("compute the value outside the compiled function and pass 
                       'or pass on_unsupported="eager"')
 
 
+def frozen_storage_write(source: str | None) -> UnsupportedError:
+    """The refusal of a write into a storage a ``set_()`` (or ``.data =``) moved a tensor off."""
+    return UnsupportedError(
+        "an in-place write into a storage that an earlier set_() (or .data =) moved a tensor off cannot "
+        "be compiled (functionalization freezes the storage a tensor leaves)",
+        source=source,
+        hint='write before the set_() (or .data =), or write a clone, or pass on_unsupported="eager"')
+
+
 @contextlib.contextmanager
 def translate_errors():
     """Turn tracer failures the user cannot see into UnsupportedError with their source line."""
@@ -330,11 +339,7 @@ def translate_errors():
     except RuntimeError as exc:
         message = str(exc)
         if "cannot mutate tensors with frozen storage" in message:
-            raise UnsupportedError(
-                "an in-place write into a storage that an earlier set_() (or .data =) moved a tensor off cannot "
-                "be compiled (functionalization freezes the storage a tensor leaves)",
-                source=source_from_traceback(exc),
-                hint='write before the set_() (or .data =), or write a clone, or pass on_unsupported="eager"') from exc
+            raise frozen_storage_write(source_from_traceback(exc)) from exc
         if message.startswith("new_fn INTERNAL ASSERT FAILED"):
             # autograd regenerates the grad_fn of a view whose base was written since it was made; on the
             # traced (functional) tensors that regeneration fails inside autograd (fuzz seed 31799: a view of

@@ -64,7 +64,7 @@ import torch
 
 from ..errors import UnsupportedError, user_source_line
 from ..ir.sizes import extent
-from .context import _AS_INPUTS, _dense, from_fun, geometry, has_internal_overlap, static
+from .context import _AS_INPUTS, _dense, from_fun, frozen_storage_write, geometry, has_internal_overlap, static
 
 INTERNAL_OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a single "
                     "memory location. Please clone() the tensor before performing the operation.")
@@ -817,6 +817,9 @@ class ExpandedViews:
         if torch.is_grad_enabled() and target.requires_grad and target._is_view() \
                 and torch._C._autograd._get_creation_meta(target) == _MULTI_OUTPUT_NODE:
             raise RuntimeError(MULTI_OUTPUT_VIEW_WRITTEN)   # eager's, before its op runs (fuzz seed 1902498)
+        if _storage_id(source) != _storage_id(target):
+            # a set_() (or .data =) moved the source off the memory the target views (fuzz seed 3003200)
+            raise frozen_storage_write(user_source_line())
         t, s = from_fun(target), from_fun(source)
         if not (static(*geometry(t)) and static(*geometry(s))):
             return False   # symbolic geometry: functionalization's own path
