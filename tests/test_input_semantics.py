@@ -564,6 +564,12 @@ SCENARIOS = {
         "def f(b):\n    t1 = b.view(-1) * 2.0\n    t4 = t1.split(1)[1]\n    with torch.no_grad():\n"
         "        t4.mul_(-1.0)\n    return t4, t1",
         "base1 = torch.randn(3, 2).requires_grad_()\nbase1,"),
+    # fuzz seed 3002090: an empty write through an expanded input, recorded by autograd (it saves the other operand,
+    # and bumps the version): eager's backward through an alias of the input then raises the version error; the
+    # rewrite of writes into expanded tensors skipped the empty write, and its record with it
+    "empty_write_with_grad_through_an_expanded_input": (
+        "def f(a, b):\n    t3 = a[:, 1:]\n    t3[:, 1:].mul_(t3)\n    return b",
+        "leaf = torch.randn(1, 2, requires_grad=True)\nbase = leaf * 1\nx0 = base.expand(3, 2)\nx1 = base[0]\nx0, x1"),
 }
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.
@@ -874,7 +880,8 @@ DYNAMO_REFUSES = {"write_one_row_of_an_expanded_input", "fill_an_expanded_input"
                   "write_into_expanded_input", "views_of_an_expanded_input_written_under_no_grad_and_with_grad",
                   "write_into_a_reshape_of_an_expanded_leaf_view", "copy_between_rows_of_an_expanded_input",
                   "write_a_view_of_an_expanded_input_under_no_grad",   # (Note [Expanded inputs written in place])
-"requires_grad_of_view_input_then_write_older_view",
+                  "empty_write_with_grad_through_an_expanded_input",
+                  "requires_grad_of_view_input_then_write_older_view",
                   "multi_output_view_written_after_requires_grad_of_a_view_input",
                   "requires_grad_then_assign_data",   # Dynamo's graph passes the leaf requires_grad_() made
                   "copy_self_of_an_expanded_input"}   # Dynamo's own fake pass raises on c.copy_(c), backend='eager' too

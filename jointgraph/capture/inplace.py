@@ -824,6 +824,8 @@ class ExpandedViews:
         if not (static(*geometry(t)) and static(*geometry(s))):
             return False   # symbolic geometry: functionalization's own path
         if t.numel() == 0:
+            if torch.is_grad_enabled() and target.requires_grad:
+                return False   # nothing to write, but autograd records the op (functionalization's path runs it)
             if name == "__setitem__":   # nothing to write, but eager's index checks run (fuzz seed 1100645)
                 target[rest[0]]   # noqa: B018
             return True
