@@ -570,6 +570,12 @@ SCENARIOS = {
     "empty_write_with_grad_through_an_expanded_input": (
         "def f(a, b):\n    t3 = a[:, 1:]\n    t3[:, 1:].mul_(t3)\n    return b",
         "leaf = torch.randn(1, 2, requires_grad=True)\nbase = leaf * 1\nx0 = base.expand(3, 2)\nx1 = base[0]\nx0, x1"),
+    # fuzz seed 3005184: an expanded input written through .data after autograd saved it: .data counts its own
+    # versions, so eager's backward reads the new values without an error; the rewrite of the write into the
+    # expand's source (Note [Writes into expanded tensors]) bumped the source's version (a version error in ours)
+    "write_through_data_of_an_expanded_input_saved_by_autograd": (
+        "def f(a):\n    t0 = a.cos()\n    a.data.unsqueeze(0)[a.data.unsqueeze(0) > 0] = 2.0\n    return t0.t()",
+        "base = torch.randn(1, 4, requires_grad=True)\nx = base.expand(3, 4)\nx,"),
 }
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.
@@ -881,6 +887,7 @@ DYNAMO_REFUSES = {"write_one_row_of_an_expanded_input", "fill_an_expanded_input"
                   "write_into_a_reshape_of_an_expanded_leaf_view", "copy_between_rows_of_an_expanded_input",
                   "write_a_view_of_an_expanded_input_under_no_grad",   # (Note [Expanded inputs written in place])
                   "empty_write_with_grad_through_an_expanded_input",
+                  "write_through_data_of_an_expanded_input_saved_by_autograd",
                   "requires_grad_of_view_input_then_write_older_view",
                   "multi_output_view_written_after_requires_grad_of_a_view_input",
                   "requires_grad_then_assign_data",   # Dynamo's graph passes the leaf requires_grad_() made

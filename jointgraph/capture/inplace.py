@@ -441,7 +441,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             if in_place and self.analyze and name not in _OVERLAP_UNCHECKED \
                     and not (name == "copy_" and len(args) > 1 and _same_data(target, args[1])):
                 self._check(target, args[1:], kwargs)
-            if self._expanded.write(func, name, target, args[1:], kwargs):
+            via_data = bool(self._data_aliases.get(target))
+            if self._expanded.write(func, name, target, args[1:], kwargs, via_data=via_data):
                 self._record_write(target)
                 return None if name == "__setitem__" else target
             if in_place and self.analyze and name in _OVERLAP_UNCHECKED and has_internal_overlap(target):
@@ -498,19 +499,19 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
 
     def _track(self, func, name: str, target, result: torch.Tensor) -> None:
         self._expanded.track(func, target, result)
-        if not self.analyze:
-            return
         storage = _storage_id(result)
-        if result is target and self._made.get(result, (None,))[0] == storage:
-            return   # an in-place op returns its target: it was made earlier (and is now stale)
-        self._made[result] = (storage, self._writes.get(storage, 0), self._clock)
         a_view = target is not None and result is not target and storage == _storage_id(target)
-        if a_view:
-            self._views.setdefault(storage, []).append(weakref.ref(result))
         if target is not None and (name == "__get__" and getattr(func, "__self__", None) is _DATA
                                    or func is _GET_DATA   # x.data in a Dynamo graph
                                    or self._data_aliases.get(target) and a_view):
-            self._data_aliases[result] = True   # x.data, or a view of it
+            self._data_aliases[result] = True   # x.data, or a view of it (every trace: writes into expands ask)
+        if not self.analyze:
+            return
+        if result is target and self._made.get(result, (None,))[0] == storage:
+            return   # an in-place op returns its target: it was made earlier (and is now stale)
+        self._made[result] = (storage, self._writes.get(storage, 0), self._clock)
+        if a_view:
+            self._views.setdefault(storage, []).append(weakref.ref(result))
         source = self._set_sources.get(_elem(target)) if target is not None else None
         if source is not None and result is not target and (a_view or name == "__get__" or func is _GET_DATA):
             self._set_sources[_elem(result)] = source
@@ -807,10 +808,11 @@ class ExpandedViews:
         if source is not None and result is not target and _storage_id(result) == _storage_id(target):
             self._source[result] = source
 
-    def write(self, func, name: str, target: torch.Tensor, rest: tuple, kwargs: dict) -> bool:
+    def write(self, func, name: str, target: torch.Tensor, rest: tuple, kwargs: dict, via_data: bool = False) -> bool:
         """Apply ``func(target, *rest, **kwargs)``, a write, to the source of the expand ``target``
         views (Note [Writes into expanded tensors]). False when ``target`` views no expand, or
-        when the write is not one this rewrite expresses (eager's checks decide about it)."""
+        when the write is not one this rewrite expresses (eager's checks decide about it). ``via_data``:
+        ``target`` is ``x.data`` or a view of it, which counts its own versions; so does the write."""
         source = self._source.get(target)
         if source is None:
             return False
@@ -829,7 +831,9 @@ class ExpandedViews:
             if name == "__setitem__":   # nothing to write, but eager's index checks run (fuzz seed 1100645)
                 target[rest[0]]   # noqa: B018
             return True
-        if source.requires_grad and not target.requires_grad:
+        if via_data:
+            source = source.data   # eager's write leaves the version counter the saved tensors check (seed 3005184)
+        elif source.requires_grad and not target.requires_grad:
             source = source.detach()   # written through a detach(): autograd does not see it, as in eager
         if geometry(t) == geometry(s):
             func(source, *rest, **kwargs)   # the expand added nothing: its memory is exactly the source's
