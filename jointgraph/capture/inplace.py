@@ -273,6 +273,15 @@ def _reached(t) -> set[int]:
         stack.extend(next_node for next_node, _ in node.next_functions)
     return seen
 
+# autograd's error for such a view read after an in-place op on its base (its grad_fn cannot be regenerated)
+_MULTI_OUTPUT_VIEW_STALE = "its base or another view of its base has been modified inplace. This view is the output " \
+    "of a function that returns multiple views."
+
+
+def _multi_output_view(t: torch.Tensor) -> bool:
+    """``t`` is one of the views a multi-output op (``chunk``, ``split``, ``unbind``) made with autograd on."""
+    return t.requires_grad and t._is_view() and torch._C._autograd._get_creation_meta(t) == _MULTI_OUTPUT_NODE
+
 
 def _storage_id(t: torch.Tensor) -> int:
     return t.untyped_storage()._cdata
@@ -541,7 +550,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             return
         inputs = getattr(_AS_INPUTS, "ids", ())   # views rebuilt from a synthetic base stand for inputs
         views = [v for ref in self._views.get(_storage_id(target), ()) if (v := ref()) is not None]
-        others = any(v is not target and id(v) not in inputs for v in views)
+        # a view one multi-output op made with grad has no gradient to regenerate: eager raises on any use
+        others = any(v is not target and id(v) not in inputs and not _multi_output_view(v) for v in views)
         if others or name == "as_strided_" and any(v is target for v in views) and id(target) not in inputs:
             raise stale_view_error(f"{name} on a tensor that requires grad, with a view of it taken earlier inside "
                                    "the function (or, for as_strided_, on such a view): the gradient through the "
@@ -576,6 +586,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             raise stale_view_error("a view taken before an in-place view op (or set_()) on the tensor it views is "
                                    "used afterwards; it is regenerated from the new geometry, where eager keeps its "
                                    f"own ({str(exc).splitlines()[0][:120]})") from exc
+        if type(exc) is RuntimeError and _MULTI_OUTPUT_VIEW_STALE in str(exc):
+            return   # eager's own error: a multi-output view made with grad is read after its base changed in place
         if self.reshaped_under_views and (type(exc) is RuntimeError or type(exc) is ValueError
                                           and str(exc).startswith("Cannot view a tensor")):
             raise stale_view_error("a view taken before an in-place view op on the tensor it views is used "
