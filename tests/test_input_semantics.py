@@ -7,6 +7,7 @@ torch.compile(backend="jointgraph")."""
 from __future__ import annotations
 
 import dataclasses
+import random
 
 import pytest
 import torch
@@ -589,6 +590,10 @@ SCENARIOS = {
     "metadata_write_of_an_input_beside_an_unread_multi_output_view": (
         "def f(a, b):\n    t0 = a.unbind(0)[0]\n    b.squeeze_(0)\n    return a * 2, t0.detach()",
         "leaf = torch.randn(2, 3, requires_grad=True)\nbase = leaf * 1\nx1 = base[1:]\nbase, x1"),
+    # fuzz --semantics12 seed 2701701: view(-1) of an expand of a (1, 5) input: eager refuses it (the expanded
+    # dimension does not continue the others), fake tensors allow it; the compiled call did not raise
+    "view_of_an_expand_eager_refuses": ("def f(b):\n    t0 = b.expand(2, 1, 5)\n    t1 = t0.view(-1)\n    return b",
+                                        "base = torch.randn(2, 5, requires_grad=True)\nx = base[::2]\nx,"),
 }
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.
@@ -1610,3 +1615,28 @@ def test_leaf_view_moved_into_the_graph_interior_is_refused_through_dynamo():
     with pytest.raises(torch._dynamo.exc.BackendCompilerFailed, match="moves the leaf into the graph interior") as info:
         torch.compile(f, backend="jointgraph")(x)
     assert isinstance(info.value.inner_exception, jointgraph.UnsupportedError)
+
+
+def test_view_compatibility_matches_eager():
+    """The metadata pass's check of view() (fake tensors allow some views eager refuses: fuzz seed 2701701),
+    against eager's view() over random geometries with stride 0, size-1 and non-contiguous dimensions."""
+    from jointgraph.capture.inplace import _viewable
+
+    rng = random.Random(0)
+    memory = torch.zeros(400)
+    refused = 0
+    for _ in range(3000):
+        sizes = [rng.choice([1, 1, 2, 3, 4]) for _ in range(rng.randint(0, 4))]
+        strides = [rng.choice([0, 1, 2, 3, 4, 6, 8, 12, 24]) for _ in sizes]
+        t = memory.as_strided(sizes, strides)
+        n = t.numel()
+        shapes = [[n], [1, n], [n, 1]] + [[a, 1, n // a] for a in range(1, n + 1) if n % a == 0]
+        shape = rng.choice(shapes)
+        try:
+            t.view(shape)
+            eager = True
+        except RuntimeError:
+            eager = False
+        refused += not eager
+        assert _viewable(tuple(sizes), tuple(strides), shape) == eager, (sizes, strides, shape)
+    assert refused > 100   # the geometries reach eager's refusal often

@@ -296,6 +296,10 @@ _PYTHON_VALUE_HINT = ("compute the value outside the compiled function and pass 
                       'or pass on_unsupported="eager"')
 
 
+VIEW_INCOMPATIBLE = ("view size is not compatible with input tensor's size and stride (at least one dimension "
+                     "spans across two contiguous subspaces). Use .reshape(...) instead.")
+
+
 def frozen_storage_write(source: str | None) -> UnsupportedError:
     """The refusal of a write into a storage a ``set_()`` (or ``.data =``) moved a tensor off."""
     return UnsupportedError(
@@ -334,8 +338,7 @@ def translate_errors():
         if not str(exc).startswith("Cannot view a tensor with shape"):
             raise
         # Fake tensors' view() raises ValueError where eager's kernel raises this RuntimeError.
-        raise RuntimeError("view size is not compatible with input tensor's size and stride (at least one "
-                           "dimension spans across two contiguous subspaces). Use .reshape(...) instead.") from exc
+        raise RuntimeError(VIEW_INCOMPATIBLE) from exc
     except RuntimeError as exc:
         message = str(exc)
         if "cannot mutate tensors with frozen storage" in message:

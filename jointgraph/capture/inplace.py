@@ -57,6 +57,7 @@ frame ``as_strided`` on the functional source is applied in.
 
 from __future__ import annotations
 
+import math
 import weakref
 
 import numpy as np
@@ -64,7 +65,16 @@ import torch
 
 from ..errors import UnsupportedError, user_source_line
 from ..ir.sizes import extent
-from .context import _AS_INPUTS, _dense, from_fun, frozen_storage_write, geometry, has_internal_overlap, static
+from .context import (
+    _AS_INPUTS,
+    VIEW_INCOMPATIBLE,
+    _dense,
+    from_fun,
+    frozen_storage_write,
+    geometry,
+    has_internal_overlap,
+    static,
+)
 
 INTERNAL_OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a single "
                     "memory location. Please clone() the tensor before performing the operation.")
@@ -123,6 +133,45 @@ def _partial_overlap(out: torch.Tensor, other: torch.Tensor) -> bool:
 
 
 _AS_STRIDED = frozenset({torch.Tensor.as_strided, torch.as_strided, torch.Tensor.as_strided_})
+
+
+def _check_view(t: torch.Tensor, args: tuple, kwargs: dict) -> None:
+    """Eager's refusal of ``t.view(shape)`` where no strides give ``t``'s elements that shape; fake tensors
+    allow some of these (``b.expand(2, 1, 5).view(-1)`` of a (1, 5) ``b``: fuzz seed 2701701)."""
+    shape = kwargs.get("size", args[0] if len(args) == 1 and not isinstance(args[0], int) else args)
+    if not isinstance(shape, (tuple, list, torch.Size)) or not all(type(n) is int for n in shape):
+        return   # view(dtype), or symbolic sizes: fake tensors decide
+    if not static(*geometry(t)) or t.numel() == 0:
+        return
+    known = math.prod(n for n in shape if n != -1)
+    if list(shape).count(-1) > 1 or known == 0 or t.numel() % known:
+        return   # eager's own shape errors, which fake tensors raise too
+    shape = [t.numel() // known if n == -1 else n for n in shape]
+    if math.prod(shape) == t.numel() and not _viewable(t.shape, t.stride(), shape):
+        raise RuntimeError(VIEW_INCOMPATIBLE)
+
+
+def _viewable(sizes, strides, shape) -> bool:
+    """Whether elements of the given sizes and strides can be read with ``shape`` by strides alone: each run of
+    old dimensions contiguous with one another (dimensions of size 1 join any run) must be covered exactly by
+    whole dimensions of ``shape``."""
+    if not sizes:
+        return True
+    d = len(shape) - 1
+    base, run = strides[-1], 1   # the run's innermost stride, and its number of elements so far
+    for k in range(len(sizes) - 1, -1, -1):
+        run *= sizes[k]
+        if k > 0 and (sizes[k - 1] == 1 or strides[k - 1] == run * base):
+            continue   # dimension k - 1 continues the run
+        covered = 1
+        while d >= 0 and (covered < run or shape[d] == 1):
+            covered *= shape[d]
+            d -= 1
+        if covered != run:
+            return False
+        if k > 0:
+            base, run = strides[k - 1], 1
+    return d < 0
 
 
 def _check_as_strided_bounds(t: torch.Tensor, size, stride, storage_offset=None, *, copy: bool = False) -> None:
@@ -409,6 +458,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                     self.check_storage_kept(arg)
         if self.analyze and func in _AS_STRIDED and target is not None:
             _check_as_strided_bounds(target, *args[1:], **kwargs, copy=_storage_id(target) in self.copies)
+        if self.analyze and func is torch.Tensor.view and target is not None:
+            _check_view(target, args[1:], kwargs)
         if self.analyze and name == "requires_grad_" and target is not None:
             self._note_views_before_requires_grad(target, *args[1:], **kwargs)
         if name == "copy_" and len(args) > 1 and _same_data(target, args[1]) and has_internal_overlap(target) \
