@@ -429,7 +429,8 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         data_views=tuple(k for k, info in enumerate(o for o in outputs if o.carries is None and o.new_value_of is None)
                          if info.via_data),
         distinct_outputs=_distinct_outputs(graphs.forward, [outputs[i] for i in tensor_outs],
-                                           [position.get(outputs[i].same_object) for i in tensor_outs]),
+                                           [position.get(outputs[i].same_object) for i in tensor_outs],
+                                           len(mutated)),
         own_outputs=own_outputs,
         outputs_read_by_backward=tuple(read_outputs),
         read_after_writes=tuple((j, writers) for j, info in enumerate(joint.inputs) if info.grad_read_at is not None
@@ -449,12 +450,16 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
     )
 
 
-def _distinct_outputs(forward: torch.fx.GraphModule, tensor_outputs: list, twins: list) -> tuple:
+def _distinct_outputs(forward: torch.fx.GraphModule, tensor_outputs: list, twins: list, n_mutations: int) -> tuple:
     """(k, -1) per Function output the forward returns as a value it already returned, where eager's is
-    a tensor of its own (``return t.detach(), t``), and (k, j) per output eager returns as the same object
-    as output ``j`` (``twins``: the position of the earlier same object, or None) when ``j`` is one of
-    those: Note [Distinct outputs] in runtime/function.py."""
-    values = output_values(forward.graph)[:len(tensor_outputs)]
+    a tensor of its own (``return t.detach(), t``), or as the new value of a mutated input (among the
+    ``n_mutations`` outputs after the user's: ``t = a.detach(); t[0] = w.sum(); return t`` after a write of
+    ``a``, where autograd would route ``t``'s gradient through the mutation's), and (k, j) per output eager
+    returns as the same object as output ``j`` (``twins``: the position of the earlier same object, or None)
+    when ``j`` is one of those: Note [Distinct outputs] in runtime/function.py."""
+    n = len(tensor_outputs)
+    every = output_values(forward.graph)[:n + n_mutations]
+    values, mutations = every[:n], every[n:]
     plain = [isinstance(v, torch.fx.Node) and info.view_meta is None   # a view is regenerated: its own already
              for v, info in zip(values, tensor_outputs, strict=True)]
     found, fresh = [], set()
@@ -462,7 +467,8 @@ def _distinct_outputs(forward: torch.fx.GraphModule, tensor_outputs: list, twins
         if twins[k] is not None:
             if twins[k] in fresh:
                 found.append((k, twins[k]))
-        elif plain[k] and any(plain[j] and values[j] is value for j in range(k)):
+        elif plain[k] and (any(plain[j] and values[j] is value for j in range(k))
+                           or any(m is value for m in mutations)):   # fuzz --semantics12 seed 3301143
             found.append((k, -1))
             fresh.add(k)
     return tuple(found)

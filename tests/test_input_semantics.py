@@ -594,6 +594,12 @@ SCENARIOS = {
     # dimension does not continue the others), fake tensors allow it; the compiled call did not raise
     "view_of_an_expand_eager_refuses": ("def f(b):\n    t0 = b.expand(2, 1, 5)\n    t1 = t0.view(-1)\n    return b",
                                         "base = torch.randn(2, 5, requires_grad=True)\nx = base[::2]\nx,"),
+    # fuzz --semantics12 seed 3301143: a detach of an input written with a value requiring grad and returned, after
+    # a write of the input autograd recorded: the graph returns one value for both, and autograd sent the output's
+    # gradient through the input's whole history (the detach cut nothing)
+    "detach_of_a_written_input_written_with_grad_and_returned": (
+        "def f(a):\n    a.mul_(2)\n    t0 = a.detach()\n    t0[0, 1] = a.sum()\n    return t0",
+        "leaf = torch.randn(4, 2, requires_grad=True)\nbase = leaf.clone()\nx = base[::2]\nx,"),
 }
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.

@@ -578,7 +578,9 @@ class RaisesInBackward(torch.autograd.Function):
 # runtime returned one tensor object for both; ``requires_grad_()`` on the first then changed the
 # second too (fuzz seed 160160, through Dynamo, whose first graph returns ``t.detach()`` and ``t``).
 # The trace knows which user outputs eager returns as one object (``return y, y``:
-# ``OutputInfo.same_object``); the others get a tensor of their own sharing the memory.
+# ``OutputInfo.same_object``); the others get a tensor of their own sharing the memory. So does a user
+# output whose value is also a mutated input's new value (``a.mul_(2); t = a.detach(); t[0] = a.sum();
+# return t``): returned as one object, autograd would send ``t``'s gradient through the mutation's history.
 
 
 def _distinct(outs, positions: tuple[tuple[int, int], ...]) -> list:
