@@ -444,6 +444,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         backward_error=(joint.backward_error, joint.error_outputs, joint.error_inputs, joint.error_multi_output)
         if joint.backward_error is not None else None,
         output_plan=tuple(plan_entries),
+        same_objects=tuple((k, info.same_object) for k, info in enumerate(outputs) if info.same_object is not None),
         new_leaves=joint.new_leaves,
         out_spec=out_spec,
         signature=signature,

@@ -870,6 +870,29 @@ def test_a_detached_output_is_a_tensor_of_its_own(how):
 
 
 @pytest.mark.parametrize("how", HOW)
+def test_a_view_returned_twice_is_one_object(how):
+    """Fuzz --semantics12 seed 3303383: ``return t0, t1, t1`` with ``t1`` a view of ``t0``: views are
+    regenerated per output, and the two were objects of their own; writing both after the call then gave
+    autograd another graph (bf16 gradients rounded in another order). Eager returns one object."""
+    def f(a):
+        t0 = a @ a.t()
+        t1 = t0.view(-1)
+        return t0, t1, t1
+
+    def run(fn):
+        leaf = torch.randn(3, 2, generator=torch.Generator().manual_seed(0), requires_grad=True)
+        t0, t1, same = fn(leaf * 1)
+        for o in (t0, t1, same):
+            o.mul_(2)
+        (t0.sum() + t1.sum() + same.sum()).backward()
+        return t1 is same, t1._base is t0, t0.detach().clone(), leaf.grad
+
+    got, want = run(compile_with(how, f)), run(f)
+    assert got[:2] == want[:2] == (True, True)
+    torch.testing.assert_close(got[2:], want[2:])
+
+
+@pytest.mark.parametrize("how", HOW)
 def test_equal_outputs_after_an_equal_value_the_function_wrote_stay_apart(how):
     """Fuzz seed 2501374: CSE merged the second ``t0.sum()`` into the first (used by the write into ``a``), then
     the third into it too, as the first was not yet among the returned values: both outputs were one buffer,

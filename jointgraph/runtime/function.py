@@ -126,6 +126,8 @@ class EntryLayout:
     # (input, inputs written before autograd last read it): check_moved_views in runtime/epilogue.py
     read_after_writes: tuple[tuple[int, tuple[int, ...]], ...] = ()
     stale_view_reads: tuple[int, ...] = ()      # InputInfo.stale_view_read: check_stale_views_of_leaf_views
+    # (k, j): flat output k is the object eager returns as output j too (``return t0, t1, t1``; t1 a view)
+    same_objects: tuple[tuple[int, int], ...] = ()
 
 
 def _early_views(layout: EntryLayout, inputs: list) -> tuple[int, ...]:
@@ -254,6 +256,8 @@ class CompiledEntry:
                 flat.append(value(inputs))
             else:
                 flat.append(self._view(kind, value, flat, outs, inputs, pre, data=len(flat) in layout.data_views))
+        for k, j in layout.same_objects:   # a view is regenerated per output: one object, as eager's (seed 3303383)
+            flat[k] = flat[j]
         if layout.backward_error is not None:
             flat = self._with_raising_backward(flat, inputs)
         return flat
