@@ -655,6 +655,12 @@ REFUSED = {
     "write_through_an_unfold_of_an_input_moved_by_assign_data": (
         "def f(c):\n    t0 = c.unfold(0, 2, 1)\n    c.data = c.data * 2\n    t0[0] = 2.0\n    return t0",
         "base = torch.randn(3, 3, requires_grad=True)\nx = base[1:].detach()\nx,"),
+    # fuzz --semantics12 seed 3106363: as_strided_() of a view of a written input reaching past its own element into
+    # the caller's storage: the write gave the traced value a storage of the input's own size, and the bounds check
+    # raised eager's out-of-bounds error where eager has none (its backward raises); refused as before a write
+    "as_strided_past_a_written_input_view": (
+        "def f(b):\n    b.data.add_(2.0)\n    t2 = b.t()\n    t2.as_strided_((2,), (1,))\n    return t2 * 2",
+        "base = torch.randn(5)\nx = base[0]\nx,"),
     # an expanded input written, then reshaped in place: the caller's tensor would not see the t_()
     "expanded_input_written_then_reshaped_in_place": ("def f(a):\n    a[0].mul_(2.0)\n    a.t_()\n    return a * 1",
                                                       "x = torch.randn(1, 3).expand(3, 3)\nx,"),

@@ -174,17 +174,21 @@ def _viewable(sizes, strides, shape) -> bool:
     return d < 0
 
 
-def _check_as_strided_bounds(t: torch.Tensor, size, stride, storage_offset=None, *, copy: bool = False) -> None:
+def _check_as_strided_bounds(t: torch.Tensor, size, stride, storage_offset=None, *, copy: bool = False,
+                             caller_bytes: int = 0) -> None:
     """Eager's check of an ``as_strided`` geometry against the storage, at the call: fake tensors
     would instead grow the storage (and a dead ``as_strided`` would never run). ``copy``: ``t``'s storage is
     a copy of an input's elements (an input that requires grad, traced on a clone), whose caller's storage
-    may hold more."""
+    may hold more. ``caller_bytes``: the size of the caller's storage when ``t`` is (a view of) an input: a write
+    gives the traced value a storage of the input's own elements (fuzz --semantics12 seed 3106363)."""
     offset = t.storage_offset() if storage_offset is None else storage_offset
     if not static(size, stride, offset) or any(n == 0 for n in size):
         return
     needed = extent(size, stride, offset) * t.element_size()
     # A functional wrapper of an input view reports its own extent; the value it wraps, the storage's.
     own, have = t.untyped_storage().nbytes(), from_fun(t).untyped_storage().nbytes()
+    if isinstance(have, int):
+        have = max(have, caller_bytes)
     if isinstance(own, int) and isinstance(have, int) and (own < needed <= have or copy and needed > own):
         # fuzz seed 504421: ``a[1:].as_strided_((2,), (1,))`` on an input requiring grad (its copy is smaller)
         raise UnsupportedError("as_strided_() of an input view to a geometry reaching past "
@@ -385,6 +389,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self.expanded_inputs: set = set()   # storages of expanded inputs (or of their dense copies)
         self._leaf_views = _ByTensor()         # inputs that are the caller's views of a leaf requiring grad
         self._input_storages = _ByTensor()    # input -> its storage when the call began
+        self._input_bytes: dict[int, int] = {}   # an input's storage -> its size in bytes when the call began
         self._saved_at: dict[int, int] = {}   # storage -> the clock when autograd first saved a tensor on it
         self._saving: list[tuple[int, int]] = []   # (storage, clock) saved by the op running now
         self._inputs_read: set = set()      # first storages of inputs an op read (not through x.data)
@@ -397,6 +402,9 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         for t in tensors:
             self._made[t] = (_storage_id(t), None, None)
             self._input_storages[t] = _storage_id(t)
+            nbytes = from_fun(t).untyped_storage().nbytes()
+            if isinstance(nbytes, int):   # the caller's storage (a write may give the traced value a smaller one)
+                self._input_bytes[_storage_id(t)] = max(nbytes, self._input_bytes.get(_storage_id(t), 0))
 
     def check_storage_kept(self, t: torch.Tensor) -> None:
         """Refuse a tensor whose storage was swapped behind functionalization's back (``t.data = y``
@@ -457,7 +465,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                 if isinstance(arg, torch.Tensor):
                     self.check_storage_kept(arg)
         if self.analyze and func in _AS_STRIDED and target is not None:
-            _check_as_strided_bounds(target, *args[1:], **kwargs, copy=_storage_id(target) in self.copies)
+            _check_as_strided_bounds(target, *args[1:], **kwargs, copy=_storage_id(target) in self.copies,
+                                     caller_bytes=self._input_bytes.get(_storage_id(target), 0))
         if self.analyze and func is torch.Tensor.view and target is not None:
             _check_view(target, args[1:], kwargs)
         if self.analyze and name == "requires_grad_" and target is not None:
