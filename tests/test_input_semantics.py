@@ -931,6 +931,17 @@ def test_uncompilable_input_scenario_is_refused(name):
     assert outcome.status == "refused", outcome.message
 
 
+def test_write_through_a_view_chain_with_as_strided_is_refused_through_dynamo():
+    """Fuzz seed 3000390: set_() onto another input's storage, then a write: Dynamo's graph reaches
+    functionalization's ban of as_strided in a view chain, which came out as its RuntimeError at the call."""
+    program = Program.scenario("def f(a, b):\n    t0 = b.diagonal()\n    b.set_(a)\n    t2 = a @ t0\n"
+                               "    with torch.no_grad():\n        a.mul_(b)\n    return t2.sum()",
+                               "base0 = torch.randn(3, 4)\nx0 = base0[1:].detach()\n"
+                               "leaf1 = torch.randn(7, 4, requires_grad=True)\nx1 = leaf1.clone()[2:6]\nx0, x1")
+    outcome = check(program, CONTENDERS["dynamo"])
+    assert outcome.status == "refused" and "as_strided" in outcome.message, outcome.message
+
+
 @pytest.mark.parametrize("contender", ["default", "mincut"])
 def test_aliased_metadata_mutation_then_a_view_under_no_grad(contender):
     """Fuzz seed 30061: the caller's t_() replayed after the call must not make the views the function

@@ -343,6 +343,14 @@ def translate_errors():
         message = str(exc)
         if "cannot mutate tensors with frozen storage" in message:
             raise frozen_storage_write(source_from_traceback(exc)) from exc
+        if "as_strided() is non-compositional" in message:
+            # functionalization's own ban: a write through a view chain one of whose views is as_strided (the
+            # view set_() or .data = leaves between tensors sharing a storage is one; fuzz seed 3000390)
+            raise UnsupportedError(
+                "a write through a view whose chain of view ops contains as_strided (an as_strided() view, or a "
+                "tensor set_() onto another's storage) cannot be traced: functionalization cannot replay "
+                "as_strided in a view chain", source=source_from_traceback(exc),
+                hint='write the base tensor itself, or a clone, or pass on_unsupported="eager"') from exc
         if message.startswith("new_fn INTERNAL ASSERT FAILED"):
             # autograd regenerates the grad_fn of a view whose base was written since it was made; on the
             # traced (functional) tensors that regeneration fails inside autograd (fuzz seed 31799: a view of
