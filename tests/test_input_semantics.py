@@ -661,6 +661,12 @@ REFUSED = {
     "as_strided_past_a_written_input_view": (
         "def f(b):\n    b.data.add_(2.0)\n    t2 = b.t()\n    t2.as_strided_((2,), (1,))\n    return t2 * 2",
         "base = torch.randn(5)\nx = base[0]\nx,"),
+    # fuzz seed 3401858: a view of an intermediate taken before requires_grad_() on the intermediate, then used:
+    # eager's view requires grad as a leaf of its own (its gradient reaches nothing the caller sees); the graph's
+    # view was not differentiable (the output came back not requiring grad)
+    "view_of_an_intermediate_taken_before_its_requires_grad": (
+        "def f(a):\n    t0 = a.float()\n    t1 = t0.transpose(0, 1)\n    t0.requires_grad_()\n    return t1.sum()",
+        "base = torch.randint(-3, 4, (1, 3))\nx = base.expand(2, 3)\nx,"),
     # an expanded input written, then reshaped in place: the caller's tensor would not see the t_()
     "expanded_input_written_then_reshaped_in_place": ("def f(a):\n    a[0].mul_(2.0)\n    a.t_()\n    return a * 1",
                                                       "x = torch.randn(1, 3).expand(3, 3)\nx,"),

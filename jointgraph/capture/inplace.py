@@ -390,6 +390,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self._leaf_views = _ByTensor()         # inputs that are the caller's views of a leaf requiring grad
         self._input_storages = _ByTensor()    # input -> its storage when the call began
         self._input_bytes: dict[int, int] = {}   # an input's storage -> its size in bytes when the call began
+        self._views_made_leaves = _ByTensor()   # views of a tensor made inside, taken before its requires_grad_()
         self._saved_at: dict[int, int] = {}   # storage -> the clock when autograd first saved a tensor on it
         self._saving: list[tuple[int, int]] = []   # (storage, clock) saved by the op running now
         self._inputs_read: set = set()      # first storages of inputs an op read (not through x.data)
@@ -467,6 +468,10 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         if self.analyze and func in _AS_STRIDED and target is not None:
             _check_as_strided_bounds(target, *args[1:], **kwargs, copy=_storage_id(target) in self.copies,
                                      caller_bytes=self._input_bytes.get(_storage_id(target), 0))
+        if self.analyze and self._views_made_leaves:
+            for arg in (*args, *kwargs.values()):
+                for t in arg if isinstance(arg, (list, tuple)) else (arg,):
+                    self.refuse_view_made_leaf(t)
         if self.analyze and func is torch.Tensor.view and target is not None:
             _check_view(target, args[1:], kwargs)
         if self.analyze and name == "requires_grad_" and target is not None:
@@ -565,6 +570,27 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                for ref in self._views.get(storage, ()) if (v := ref()) is not None):
             # refused by the metadata pass (_check_views_before_requires_grad) where eager's view does not follow
             self.views_before_requires_grad[original] = user_source_line()
+
+    def note_new_leaf(self, leaf: torch.Tensor) -> None:
+        """``leaf``, a tensor made inside, is about to be given ``requires_grad_()`` (capture/leaves.py): its
+        earlier views become leaves of their own (fuzz seed 3401858), refused where they are used."""
+        if not self.analyze or leaf.requires_grad:
+            return
+        for ref in self._views.get(_storage_id(leaf), ()):
+            if (v := ref()) is not None and v is not leaf and v._base is leaf and not v.requires_grad:
+                self._views_made_leaves[v] = user_source_line()
+
+    def refuse_view_made_leaf(self, t) -> None:
+        """Refuse the use of ``t`` (as an op's argument or a result) when it is a view of a tensor made inside
+        that was taken before ``requires_grad_()`` on that tensor: eager's view then requires grad as a leaf of
+        its own (gradients reach neither the tensor nor anything the caller sees); the graph's view is not one."""
+        line = self._views_made_leaves.get(t) if isinstance(t, torch.Tensor) else None
+        if line is not None:
+            raise UnsupportedError("a view taken before requires_grad_() on the tensor it views (a tensor made "
+                                   f"inside the function; requires_grad_() at {line}) is used afterwards: eager "
+                                   "makes that view a leaf of its own, whose gradient reaches neither the tensor "
+                                   "nor the inputs; not supported", source=user_source_line(),
+                                   hint="take the view after requires_grad_(), or pass on_unsupported=\"eager\"")
 
     def _track(self, func, name: str, target, result: torch.Tensor) -> None:
         self._expanded.track(func, target, result)
@@ -1036,3 +1062,11 @@ def _offsets(t: torch.Tensor) -> torch.Tensor:
 
 def _storage_extent(*tensors: torch.Tensor) -> int:
     return max(extent(*geometry(t)) for t in tensors)
+
+
+def analysis() -> EagerInPlaceChecks | None:
+    """The metadata pass's in-place checks, when the function runs under them (not in the joint trace)."""
+    for mode in torch.overrides._get_current_function_mode_stack():
+        if isinstance(mode, EagerInPlaceChecks) and mode.analyze:
+            return mode
+    return None

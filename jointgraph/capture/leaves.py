@@ -46,6 +46,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 from ..errors import UnsupportedError, user_source_line
 from ..ir.sizes import extent
 from .context import _AS_INPUTS, _REQUIRES_GRAD, from_fun, geometry, static
+from .inplace import analysis
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,6 +146,9 @@ class LeafBinder(torch.overrides.TorchFunctionMode):
             and id(tensor) not in self.inputs and id(tensor) not in getattr(_AS_INPUTS, "ids", ())
 
     def _bind(self, tensor: torch.Tensor) -> torch.Tensor:
+        checks = analysis()
+        if checks is not None:
+            checks.note_new_leaf(tensor)
         with torch._C.DisableTorchFunction():
             tensor.requires_grad_()
         self.leaves.append(tensor)

@@ -218,6 +218,8 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
                        if info.kind == "input_view" and isinstance(out, torch.Tensor) and checks.via_data(out) else info
                        for out, info in zip(flat_outs, outputs, strict=True)]
             checks.settle_saves(flat_outs, call_args)   # Note [When eager saved an input] in capture/inplace.py
+            for out in flat_outs:
+                checks.refuse_view_made_leaf(out)
             for k, a in enumerate(call_args):
                 if isinstance(a, torch.Tensor):
                     first, by_output = checks.saved_at(a)

@@ -42,7 +42,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from ..capture.context import treated_as_inputs
-from ..capture.inplace import EagerInPlaceChecks
+from ..capture.inplace import analysis
 from ..capture.inputs import unflattener
 from ..errors import UnsupportedError
 from ..ir.sizes import extent
@@ -180,14 +180,6 @@ def _views_requiring_grad(layout, members: set) -> bool:
     return any(kind == "input_view" and value[0] in members and value[1][4] for kind, value in layout.output_plan)
 
 
-def _analysis() -> EagerInPlaceChecks | None:
-    """The metadata pass's in-place checks, when ``fn`` runs under them (not in the joint trace)."""
-    for mode in torch.overrides._get_current_function_mode_stack():
-        if isinstance(mode, EagerInPlaceChecks) and mode.analyze:
-            return mode
-    return None
-
-
 def _views_of_bases(fn: Callable, spec, views: tuple, duplicates: tuple, returned: dict,
                     refreshed: set) -> Callable:
     """``fn`` over (bases, other leaves): each view leaf rebuilt from its base, a repeated leaf
@@ -207,7 +199,7 @@ def _views_of_bases(fn: Callable, spec, views: tuple, duplicates: tuple, returne
         for position, first in duplicates:
             leaves[position] = leaves[first]
         args, kwargs = unflattener(spec)(leaves)
-        checks = _analysis()
+        checks = analysis()
         if checks is not None:
             checks.watch([leaves[position] for position, *_ in views])
         with treated_as_inputs([leaves[position] for position, *_ in views]):
