@@ -1669,3 +1669,13 @@ def test_view_compatibility_matches_eager():
         refused += not eager
         assert _viewable(tuple(sizes), tuple(strides), shape) == eager, (sizes, strides, shape)
     assert refused > 100   # the geometries reach eager's refusal often
+
+
+def test_assign_data_of_another_dtype_names_the_change_in_order():
+    """The refusal of ``x.data = y`` with another dtype names x's dtype first, then y's (it named them reversed)."""
+    def f(x):
+        x.data = x.data > 0
+        return x
+
+    with pytest.raises(jointgraph.UnsupportedError, match=r"torch\.int64 to torch\.bool"):
+        jointgraph.aot_function(f)(torch.arange(3))

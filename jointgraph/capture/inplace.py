@@ -429,8 +429,10 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             self.check_storage_kept(target)
             self.check_storage_kept(value)
         if value.dtype != target.dtype or value.device != target.device or value.layout != target.layout:
-            raise UnsupportedError(f".data assigned a tensor of another dtype, device or layout ({value.dtype} to "
-                                   f"{target.dtype}) is not supported", source=user_source_line(),
+            what = f"{target.dtype} to {value.dtype}" if value.dtype != target.dtype else \
+                f"{target.device}, {target.layout} to {value.device}, {value.layout}"
+            raise UnsupportedError(f".data assigned a tensor of another dtype, device or layout ({what}) is not "
+                                   "supported: the traced set_() keeps the tensor's own", source=user_source_line(),
                                    hint='assign a tensor of the same dtype, or pass on_unsupported="eager"')
         self.set_inside = True
         source = value.detach()
