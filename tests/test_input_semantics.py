@@ -600,6 +600,16 @@ SCENARIOS = {
     "detach_of_a_written_input_written_with_grad_and_returned": (
         "def f(a):\n    a.mul_(2)\n    t0 = a.detach()\n    t0[0, 1] = a.sum()\n    return t0",
         "leaf = torch.randn(4, 2, requires_grad=True)\nbase = leaf.clone()\nx = base[::2]\nx,"),
+    # fuzz seed 3600451: set_() onto an expanded input, then a write through a view: the target was not known to
+    # view an expand, and functionalization's inverse of expand (a sum) failed on bool (a crash), or raised nothing
+    # where eager's overlap check raises (the second)
+    "write_after_set_onto_an_expanded_bool_input": (
+        "def f(a, b):\n    b.set_(a)\n    b[1:][::2] = False\n    return b.clone()",
+        "base = torch.randn(1) > 0\nx0 = base.expand(3)\nx1 = torch.randn(2) > 0\nx0, x1"),
+    "overlapping_write_after_set_onto_an_expand_of_an_intermediate": (
+        "def f(a):\n    t = a * 1\n    e = t[:1].expand(3)\n    b = torch.zeros(2)\n    b.set_(e)\n"
+        "    b[1:] = 2.0\n    return t",
+        "x = torch.randn(3)\nx,"),
 }
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.
@@ -667,6 +677,10 @@ REFUSED = {
     "view_of_an_intermediate_taken_before_its_requires_grad": (
         "def f(a):\n    t0 = a.float()\n    t1 = t0.transpose(0, 1)\n    t0.requires_grad_()\n    return t1.sum()",
         "base = torch.randint(-3, 4, (1, 3))\nx = base.expand(2, 3)\nx,"),
+    # fuzz seed 3600451: the same onto an expanded input aliasing the input set_(): refused by name (was a crash)
+    "set_onto_an_expanded_input_sharing_its_storage_then_written": (
+        "def f(a, b):\n    t0 = a.sum()\n    b.set_(a)\n    b[1:][::2] = False\n    return t0",
+        "base = torch.randn(1) > 0\nx0 = base.expand(2)\nx1 = base[:-1]\nx0, x1"),
     # an expanded input written, then reshaped in place: the caller's tensor would not see the t_()
     "expanded_input_written_then_reshaped_in_place": ("def f(a):\n    a[0].mul_(2.0)\n    a.t_()\n    return a * 1",
                                                       "x = torch.randn(1, 3).expand(3, 3)\nx,"),
@@ -923,6 +937,7 @@ DYNAMO_REFUSES = {"write_one_row_of_an_expanded_input", "fill_an_expanded_input"
                   "write_into_a_reshape_of_an_expanded_leaf_view", "copy_between_rows_of_an_expanded_input",
                   "write_a_view_of_an_expanded_input_under_no_grad",   # (Note [Expanded inputs written in place])
                   "empty_write_with_grad_through_an_expanded_input",
+                  "write_after_set_onto_an_expanded_bool_input",
                   "write_through_data_of_an_expanded_input_saved_by_autograd",
                   "requires_grad_of_view_input_then_write_older_view",
                   "multi_output_view_written_after_requires_grad_of_a_view_input",

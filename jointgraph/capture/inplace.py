@@ -456,6 +456,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         if name.split(".")[0] == "set_" and target is not None:   # set_.source_Tensor, ...
             self._note_read_before_set(target)
             self.set_inside = True
+            if len(args) > 1 and isinstance(args[1], torch.Tensor):   # fuzz seed 3600451: set_() onto an expand
+                self._expanded.note_set(target, args[1])
             if self._views.get(_storage_id(target)):   # views made before: regenerated from the new geometry
                 self.set_under_views = True            # (Note [Views made before an in-place view op])
             if self.analyze and len(args) > 1 and isinstance(args[1], torch.Tensor):
@@ -907,6 +909,10 @@ class ExpandedViews:
         source = self._source.get(target)
         if source is not None and result is not target and _storage_id(result) == _storage_id(target):
             self._source[result] = source
+
+    def note_set(self, target: torch.Tensor, source: torch.Tensor) -> None:
+        """``target.set_(source)``: ``target`` now views what ``source`` views (an expand's memory, or not)."""
+        self._source[target] = self._source.get(source)
 
     def write(self, func, name: str, target: torch.Tensor, rest: tuple, kwargs: dict, via_data: bool = False) -> bool:
         """Apply ``func(target, *rest, **kwargs)``, a write, to the source of the expand ``target``
