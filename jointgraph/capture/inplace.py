@@ -175,7 +175,7 @@ def _viewable(sizes, strides, shape) -> bool:
 
 
 def _check_as_strided_bounds(t: torch.Tensor, size, stride, storage_offset=None, *, copy: bool = False,
-                             caller_bytes: int = 0) -> None:
+                             caller_bytes: int = 0, name: str = "as_strided_") -> None:
     """Eager's check of an ``as_strided`` geometry against the storage, at the call: fake tensors
     would instead grow the storage (and a dead ``as_strided`` would never run). ``copy``: ``t``'s storage is
     a copy of an input's elements (an input that requires grad, traced on a clone), whose caller's storage
@@ -191,7 +191,7 @@ def _check_as_strided_bounds(t: torch.Tensor, size, stride, storage_offset=None,
         have = max(have, caller_bytes)
     if isinstance(own, int) and isinstance(have, int) and (own < needed <= have or copy and needed > own):
         # fuzz seed 504421: ``a[1:].as_strided_((2,), (1,))`` on an input requiring grad (its copy is smaller)
-        raise UnsupportedError("as_strided_() of an input view to a geometry reaching past "
+        raise UnsupportedError(f"{name}() of an input view to a geometry reaching past "
                                "the view's own elements into the rest of its storage is not supported: "
                                "functionalization gives the input only its own elements", source=user_source_line(),
                                hint="take the view from the base tensor instead, or pass the base, or "
@@ -293,6 +293,23 @@ class _ByTensor:
 
 
 _GRAD_FN_GETTERS = ("grad_fn", "is_leaf")   # attributes whose read regenerates a stale view's grad_fn
+
+
+# attributes whose read tells a leaf from another tensor, or gives a differentiable view
+_AUTOGRAD_ATTRIBUTES = frozenset({"is_leaf", "grad_fn", "T", "mT", "H", "mH", "real", "imag"})
+
+
+def _differentiates(func, name: str) -> bool:
+    """Under grad mode, ``func`` gives a result whose requires_grad (or autograd state) follows its tensor
+    arguments': not ``detach()``, ``.data``, a size or dtype read, or an op under ``no_grad``."""
+    if not torch.is_grad_enabled() or name in ("detach", "requires_grad_", "__set__", "size", "dim", "numel",
+                                               "stride", "storage_offset", "is_contiguous", "data_ptr",
+                                               "element_size", "untyped_storage", "__len__", "__format__",
+                                               "__repr__", "tolist", "item"):
+        return False
+    if name == "__get__":
+        return getattr(getattr(func, "__self__", None), "__name__", None) in _AUTOGRAD_ATTRIBUTES
+    return True
 
 
 def _reads_grad_fn(func, name: str, result) -> bool:
@@ -471,10 +488,13 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                     self.check_storage_kept(arg)
         if self.analyze and func in _AS_STRIDED and target is not None:
             _check_as_strided_bounds(target, *args[1:], **kwargs, copy=_storage_id(target) in self.copies,
-                                     caller_bytes=self._input_bytes.get(_storage_id(target), 0))
-        if self.analyze and self._views_made_leaves:
-            for arg in (*args, *kwargs.values()):
-                for t in arg if isinstance(arg, (list, tuple)) else (arg,):
+                                     caller_bytes=self._input_bytes.get(_storage_id(target), 0), name=name)
+        if self.analyze and self._views_made_leaves and _differentiates(func, name):
+            tensors = [t for arg in (*args, *kwargs.values()) for t in (arg if isinstance(arg, (list, tuple))
+                                                                         else (arg,)) if isinstance(t, torch.Tensor)]
+            # with another argument requiring grad, the result requires grad in ours as in eager
+            if not any(t.requires_grad for t in tensors if self._views_made_leaves.get(t) is None):
+                for t in tensors:
                     self.refuse_view_made_leaf(t)
         if self.analyze and func is torch.Tensor.view and target is not None:
             _check_view(target, args[1:], kwargs)
@@ -585,9 +605,10 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                 self._views_made_leaves[v] = user_source_line()
 
     def refuse_view_made_leaf(self, t) -> None:
-        """Refuse the use of ``t`` (as an op's argument or a result) when it is a view of a tensor made inside
-        that was taken before ``requires_grad_()`` on that tensor: eager's view then requires grad as a leaf of
-        its own (gradients reach neither the tensor nor anything the caller sees); the graph's view is not one."""
+        """Refuse the use of ``t`` (as a result, or an argument of an op autograd would record, with no other
+        argument requiring grad) when it is a view of a tensor made inside that was taken before
+        ``requires_grad_()`` on that tensor: eager's view then requires grad as a leaf of its own (its gradient
+        reaches nothing the caller sees, but what is computed from it requires grad); the graph's view does not."""
         line = self._views_made_leaves.get(t) if isinstance(t, torch.Tensor) else None
         if line is not None:
             raise UnsupportedError("a view taken before requires_grad_() on the tensor it views (a tensor made "

@@ -4,11 +4,9 @@ Note [Aliased inputs]
 ---------------------
 Functionalization traces each graph input as its own tensor, so a write through
 one input never reaches another input that shares its storage. A compiled entry
-therefore checks, only when it mutates inputs (their data, or their geometry: ``t_()``
-bumps the version counter every view of the storage shares, which decides whether
-eager regenerates or refuses another input's views; fuzz seed 3100272), whether its
-tensor inputs share storage (``check_no_aliasing``: one ``data_ptr`` per input). If
-they do, the call is re-routed: every storage shared by several inputs, one of them mutated, becomes
+therefore checks, only when it mutates inputs, whether its tensor inputs share
+storage (``check_no_aliasing``: one ``data_ptr`` per input). If they do, the call
+is re-routed: every storage shared by several inputs, one of them mutated, becomes
 one graph input, a *synthetic base* covering the whole storage as a contiguous 1-D
 tensor (``base_of``); the compiled function rebuilds each caller's view from it
 with ``as_strided`` and its real size, stride and storage offset, so a write
@@ -174,6 +172,24 @@ def _refresh_grad_fns(tensors: list) -> None:
             pass
 
 
+def _expected_versions_holder(result: Any) -> Any:
+    """The compiled step's backward node among ``result``'s outputs, if it checks versions of inputs it wrote
+    (Note [Saved mutated inputs] in runtime/function.py)."""
+    for t in pytree.tree_leaves(result):
+        try:
+            node = t.grad_fn if isinstance(t, torch.Tensor) else None
+        except RuntimeError:   # a view made under no_grad whose base was written: eager's error is for its user
+            continue           # (fuzz --semantics12 seed 110251), and the step's node is not behind it
+        if node is not None and hasattr(node, "expected_versions"):
+            return node
+    return None
+
+
+def _expected_versions(result: Any) -> list:
+    node = _expected_versions_holder(result)
+    return list(node.expected_versions) if node is not None else []
+
+
 def _views_requiring_grad(layout, members: set) -> bool:
     """An output is a view of one of ``members`` that requires grad after the call: its gradient
     would go to the caller's tensor, whose requires_grad_() the synthetic base does not carry."""
@@ -279,11 +295,9 @@ class SyntheticBases:
         for position, _ in duplicates:
             masked[position] = None
         metadata = tuple(m for m in layout.metadata_mutations if m[0] in members_of)
-        # Eager's t_() bumped the version before the views f returns were made, and before what the
-        # function saves after it: a view made after it is not stale, a save after it expects it.
-        # The caller's tensors take the t_() after the call (recorded by autograd where eager's was),
-        # with their versions left as bumped here.
-        unrecorded = tuple(m[0] for m in metadata)
+        # Eager's t_() bumped the version before the views f returns were made: with autograd off,
+        # a view made after it is not stale (with autograd on, the caller's t_() is recorded instead).
+        unrecorded = tuple(m[0] for m in metadata if not m[-1])
         if unrecorded:
             for i in unrecorded:
                 torch.autograd.graph.increment_version(leaves[positions[i]])
@@ -310,10 +324,15 @@ class SyntheticBases:
             if leaves[positions[i]]._version == version:
                 torch.autograd.graph.increment_version(leaves[positions[i]])
         if metadata:   # the rebuilt views' t_() / as_strided_(), on the caller's tensors (versions bumped above)
+            expected = _expected_versions(result)
+            before = [t._version for t, *_ in expected]
             with contextlib.ExitStack() as stack:
                 for i in unrecorded:
                     stack.enter_context(torch.autograd._unsafe_preserve_version_counter(leaves[positions[i]]))
                 apply_metadata_mutations([leaves[p] for p in positions], metadata)
+            if expected:   # eager's recorded t_() came before the op that saved the input: its bump is expected
+                _expected_versions_holder(result).expected_versions = [
+                    (t, v + t._version - b, *rest) for (t, v, *rest), b in zip(expected, before, strict=True)]
         _take_recorded_writes(leaves, positions, aliased.groups, bases, recorded)
         for i in requires_grad_set:
             leaves[positions[i]].requires_grad_()

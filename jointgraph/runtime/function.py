@@ -154,10 +154,7 @@ class CompiledEntry:
         self.plan = plan
         self._input_hooks = hooks.prologue if hooks is not None else ()
         self.function = _make_function(forward, backward, layout, hooks) if backward is not None else None
-        # inputs whose writes (of data, or of geometry: t_(), unsqueeze_() bump the version counter a storage's
-        # views share) another input sharing their storage must see (Note [Aliased inputs])
-        self._alias_writers = tuple(sorted({*layout.mutated_inputs, *(m[0] for m in layout.metadata_mutations)}))
-        self._mutation_check = bool(self._alias_writers)
+        self._mutation_check = bool(layout.mutated_inputs)
         # Note [Input mutations]: (input index, output index, record the copy in autograd)
         self._copies = tuple((i, layout.num_user_tensors + k, i in layout.mutated_with_grad, i in layout.keep_version,
                               i in layout.written_through_views) for k, i in enumerate(layout.mutated_inputs))
@@ -192,7 +189,7 @@ class CompiledEntry:
         if layout.storage_sets:
             check_storage_sets_apart(inputs, layout.storage_sets)
         if self._mutation_check:
-            check_no_aliasing(inputs, self._alias_writers)
+            check_no_aliasing(inputs, layout.mutated_inputs)
             check_recorded_writes(inputs, layout.mutated_with_grad)
         if layout.read_after_writes and torch.is_grad_enabled():
             check_moved_views(inputs, layout.read_after_writes, self._writers_before_reads)
