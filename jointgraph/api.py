@@ -438,6 +438,9 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
                                                       if w.first_written_at is not None
                                                       and w.first_written_at <= info.grad_read_at))),
         stale_view_reads=tuple(i for i, info in enumerate(joint.inputs) if info.stale_view_read),
+        geometry_writes_beside_multi_views=tuple(
+            (i, viewed) for i, info in enumerate(joint.inputs) if info.new_metadata is not None and info.requires_grad
+            and (viewed := tuple(j for j, other in enumerate(joint.inputs) if j != i and other.multi_output_viewed))),
         version_clocks=tuple((info.saved_at, info.written_at, _clocks_by_tangent(info, tensor_outs, tangent_positions))
                              for info in joint.inputs)
         if saved_inputs and any(info.version_bumped or info.new_metadata is not None for info in joint.inputs) else (),

@@ -408,6 +408,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self._input_storages = _ByTensor()    # input -> its storage when the call began
         self._input_bytes: dict[int, int] = {}   # an input's storage -> its size in bytes when the call began
         self._views_made_leaves = _ByTensor()   # views of a tensor made inside, taken before its requires_grad_()
+        self._multi_output_storages: set = set()   # storages whose multi-output views (with grad) autograd read
         self._saved_at: dict[int, int] = {}   # storage -> the clock when autograd first saved a tensor on it
         self._saving: list[tuple[int, int]] = []   # (storage, clock) saved by the op running now
         self._inputs_read: set = set()      # first storages of inputs an op read (not through x.data)
@@ -489,6 +490,10 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         if self.analyze and func in _AS_STRIDED and target is not None:
             _check_as_strided_bounds(target, *args[1:], **kwargs, copy=_storage_id(target) in self.copies,
                                      caller_bytes=self._input_bytes.get(_storage_id(target), 0), name=name)
+        if self.analyze and _differentiates(func, name):   # a multi-output view read by autograd (seed 3100272)
+            for arg in args:
+                if isinstance(arg, torch.Tensor) and arg._is_view() and _multi_output_view(arg):
+                    self._multi_output_storages.add(_storage_id(arg))
         if self.analyze and self._views_made_leaves and _differentiates(func, name):
             tensors = [t for arg in (*args, *kwargs.values()) for t in (arg if isinstance(arg, (list, tuple))
                                                                          else (arg,)) if isinstance(t, torch.Tensor)]
@@ -788,6 +793,12 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         """The clock when autograd last read the input ``t`` itself (an op linking its node to ``t``'s
         grad_fn), or None: a read after a version bump regenerates the grad_fn of a view in eager."""
         return self._grad_read_at.get(self._input_storages.get(t))
+
+    def multi_output_viewed(self, t: torch.Tensor) -> bool:
+        """Autograd read a view a multi-output op (``chunk``, ``split``, ``unbind``) took with grad of the input ``t``
+        (or of a view of it): eager refuses that use after an in-place op bumps the version of the storage, also
+        through another input sharing it (check_geometry_writes_beside_multi_output_views in runtime/epilogue.py)."""
+        return self._input_storages.get(t) in self._multi_output_storages
 
     def stale_view_read(self, t: torch.Tensor) -> bool:
         """Autograd read a view made inside of the input ``t``'s storage after a write into it since the view was

@@ -322,6 +322,7 @@ def _eager_counters(info: InputInfo, f_arg, version: int | None, checks: EagerIn
         first_written_at=checks.first_written_at(f_arg),
         grad_read_at=checks.grad_read_at(f_arg),
         stale_view_read=checks.stale_view_read(f_arg),
+        multi_output_viewed=checks.multi_output_viewed(f_arg),
         mutated_via_data=info.mutates_data and checks.only_via_data(f_arg),   # .data counts its own versions
         # an in-place op with no new value (t_() of a view), or set_() on a detach(), which only _version sees
         version_bumped=not info.mutates_data and info.new_metadata is None

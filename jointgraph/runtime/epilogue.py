@@ -140,6 +140,21 @@ def check_stale_views_of_leaf_views(inputs: list, stale_reads: tuple) -> None:
                 hint='pass a tensor that is no view (e.g. x.clone().requires_grad_()), or pass on_unsupported="eager"')
 
 
+def check_geometry_writes_beside_multi_output_views(inputs: list, pairs: tuple) -> None:
+    """Under grad mode, refuse a call where an input the function gives new geometry in place (``t_()``,
+    ``unsqueeze_()``: a version bump of its storage) shares its storage with another input the function took
+    multi-output views of (``chunk``, ``split``, ``unbind``): eager refuses those views' use after the bump, and
+    the graph, traced with the inputs apart, does not see it (fuzz --semantics12 seed 3100272)."""
+    for i, viewed in pairs:
+        storage = inputs[i].untyped_storage().data_ptr()
+        if storage and any(inputs[j].untyped_storage().data_ptr() == storage for j in viewed):
+            raise RefusedCall(
+                f"input {i} is given new geometry in place (t_(), unsqueeze_(), ...) and shares its storage with an "
+                "input the function took chunk() / split() / unbind() views of: eager refuses those views' use "
+                "after the version bump, which the graph, traced on the inputs apart, cannot follow",
+                hint='pass distinct tensors (e.g. .clone()), or pass on_unsupported="eager"')
+
+
 def check_view_of_leaf(inputs: list, written: tuple) -> None:
     """Eager's error for an in-place op autograd records (``t_()`` included) on a view of a leaf
     that requires grad: the caller's input, or a view the function took of it. Raised before the

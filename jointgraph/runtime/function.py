@@ -43,6 +43,7 @@ from .epilogue import (
     apply_mutations,
     apply_storage_sets,
     autograd_root,
+    check_geometry_writes_beside_multi_output_views,
     check_moved_views,
     check_recorded_writes,
     check_stale_views_of_leaf_views,
@@ -126,6 +127,8 @@ class EntryLayout:
     # (input, inputs written before autograd last read it): check_moved_views in runtime/epilogue.py
     read_after_writes: tuple[tuple[int, tuple[int, ...]], ...] = ()
     stale_view_reads: tuple[int, ...] = ()      # InputInfo.stale_view_read: check_stale_views_of_leaf_views
+    # (input given new geometry in place, inputs multi-output views were taken of): check_geometry_writes_beside_...
+    geometry_writes_beside_multi_views: tuple[tuple[int, tuple[int, ...]], ...] = ()
     # (k, j): flat output k is the object eager returns as output j too (``return t0, t1, t1``; t1 a view)
     same_objects: tuple[tuple[int, int], ...] = ()
 
@@ -193,6 +196,8 @@ class CompiledEntry:
             check_recorded_writes(inputs, layout.mutated_with_grad)
         if layout.read_after_writes and torch.is_grad_enabled():
             check_moved_views(inputs, layout.read_after_writes, self._writers_before_reads)
+        if layout.geometry_writes_beside_multi_views and torch.is_grad_enabled():
+            check_geometry_writes_beside_multi_output_views(inputs, layout.geometry_writes_beside_multi_views)
         if layout.stale_view_reads and torch.is_grad_enabled():
             check_stale_views_of_leaf_views(inputs, layout.stale_view_reads)
         if layout.written_with_grad and torch.is_grad_enabled():
