@@ -1735,3 +1735,36 @@ def test_geometry_write_of_an_aliased_input_keeps_gradients_and_versions(how):
     got, want = run(compiled), run(f)
     assert got[0] == want[0] and got[2:] == want[2:]
     torch.testing.assert_close(got[1], want[1])
+
+
+def test_windows_overlap_matches_the_memory_the_elements_cover():
+    """The stride test of inputs whose elements overlap without a stride of 0 (fuzz seed 3602516, an unfold passed
+    into Dynamo's next graph and written), against the offsets of every element over random geometries."""
+    from jointgraph.capture.inplace import windows_overlap
+
+    rng = random.Random(1)
+    memory = torch.zeros(600)
+    found = 0
+    for _ in range(2000):
+        sizes = [rng.choice([1, 2, 3, 4]) for _ in range(rng.randint(1, 4))]
+        strides = [rng.choice([1, 2, 3, 4, 6, 8, 12]) for _ in sizes]
+        t = memory.as_strided(sizes, strides)
+        offsets = torch.zeros(sizes, dtype=torch.int64)
+        for d, (n, st) in enumerate(zip(sizes, strides, strict=True)):
+            shape = [1] * len(sizes)
+            shape[d] = n
+            offsets = offsets + (torch.arange(n) * st).reshape(shape)
+        overlap = offsets.unique().numel() < offsets.numel()
+        found += overlap
+        assert windows_overlap(t) == overlap, (sizes, strides)
+    assert found > 100
+
+
+def test_an_unfold_passed_into_the_next_dynamo_graph_and_written_is_refused():
+    """Fuzz seed 3602516: Dynamo's graph break after t_() passes the unfold (overlapping windows) into the next
+    graph, which wrote it as a dense tensor (half of eager's values)."""
+    program = Program.scenario("def f(a, b):\n    t0 = a.unfold(0, 2, 1)\n    b.t_()\n    t0.add_(t0)\n    return b",
+                               "leaf = torch.randn(4, 4, requires_grad=True)\nbase = leaf.clone()\nx1 = base.view(-1)\n"
+                               "base, x1")
+    outcome = check(program, CONTENDERS["dynamo"])
+    assert outcome.status == "refused" and "overlap" in outcome.message, outcome.message

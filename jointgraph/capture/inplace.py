@@ -1079,6 +1079,19 @@ _IDEMPOTENT = frozenset({"clamp_", "clamp_min_", "clamp_max_", "clip_", "relu_",
                          "trunc_", "round_", "nan_to_num_", "hardtanh_"})
 
 
+def windows_overlap(t: torch.Tensor) -> bool:
+    """Some elements of ``t`` share a memory location through strides that are not 0 (overlapping windows of an
+    unfold); a quick test of strides first, which clears every tensor whose dimensions nest."""
+    if has_internal_overlap(t) or t.numel() <= 1 or not static(*geometry(t)) or _dense(t):
+        return False
+    reach = 0   # the largest offset the dimensions of smaller stride reach
+    for stride, size in sorted((st, sz) for sz, st in zip(t.shape, t.stride(), strict=True) if sz > 1):
+        if stride <= reach:
+            return _overlapping(t)
+        reach += (size - 1) * stride
+    return False
+
+
 def _overlapping(t: torch.Tensor) -> bool:
     """Some elements of ``t`` share a memory location (a stride of 0, or windows of an unfold that
     overlap): concrete geometry only."""

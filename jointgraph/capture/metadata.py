@@ -68,7 +68,7 @@ from .context import (
 from .fallbacks import MetaFallbacks
 from .generators import GeneratorArgs, rng_state_as_effects
 from .hooks_inside import HooksInside, HookTable
-from .inplace import VIEW_OF_LEAF, EagerInPlaceChecks, ExpandedInputWritten
+from .inplace import VIEW_OF_LEAF, EagerInPlaceChecks, ExpandedInputWritten, windows_overlap
 from .leaves import LeafSlots, shares_version_counter
 from .symbolic import geometry_carriers
 from .unbacked import fresh_symbols_ignored
@@ -482,6 +482,12 @@ def _input_info(f_arg, fake_arg, role: Role, grad_fn_before, writes_before: int 
     mutated = written and bool(torch._functionalize_has_data_mutation(elem))
     if mutated and has_internal_overlap(fake_arg):
         raise ExpandedInputWritten()
+    if mutated and windows_overlap(fake_arg):   # fuzz seed 3602516 (an unfold passed on by Dynamo)
+        raise UnsupportedError("an input whose elements overlap without a stride of 0 (windows of an unfold) is "
+                               "written in place: eager writes each shared element once per window, in its "
+                               "kernel's order, which a functional graph cannot express",
+                               hint='pass the tensor the windows were taken from (or a clone of the input), or '
+                                    'pass on_unsupported="eager"')
     recorded = f_arg.grad_fn is not grad_fn_before   # autograd saw an in-place op on it
     if recorded and not mutated and type(f_arg.grad_fn).__name__ == "CopySlices":   # also after t_() (403386)
         # No value and no geometry changed, yet autograd rewrote the input's history through a view:
