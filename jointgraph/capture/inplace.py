@@ -296,7 +296,7 @@ _GRAD_FN_GETTERS = ("grad_fn", "is_leaf")   # attributes whose read regenerates 
 
 
 # attributes whose read tells a leaf from another tensor, or gives a differentiable view
-_AUTOGRAD_ATTRIBUTES = frozenset({"is_leaf", "grad_fn", "T", "mT", "H", "mH", "real", "imag"})
+_AUTOGRAD_ATTRIBUTES = frozenset({*_GRAD_FN_GETTERS, "T", "mT", "H", "mH", "real", "imag"})
 
 
 def _differentiates(func, name: str) -> bool:
@@ -343,9 +343,11 @@ def _reached(t) -> set[int]:
         stack.extend(next_node for next_node, _ in node.next_functions)
     return seen
 
-# autograd's error for such a view read after an in-place op on its base (its grad_fn cannot be regenerated)
-_MULTI_OUTPUT_VIEW_STALE = "its base or another view of its base has been modified inplace. This view is the output " \
-    "of a function that returns multiple views."
+# autograd's error for a view read after an in-place op on its base that it cannot regenerate the grad_fn after
+VIEW_OF_MODIFIED_BASE = "its base or another view of its base has been modified inplace"
+# ... for a view one multi-output op made with grad
+_MULTI_OUTPUT_VIEW_STALE = (f"{VIEW_OF_MODIFIED_BASE}. This view is the output of a function that returns "
+                            "multiple views.")
 
 
 def _multi_output_view(t: torch.Tensor) -> bool:
@@ -423,7 +425,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             self._input_storages[t] = _storage_id(t)
             nbytes = from_fun(t).untyped_storage().nbytes()
             if isinstance(nbytes, int):   # the caller's storage (a write may give the traced value a smaller one)
-                self._input_bytes[_storage_id(t)] = max(nbytes, self._input_bytes.get(_storage_id(t), 0))
+                self._input_bytes[_storage_id(t)] = nbytes
 
     def check_storage_kept(self, t: torch.Tensor) -> None:
         """Refuse a tensor whose storage was swapped behind functionalization's back (``t.data = y``
@@ -490,11 +492,12 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         if self.analyze and func in _AS_STRIDED and target is not None:
             _check_as_strided_bounds(target, *args[1:], **kwargs, copy=_storage_id(target) in self.copies,
                                      caller_bytes=self._input_bytes.get(_storage_id(target), 0), name=name)
-        if self.analyze and _differentiates(func, name):   # a multi-output view read by autograd (seed 3100272)
+        differentiates = self.analyze and _differentiates(func, name)
+        if differentiates:   # a multi-output view read by autograd (fuzz --semantics12 seed 3100272)
             for arg in args:
-                if isinstance(arg, torch.Tensor) and arg._is_view() and _multi_output_view(arg):
+                if isinstance(arg, torch.Tensor) and _multi_output_view(arg):
                     self._multi_output_storages.add(_storage_id(arg))
-        if self.analyze and self._views_made_leaves and _differentiates(func, name):
+        if differentiates and self._views_made_leaves:
             tensors = [t for arg in (*args, *kwargs.values()) for t in (arg if isinstance(arg, (list, tuple))
                                                                          else (arg,)) if isinstance(t, torch.Tensor)]
             # with another argument requiring grad, the result requires grad in ours as in eager
@@ -954,8 +957,7 @@ class ExpandedViews:
         source = self._source.get(target)
         if source is None:
             return False
-        if torch.is_grad_enabled() and target.requires_grad and target._is_view() \
-                and torch._C._autograd._get_creation_meta(target) == _MULTI_OUTPUT_NODE:
+        if torch.is_grad_enabled() and _multi_output_view(target):
             raise RuntimeError(MULTI_OUTPUT_VIEW_WRITTEN)   # eager's, before its op runs (fuzz seed 1902498)
         if _storage_id(source) != _storage_id(target):
             # a set_() (or .data =) moved the source off the memory the target views (fuzz seed 3003200)

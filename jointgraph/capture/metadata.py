@@ -68,7 +68,7 @@ from .context import (
 from .fallbacks import MetaFallbacks
 from .generators import GeneratorArgs, rng_state_as_effects
 from .hooks_inside import HooksInside, HookTable
-from .inplace import VIEW_OF_LEAF, EagerInPlaceChecks, ExpandedInputWritten, windows_overlap
+from .inplace import VIEW_OF_LEAF, VIEW_OF_MODIFIED_BASE, EagerInPlaceChecks, ExpandedInputWritten, windows_overlap
 from .leaves import LeafSlots, shares_version_counter
 from .symbolic import geometry_carriers
 from .unbacked import fresh_symbols_ignored
@@ -690,7 +690,6 @@ def returned(out, info: OutputInfo):
     return out._base if info.kind == "tensor" and info.view_meta is not None else out
 
 
-_VIEW_OF_MODIFIED_BASE = "its base or another view of its base has been modified inplace"
 # A view that requires grad (of an input given ``requires_grad_()`` inside) whose autograd base does
 # not (the caller's base), seen as written after it was made: autograd regenerates its grad_fn by
 # replaying the view ops on the base, which on functional fakes gives no grad_fn and clears its
@@ -716,7 +715,7 @@ def _base_written_after(out) -> bool:
     try:
         out.grad_fn   # noqa: B018 (autograd checks the view's version here)
     except RuntimeError as exc:
-        return _VIEW_OF_MODIFIED_BASE in str(exc)
+        return VIEW_OF_MODIFIED_BASE in str(exc)
     return False
 
 
@@ -725,7 +724,7 @@ def _from_custom_function(out) -> bool:
     try:
         grad_fn = out.grad_fn
     except RuntimeError as exc:   # a multi-output view whose base was written: eager raises on its use
-        if _VIEW_OF_MODIFIED_BASE in str(exc) or _STALE_VIEW_OF_NON_GRAD_BASE in str(exc):
+        if VIEW_OF_MODIFIED_BASE in str(exc) or _STALE_VIEW_OF_NON_GRAD_BASE in str(exc):
             return False
         raise
     return isinstance(grad_fn, torch.autograd.function.BackwardCFunction) or type(grad_fn).__name__ == "CppFunction"
