@@ -524,11 +524,17 @@ def _inputs_eager_saves(graph, written: dict) -> tuple[frozenset, frozenset]:
     (an input to recompute from, where eager kept a value computed from it); eager's checks are
     these, whatever ours saves. ``written``: ``_written_in(graph, mutated)``."""
     plain, new = set(), set()
+    backward = None
     for choice in plan_default(graph):
         root = storage_root(choice.node)
         if root in written:
             new.add(written[root])
         elif (i := input_index_of(root)) is not None:   # the input, or the trace's copy of it
+            copied = choice.node.meta.get("read_through_clone")
+            if copied:   # passes/remove_clones.py: eager saved its copy where the forward read only that
+                backward = backward_nodes(graph) if backward is None else backward
+                if all(u.name in copied for u in choice.node.users if u.op != "output" and u not in backward):
+                    continue
             plain.add(i)
     return frozenset(plain), frozenset(new)
 

@@ -1768,3 +1768,143 @@ def test_an_unfold_passed_into_the_next_dynamo_graph_and_written_is_refused():
                                "base, x1")
     outcome = check(program, CONTENDERS["dynamo"])
     assert outcome.status == "refused" and "overlap" in outcome.message, outcome.message
+
+
+@pytest.mark.parametrize("partitioner", ["default", "mincut", "budget"])
+def test_views_of_aliased_inputs_follow_the_callers_tensor_after_requires_grad(partitioner):
+    """Fuzz seed 3604254 (through Dynamo, whose graph break after ``b[0]`` runs ``requires_grad_()`` between
+    graphs): a view of an input sharing storage with another mutated input was returned as a view of the
+    synthetic base, so the caller's later ``requires_grad_()`` did not reach it, as it does eager's. A view
+    taken through ``detach()`` stays cut off, as eager's."""
+    def f(a, b):
+        b.add_(a)
+        return b[0], b.detach()[1], a[2]
+
+    def make():
+        base = torch.randn(4, 3, generator=torch.Generator().manual_seed(0))
+        return base, base.detach()
+
+    options = {"memory_budget": 0.5} if partitioner == "budget" else {}
+    compiled = jointgraph.aot_function(f, partitioner=partitioner, **options)
+    for fn in (f, compiled):
+        a, b = make()
+        outs = fn(a, b)
+        b.requires_grad_()
+        if fn is f:
+            want = [(o.requires_grad, o.clone()) for o in outs]
+        else:
+            got = [(o.requires_grad, o.clone()) for o in outs]
+    assert [r for r, _ in got] == [r for r, _ in want] == [True, False, False]
+    for (_, g), (_, w) in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w)
+    program = Program.scenario("def f(a, b, c):\n    b.add_(a)\n    t0 = b[0]\n    c.requires_grad_()\n"
+                               "    return t0.sum()",
+                               "base0 = torch.randn(4, 3)\nx1 = base0.detach()\nbase0, x1, x1")
+    assert check(program, CONTENDERS["dynamo"]).status == "pass"
+
+
+@pytest.mark.parametrize("partitioner", ["default", "mincut", "budget"])
+@pytest.mark.parametrize("after", ["unsqueeze_", "mul_"])
+def test_an_input_eager_copied_then_modified_after_the_call_is_never_eagers_version_error(partitioner, after):
+    """Fuzz seed 3802020 (Dynamo's graph break before ``a.unsqueeze_(0)``): eager saved ``a.clone()`` for
+    ``sin_``; the clone is removed (passes/remove_clones.py) and the plan saves ``a``, whose version then moves.
+    The backward raised eager's version error, which eager does not raise: it gives eager's gradients or
+    refuses by name."""
+    def f(a):
+        t1 = a.clone()
+        t1.sin_()
+        return t1
+
+    def run(fn):
+        leaf = torch.tensor([0.7, 0.1, 0.3], requires_grad=True)
+        a = leaf.clone()
+        out = fn(a)
+        getattr(a, after)(0 if after == "unsqueeze_" else 2.0)
+        out.sum().backward()
+        return leaf.grad
+
+    want = run(f)
+    options = {"memory_budget": 0.5} if partitioner == "budget" else {}
+    try:
+        got = run(jointgraph.aot_function(f, partitioner=partitioner, **options))
+    except jointgraph.UnsupportedError as e:
+        assert "modified in place after the call" in str(e), str(e)
+    else:
+        torch.testing.assert_close(got, want)
+    program = Program.scenario("def f(a):\n    t1 = a.clone()\n    t1.sin_()\n    a.unsqueeze_(0)\n    return t1",
+                               "leaf0 = torch.randn(3, requires_grad=True)\nbase0 = leaf0.clone()\nbase0,")
+    assert check(program, CONTENDERS["dynamo"]).status in ("pass", "refused")
+
+
+@pytest.mark.parametrize("contender", ["default", "mincut", "budget", "dynamo"])
+def test_a_new_leaf_on_a_written_aliased_input_keeps_eagers_saved_version(contender):
+    """Fuzz --semantics12 seed 3901993: ``a`` (a view of ``base``) written beside ``c = base.detach()``, then a
+    leaf made of ``c`` saved by ``sin``. The write that gives ``a`` its history (Note [Errors in the backward])
+    bumped the version after the step had recorded the one its backward expects: a version error eager does
+    not raise."""
+    program = Program.scenario("def f(a, c):\n    a.mul_(a)\n    t1 = c.detach().requires_grad_()\n"
+                               "    t2 = t1.sin()\n    return t2[1:]",
+                               "leaf0 = torch.randn(5, requires_grad=True)\nbase0 = leaf0.clone()\n"
+                               "x0 = base0[1:4]\nx2 = base0.detach()\nx0, x2")
+    outcome = check(program, CONTENDERS[contender])
+    assert outcome.status == "pass", outcome.message
+
+
+@pytest.mark.parametrize("contender", ["default", "mincut", "budget", "dynamo"])
+def test_a_write_into_an_expand_of_a_tensor_given_another_storage(contender):
+    """Fuzz seed 3803057: ``a.set_(c)`` noted that ``a`` views no expand, and the expand taken of ``a`` after it
+    was then not known as one: functionalization's own path for the write crashed on bool."""
+    program = Program.scenario("def f(a, c):\n    a.set_(c)\n    with torch.no_grad():\n"
+                               "        a.expand(2, 4)[-1] = False\n    return c[1:]",
+                               "x = torch.randn(2, 2) > 0\nbase = torch.randn(4) > 0\nx, base")
+    outcome = check(program, CONTENDERS[contender])
+    assert outcome.status == "pass", outcome.message
+
+
+def test_writes_after_as_strided_of_a_view_match_eager_or_are_refused():
+    """Fuzz --semantics12 seed 3903057: ``t1 = t0[::2]; t1.as_strided_((2,), (1,)); t1.zero_()`` zeroed the
+    storage's elements 0 and 2, eager's 0 and 1. Random views of an input or an intermediate, random
+    ``as_strided_`` geometries, then a write: eager's values, or a refusal by name; never another value."""
+    rng = random.Random(0)
+    views = ["a.reshape(-1)[::2]", "a.reshape(-1)[1::3]", "a.reshape(-1)[2:]", "a.t()", "a[1]", "a[:, 1]", "a[1:3]",
+             "a.view(-1)", "a[::2, :]", "a.t()[1:]", "a.unflatten(0, (2, 2))[1]", "a.view(2, 4)"]
+    outcomes = {"pass": 0, "refused": 0}
+    for _ in range(120):
+        size, stride, offset = rng.randint(1, 3), rng.choice([1, 2, 3]), rng.choice([None, 0, 1, 2])
+        geometry = f"({size},), ({stride},)" + ("" if offset is None else f", {offset}")
+        made = rng.random() < 0.5
+        source = (f"def f(a):\n    {'a = a * 1' if made else 'pass'}\n    t1 = {rng.choice(views)}\n"
+                  f"    t1.as_strided_({geometry})\n    t1.mul_(0)\n    return a * 1\n")
+        namespace: dict = {}
+        exec(source, namespace)
+        f = namespace["f"]
+        try:
+            want = f(torch.arange(1.0, 9.0).view(4, 2))
+        except RuntimeError:
+            continue
+        try:
+            got = jointgraph.aot_function(f)(torch.arange(1.0, 9.0).view(4, 2))
+        except jointgraph.UnsupportedError as e:
+            assert "as_strided_()" in str(e), (source, str(e))
+            outcomes["refused"] += 1
+            continue
+        assert torch.equal(got, want), source
+        outcomes["pass"] += 1
+    assert outcomes["pass"] > 10 and outcomes["refused"] > 10, outcomes
+
+
+@pytest.mark.parametrize("contender", ["default", "mincut", "dynamo"])
+def test_an_unbind_view_passed_beside_its_written_base_is_eagers_error_or_refused(contender):
+    """Fuzz --semantics12 seed 3902590 (Dynamo passes ``t0 = a.unbind(0)[0]`` into its next graph, which writes
+    ``a``): eager refuses ``t0``'s use after the write; the views rebuilt from the inputs' common storage had
+    lost what made ``t0`` a multi-output view, and the compiled call returned a value."""
+    program = Program.scenario("def f(a, t0):\n    a.add_(a)\n    return t0.sum()",
+                               "leaf = torch.randn(6, requires_grad=True)\nbase = (leaf * 1)[::2]\n"
+                               "t0 = base.unbind(0)[0]\nbase, t0")
+    outcome = check(program, CONTENDERS[contender])
+    assert outcome.status in ("pass", "refused"), outcome.message
+    program = Program.scenario("def f(a):\n    t0 = a.unbind(0)[0]\n    t1 = a * t0\n    t1.data = t1.data * 2\n"
+                               "    a.add_(a)\n    return t0.sum()",
+                               "leaf = torch.randn(6, requires_grad=True)\nbase = leaf * 1\nx = base[::2]\nx,")
+    outcome = check(program, CONTENDERS[contender])
+    assert outcome.status in ("pass", "refused"), outcome.message

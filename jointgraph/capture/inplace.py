@@ -350,7 +350,7 @@ _MULTI_OUTPUT_VIEW_STALE = (f"{VIEW_OF_MODIFIED_BASE}. This view is the output o
                             "multiple views.")
 
 
-def _multi_output_view(t: torch.Tensor) -> bool:
+def multi_output_view(t: torch.Tensor) -> bool:
     """``t`` is one of the views a multi-output op (``chunk``, ``split``, ``unbind``) made with autograd on."""
     return t.requires_grad and t._is_view() and torch._C._autograd._get_creation_meta(t) == _MULTI_OUTPUT_NODE
 
@@ -397,6 +397,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self._refreshed: set = set()
         self._watched = _ByTensor()            # views standing for inputs (Note [Aliased inputs]) -> True
         self._refreshed_watched = _ByTensor()  # ... whose grad_fn eager regenerated
+        self._viewed_from = _ByTensor()        # views of watched views -> (that view, taken through detach())
+        self._regeometried = _ByTensor()       # views of part of a base given a geometry by as_strided_(), their views
         self._writes: dict[int, int] = {}      # storage -> in-place ops on it that bump its version
         self._views: dict[int, list] = {}      # storage -> weak references to views made of it inside
         self.reshaped_under_views = False      # an in-place view op ran on a storage with views made before
@@ -495,7 +497,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         differentiates = self.analyze and _differentiates(func, name)
         if differentiates:   # a multi-output view read by autograd (fuzz --semantics12 seed 3100272)
             for arg in args:
-                if isinstance(arg, torch.Tensor) and _multi_output_view(arg):
+                if isinstance(arg, torch.Tensor) and multi_output_view(arg):
                     self._multi_output_storages.add(_storage_id(arg))
         if differentiates and self._views_made_leaves:
             tensors = [t for arg in (*args, *kwargs.values()) for t in (arg if isinstance(arg, (list, tuple))
@@ -559,6 +561,10 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         if self.analyze:
             if in_place or target is not None and name in _DUNDER_WRITES:
                 self._refuse_write_under_reshaped_view(name, target)
+                if self._regeometried.get(target):
+                    raise _write_after_as_strided_of_a_view(name)
+            if name == "as_strided_" and target is not None and target._is_view() and not _covers_its_base(target):
+                self._regeometried[target] = True
             if in_place or target is not None and (name in _DUNDER_WRITES or name in _VERSIONED_METADATA):
                 self._record_write(target)
             if target is not None and name in _VERSIONED_METADATA and target.requires_grad \
@@ -633,6 +639,10 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                                    or func is _GET_DATA   # x.data in a Dynamo graph
                                    or self._data_aliases.get(target) and a_view):
             self._data_aliases[result] = True   # x.data, or a view of it (every trace: writes into expands ask)
+        if a_view and self._watched:
+            self._note_viewed_from(func, name, target, result)
+        if a_view and self._regeometried.get(target):
+            self._regeometried[result] = True
         if not self.analyze:
             return
         if result is target and self._made.get(result, (None,))[0] == storage:
@@ -670,7 +680,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         inputs = getattr(_AS_INPUTS, "ids", ())   # views rebuilt from a synthetic base stand for inputs
         views = [v for ref in self._views.get(_storage_id(target), ()) if (v := ref()) is not None]
         # a view one multi-output op made with grad has no gradient to regenerate: eager raises on any use
-        others = any(v is not target and id(v) not in inputs and not _multi_output_view(v) for v in views)
+        others = any(v is not target and id(v) not in inputs and not multi_output_view(v) for v in views)
         if others or name == "as_strided_" and any(v is target for v in views) and id(target) not in inputs:
             raise stale_view_error(f"{name} on a tensor that requires grad, with a view of it taken earlier inside "
                                    "the function (or, for as_strided_, on such a view): the gradient through the "
@@ -862,6 +872,20 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                 if self._watched.get(t):
                     self._refreshed_watched[t] = True
 
+    def _note_viewed_from(self, func, name: str, target: torch.Tensor, result: torch.Tensor) -> None:
+        """``result``, a view of ``target``, descends from a watched view: remember which, and whether a
+        ``detach()`` / ``.data`` on the way cut it from that view's autograd (fuzz seed 3604254)."""
+        source = (target, False) if self._watched.get(target) else self._viewed_from.get(target)
+        if source is None:
+            return
+        cut = name in ("detach", "detach_") or name == "__get__" and getattr(func, "__self__", None) is _DATA \
+            or func is _GET_DATA
+        self._viewed_from[result] = (source[0], source[1] or cut)
+
+    def viewed_from(self, t: torch.Tensor) -> tuple | None:
+        """(the watched view ``t`` was taken from, through a detach()) or None."""
+        return self._viewed_from.get(t)
+
     def refreshed(self, t: torch.Tensor) -> bool:
         """The watched view ``t`` had its grad_fn regenerated by eager after a recorded write into its storage
         (by an op reading it, or the write itself): the caller's tensor it stands for must too."""
@@ -927,6 +951,28 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
 _FILL_VALUE = {"fill_": 0, "zero_": None, "masked_fill_": 1, "index_fill_": 2, "__setitem__": 1, "index_put_": 1}
 
 
+def _covers_its_base(t: torch.Tensor) -> bool:
+    """The view ``t`` lies on its (contiguous) base's memory exactly as the base does: functionalization's
+    replay of an ``as_strided_`` of it then means what eager's does."""
+    v, b = from_fun(t), from_fun(t._base)
+    return all(static(*geometry(x)) for x in (v, b)) and b.is_contiguous() and v.is_contiguous() \
+        and v.storage_offset() == b.storage_offset() == 0 and v.numel() == b.numel()
+
+
+def _write_after_as_strided_of_a_view(name: str) -> UnsupportedError:
+    """Fuzz --semantics12 seed 3903057: ``t1 = t0[::2]; t1.as_strided_((2,), (1,)); t1.zero_()``. Eager's
+    ``as_strided_`` places ``t1`` on its storage's elements 0 and 1; functionalization replays it on the
+    view's own elements (0 and 2 of the storage), so a write through it lands elsewhere. Refused for
+    views that do not lie on their base's memory as the base does (``_covers_its_base``), a rule
+    checked against eager over random views and geometries (tests/test_input_semantics.py)."""
+    return UnsupportedError(
+        f"{name} through a tensor given its geometry by as_strided_() while it was a view of part of its base (a "
+        "slice, a column, a strided slice) cannot be compiled: the trace places the new geometry on the view's "
+        "elements, eager on its storage's",
+        source=user_source_line(),
+        hint='write into a clone, or pass on_unsupported="eager"')
+
+
 class ExpandedViews:
     """The tensors that are views of an ``expand``, each with the tensor that was expanded."""
 
@@ -938,8 +984,9 @@ class ExpandedViews:
         writes through one, whether its windows overlap or not) or a view of one."""
         if target is None:
             return
-        if func in _EXPANDS or func is torch.Tensor.unfold:
-            self._source[result] = self._source.get(target, target)
+        if func in _EXPANDS or func is torch.Tensor.unfold:   # set_() may have noted None: viewing no expand
+            source = self._source.get(target)                 # (fuzz seed 3803057)
+            self._source[result] = target if source is None else source
             return
         source = self._source.get(target)
         if source is not None and result is not target and _storage_id(result) == _storage_id(target):
@@ -957,7 +1004,7 @@ class ExpandedViews:
         source = self._source.get(target)
         if source is None:
             return False
-        if torch.is_grad_enabled() and _multi_output_view(target):
+        if torch.is_grad_enabled() and multi_output_view(target):
             raise RuntimeError(MULTI_OUTPUT_VIEW_WRITTEN)   # eager's, before its op runs (fuzz seed 1902498)
         if _storage_id(source) != _storage_id(target):
             # a set_() (or .data =) moved the source off the memory the target views (fuzz seed 3003200)

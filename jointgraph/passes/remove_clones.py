@@ -19,7 +19,9 @@ def remove_clones(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     Expects: a functional joint graph (nothing is mutated in place). Guarantees: same
     values; a clone is kept when it is a graph output or the storage of one (a view of it is
     returned: outputs must not alias each other or inputs where eager's do not), or when it
-    changes strides (a memory-format copy).
+    changes strides (a memory-format copy). A clone of an input leaves the names of the
+    nodes that read the copy in the input's ``meta["read_through_clone"]``: eager saved the
+    copy for them, not the input, and its version check is the copy's (fuzz seed 3802020).
     """
     graph = gm.graph
     returned = [v for v in output_node(graph).args[0] if isinstance(v, torch.fx.Node)]
@@ -33,6 +35,9 @@ def remove_clones(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
             continue
         if before.stride() != after.stride() or before.dtype != after.dtype:
             continue
+        if source.op == "placeholder":
+            source.meta["read_through_clone"] = source.meta.get("read_through_clone", frozenset()) \
+                | {u.name for u in node.users}
         node.replace_all_uses_with(source)
         graph.erase_node(node)
     gm.recompile()

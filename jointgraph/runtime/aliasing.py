@@ -40,11 +40,11 @@ import torch
 import torch.utils._pytree as pytree
 
 from ..capture.context import treated_as_inputs
-from ..capture.inplace import analysis
+from ..capture.inplace import analysis, multi_output_view
 from ..capture.inputs import unflattener
 from ..errors import UnsupportedError
 from ..ir.sizes import extent
-from .epilogue import apply_metadata_mutations
+from .epilogue import RefusedCall, apply_metadata_mutations
 from .epilogue import autograd_root as _root
 
 
@@ -197,12 +197,13 @@ def _views_requiring_grad(layout, members: set) -> bool:
 
 
 def _views_of_bases(fn: Callable, spec, views: tuple, duplicates: tuple, returned: dict,
-                    refreshed: set) -> Callable:
+                    refreshed: set, viewed: dict) -> Callable:
     """``fn`` over (bases, other leaves): each view leaf rebuilt from its base, a repeated leaf
     (``duplicates``: (position, first position)) as the same object. ``returned`` receives, at
     trace time, which flat outputs are those rebuilt leaves themselves; ``refreshed``, the positions
     of the leaves whose grad_fn eager regenerated after a recorded write into their storage
-    (Note [Writes through a view of an input] in runtime/epilogue.py): the caller's must be too."""
+    (Note [Writes through a view of an input] in runtime/epilogue.py): the caller's must be too;
+    ``viewed``, which flat outputs are views taken from a rebuilt leaf: (its position, through a detach())."""
     def call(bases: list, masked: list) -> Any:
         leaves = list(masked)
         rebuilt = {}
@@ -226,12 +227,29 @@ def _views_of_bases(fn: Callable, spec, views: tuple, duplicates: tuple, returne
         if checks is not None:
             refreshed.clear()
             refreshed.update(position for position, *_ in views if checks.refreshed(leaves[position]))
+            viewed.clear()
+            positions = {id(leaves[position]): position for position, *_ in views}
+            for k, v in enumerate(flat):
+                source = checks.viewed_from(v) if isinstance(v, torch.Tensor) and k not in returned else None
+                if source is not None and id(source[0]) in positions:
+                    viewed[k] = (positions[id(source[0])], source[1])
         return result
 
     # A cache hit would not trace, and ``returned`` is filled by the trace: never from disk (jointgraph/cache).
     call.__jointgraph_uncacheable__ = "synthetic bases of aliased inputs (Note [Aliased inputs]) are found by tracing"
 
     return call
+
+
+def _view_of_caller(out: torch.Tensor, leaf: torch.Tensor, detached: bool) -> torch.Tensor:
+    """``out``, a view the function took of an aliased input and returned, as a view of the caller's
+    tensor ``leaf`` rather than of the synthetic base, as eager's: a later ``leaf.requires_grad_()``
+    then reaches it (fuzz seed 3604254, through Dynamo). Only where neither requires grad (no history
+    to keep) and ``out`` still lies on ``leaf``'s storage in its dtype."""
+    if out.requires_grad or leaf.requires_grad or out.dtype != leaf.dtype \
+            or out.untyped_storage().data_ptr() != leaf.untyped_storage().data_ptr():
+        return out
+    return (leaf.detach() if detached else leaf).as_strided(out.shape, out.stride(), out.storage_offset())
 
 
 def _raised_while_tracing(exc: BaseException) -> bool:
@@ -271,6 +289,13 @@ class SyntheticBases:
         bases, views = [], []
         for group in aliased.groups:
             members = [leaves[positions[i]] for i in group]
+            # fuzz --semantics12 seed 3902590 (Dynamo passes an unbind() output into its next graph)
+            if torch.is_grad_enabled() and any(i in recorded for i in group) and any(map(multi_output_view, members)):
+                raise RefusedCall(
+                    "an input that is a chunk() / split() / unbind() view shares storage with an input the function "
+                    "writes with autograd recording it: eager refuses the view's use after the write, which the "
+                    "views rebuilt from their common storage cannot follow",
+                    hint='pass distinct tensors (e.g. .clone()), or pass on_unsupported="eager"')
             base = base_of(members, tuple(i in recorded for i in group))
             if base is None:   # a refusal, which no caller answers with synthetic bases again (an ExpandedEntry's
                 raise UnsupportedError(aliased.what, hint=aliased.hint) from aliased   # outer call: seed 1201873)
@@ -286,9 +311,10 @@ class SyntheticBases:
         if found is None:
             returned: dict[int, int] = {}
             refreshed: set[int] = set()
-            inner_fn = _views_of_bases(self.fn, spec, tuple(views), duplicates, returned, refreshed)
-            found = self._inner[key] = (self.make_compiled(inner_fn), returned, refreshed)
-        inner, returned, refreshed = found
+            viewed: dict[int, tuple[int, bool]] = {}
+            inner_fn = _views_of_bases(self.fn, spec, tuple(views), duplicates, returned, refreshed, viewed)
+            found = self._inner[key] = (self.make_compiled(inner_fn), returned, refreshed, viewed)
+        inner, returned, refreshed, viewed = found
         masked = list(leaves)
         for position, *_ in views:
             masked[position] = None
@@ -338,9 +364,11 @@ class SyntheticBases:
             leaves[positions[i]].requires_grad_()
         if refreshed and torch.is_grad_enabled():
             _refresh_grad_fns([leaves[p] for p in refreshed])
-        if not returned:
+        if not returned and not viewed:
             return result
         flat, out_spec = pytree.tree_flatten(result)
         for k, position in returned.items():
             flat[k] = leaves[position]   # the caller's own tensor, as eager returns it
+        for k, (position, detached) in viewed.items():
+            flat[k] = _view_of_caller(flat[k], leaves[position], detached)
         return unflattener(out_spec)(flat)   # a torch.Size stays one

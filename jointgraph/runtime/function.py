@@ -238,12 +238,17 @@ class CompiledEntry:
                                         data=k in layout.data_views)) for k in layout.set_views)
         if sources:
             apply_storage_sets(inputs, sources, layout.storage_sets)
+        expecting = None
         if layout.saved_mutated:   # only entries with a backward save anything
-            _expect_versions(outs, inputs, layout.saved_mutated)
+            expecting = _expect_versions(outs, inputs, layout.saved_mutated)
         if layout.moved_onto_inputs:
             _move_onto_inputs(outs, inputs, layout.moved_onto_inputs)
         if layout.backward_error is not None and layout.backward_error[2]:
+            before = [t._version for t, *_ in expecting.expected_versions] if expecting is not None else None
             self._raising_inputs(inputs)   # before the views of them are made, as eager's come after the write
+            if before:   # its bump is the epilogue's write, not one after the call (fuzz seed 3901993)
+                expecting.expected_versions = [(t, v + t._version - b, *rest) for (t, v, *rest), b
+                                               in zip(expecting.expected_versions, before, strict=True)]
         flat = []
         for kind, value in layout.output_plan:
             if early and len(flat) in early:
@@ -419,7 +424,7 @@ def _by_save_clock(saved_inputs: tuple, clocks: tuple) -> tuple:
     return tuple(entries)
 
 
-def _expect_versions(outs, inputs: list, saved_mutated: tuple) -> None:
+def _expect_versions(outs, inputs: list, saved_mutated: tuple) -> Any:
     """Note [Saved mutated inputs]
     ----------------------------
     Eager saves the mutated input itself where the graph saves its new value, so writing the
@@ -439,6 +444,7 @@ def _expect_versions(outs, inputs: list, saved_mutated: tuple) -> None:
     if node is not None:
         node.expected_versions = [(inputs[i], inputs[i]._version, eager_saves, tangents)
                                   for i, eager_saves, tangents in saved_mutated]
+    return node
 
 
 def _move_onto_inputs(outs, inputs: list, moved: tuple) -> None:
@@ -617,11 +623,12 @@ def _recomputed_from_written_input(s: int | None, now: int, expected: int) -> Un
     which = f"saved input {s}" if s is not None else "an input the function wrote"
     return UnsupportedError(
         f"an input the plan recomputes from in the backward ({which}) was modified in place after the "
-        f"call (version {now}, expected {expected}); eager kept a value computed from it instead, whose "
-        "old contents are gone here",
+        f"call (version {now}, expected {expected}: a write, or an in-place view op such as unsqueeze_()); "
+        "eager kept a copy of it or a value computed from it instead, and the plan cannot tell its old "
+        "contents are intact",
         source=user_source_line(),
-        hint='compile with partitioner="default" (it keeps what eager keeps), or write a clone of the input, '
-             "or run the backward before the in-place write")
+        hint="run the backward before the in-place op, or modify a clone of the input; "
+             'partitioner="default" keeps what eager keeps, except a copy eager made of an input')
 
 
 def _zeros_for_absent(grads: tuple, positions: tuple, like: list) -> list:
