@@ -369,6 +369,9 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         ours = {written[storage_root(node)] for node in saved_nodes if storage_root(node) in written}
         joint_written = _written_in(joint.gm.graph, mutated)
         eager_plain, eager_new = _inputs_eager_saves(joint.gm.graph, joint_written)
+        # eager saved a tensor `.data =` left on the input's version counter (Note [Assigning .data])
+        kept_counter = {i for i, info in enumerate(joint.inputs) if info.saved_with_kept_counter}
+        eager_plain, eager_new = eager_plain | (kept_counter - set(mutated)), eager_new | (kept_counter & set(mutated))
         # checked after the epilogue: what our plan reads, and what eager saved though our plan does not
         read = _TangentReader.of(joint.gm.graph, len(tangent_positions))
         reading_written = _tangents_reading(joint.gm.graph, read, joint_written.get)

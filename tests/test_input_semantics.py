@@ -1908,3 +1908,62 @@ def test_an_unbind_view_passed_beside_its_written_base_is_eagers_error_or_refuse
                                "leaf = torch.randn(6, requires_grad=True)\nbase = leaf * 1\nx = base[::2]\nx,")
     outcome = check(program, CONTENDERS[contender])
     assert outcome.status in ("pass", "refused"), outcome.message
+
+
+@pytest.mark.parametrize("contender", ["default", "mincut", "budget", "dynamo"])
+def test_a_stale_view_of_an_intermediate_regenerates_its_history_when_read(contender):
+    """Fuzz seed 3403996: ``t1 = t0.select(0, -1)``, ``t0`` written under no_grad, then ``t1.data = ...`` (after the
+    call, or between Dynamo's graphs): eager's ``t1`` is stale and regenerates its grad_fn from its geometry when
+    read, after the ``.data =``; the view the runtime made fresh kept the select's."""
+    def f(a):
+        t0 = a * a
+        t1 = t0.select(0, -1)
+        with torch.no_grad():
+            t0.copy_(t0)
+        return t1
+
+    def run(fn):
+        leaf = torch.arange(1.0, 9.0, requires_grad=True)
+        t1 = fn((leaf * 1)[::2])
+        t1.data = t1.data * 2
+        t1.unsqueeze(0).sum().backward()
+        return leaf.grad
+
+    options = {"memory_budget": 0.5} if contender == "budget" else {}
+    compiled = torch.compile(f, backend="jointgraph") if contender == "dynamo" else \
+        jointgraph.aot_function(f, partitioner=contender, **options)
+    torch.testing.assert_close(run(compiled), run(f))
+    program = Program.scenario("def f(a):\n    t0 = a * a\n    t1 = t0.select(0, -1)\n    with torch.no_grad():\n"
+                               "        t0.copy_(t0)\n    t1.data = t1.data * 2\n    return t1.unsqueeze(0)",
+                               "leaf0 = torch.randn(8, requires_grad=True)\nbase0 = leaf0 * 1\nx0 = base0[::2]\nx0,")
+    assert check(program, CONTENDERS[contender]).status in ("pass", "refused")
+
+
+@pytest.mark.parametrize("partitioner", ["default", "mincut", "budget"])
+@pytest.mark.parametrize("written", [False, True])
+def test_a_view_given_other_data_keeps_the_inputs_version_counter_for_its_saves(partitioner, written):
+    """Fuzz --semantics12 seed 3904259: ``t1 = a[:, :1]; t1.data = ...; t1 @ t1.t()``. ``.data =`` leaves ``t1`` on
+    ``a``'s version counter, so eager's backward raises once ``a`` is modified in place after the call; the
+    compiled backward did not check it (the saved values lie on other storage)."""
+    def f(a):
+        if written:
+            a.detach().add_(1)
+        t1 = a[:, :1]
+        t1.data = t1.data * 2
+        return a, t1 @ t1.t()
+
+    def run(fn, modify):
+        leaf = torch.randn(8, 2, generator=torch.Generator().manual_seed(0), requires_grad=True)
+        a, t2 = fn(leaf.clone()[::2])
+        if modify:
+            a.mul_(2)
+        try:
+            t2.sum().backward()
+        except RuntimeError as e:
+            return "modified by an inplace operation" in str(e)
+        return leaf.grad
+
+    options = {"memory_budget": 0.5} if partitioner == "budget" else {}
+    compiled = jointgraph.aot_function(f, partitioner=partitioner, **options)
+    assert run(f, True) is True and run(compiled, True) is True
+    torch.testing.assert_close(run(compiled, False), run(f, False))

@@ -398,6 +398,10 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self._watched = _ByTensor()            # views standing for inputs (Note [Aliased inputs]) -> True
         self._refreshed_watched = _ByTensor()  # ... whose grad_fn eager regenerated
         self._viewed_from = _ByTensor()        # views of watched views -> (that view, taken through detach())
+        # Note [Assigning .data]: a tensor given other data keeps its version counter, an input's where it was one
+        # (or a view of one): tensor -> that input's storage; and the storages whose counters a save so shared
+        self._kept_counters = _ByTensor()
+        self._saved_kept_counters: set = set()
         self._regeometried = _ByTensor()       # views of part of a base given a geometry by as_strided_(), their views
         self._writes: dict[int, int] = {}      # storage -> in-place ops on it that bump its version
         self._views: dict[int, list] = {}      # storage -> weak references to views made of it inside
@@ -457,6 +461,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                                    "supported: the traced set_() keeps the tensor's own", source=user_source_line(),
                                    hint='assign a tensor of the same dtype, or pass on_unsupported="eager"')
         self.set_inside = True
+        before = _storage_id(target)
+        counter = self._kept_counters.get(target, before if before in self._input_bytes else None)
         source = value.detach()
         if self.analyze:   # set_() shares the storage, not the version counter (see __torch_function__)
             self._set_sources[_elem(target)] = self._set_sources.get(_elem(value), _storage_id(_elem(value)))
@@ -465,6 +471,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         if self.analyze:
             storage = _storage_id(target)
             self._made[target] = (storage, self._writes.get(storage, 0), self._clock)
+            if counter is not None:   # fuzz --semantics12 seed 3904259: eager's saves of it check that input
+                self._kept_counters[target] = counter
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -643,6 +651,10 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             self._note_viewed_from(func, name, target, result)
         if a_view and self._regeometried.get(target):
             self._regeometried[result] = True
+        if a_view and self.analyze and name != "__get__" and func is not _GET_DATA:
+            counter = self._kept_counters.get(target)
+            if counter is not None:   # a view shares the version counter of its base
+                self._kept_counters[result] = counter
         if not self.analyze:
             return
         if result is target and self._made.get(result, (None,))[0] == storage:
@@ -750,9 +762,19 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         return torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack)
 
     def _pack(self, t):
-        if isinstance(t, torch.Tensor) and not self._data_aliases.get(t) and self._set_sources.get(_elem(t)) is None:
+        counter = self._kept_counters.get(t) if isinstance(t, torch.Tensor) else None
+        if counter is not None:   # given other data by .data =, it kept an input's version counter
+            self._saving.append((counter, self._clock))
+            self._saved_kept_counters.add(counter)
+        elif isinstance(t, torch.Tensor) and not self._data_aliases.get(t) and self._set_sources.get(_elem(t)) is None:
             self._saving.append((_storage_id(t), self._clock))   # .data and set_() count versions of their own
         return t
+
+    def saved_with_kept_counter(self, t: torch.Tensor) -> bool:
+        """After ``settle_saves``: eager saved a tensor that ``.data =`` left on the input ``t``'s version counter
+        (``t`` or a view of it, given other data): eager's backward checks ``t``'s version."""
+        storage = self._input_storages.get(t)
+        return storage in self._saved_kept_counters and self._saved_at.get(storage) is not None
 
     def _attribute_saves(self, result) -> None:
         """The saves made by the op that returned ``result``, kept with the node it made: a save counts only

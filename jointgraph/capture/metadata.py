@@ -204,6 +204,9 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
                     info = dataclasses.replace(info, made_before_set=True)   # (fuzz seed 904401)
                 elif info.kind == "input_view" and info.input_index < len(call_args):
                     info = _written_after(info, out, call_args, checks)
+                elif info.kind == "tensor" and info.view_meta is not None and info.view_meta[4] \
+                        and info.view_meta[5] is False and checks.written_since_made(out):
+                    info = dataclasses.replace(info, view_meta=(*info.view_meta[:5], STALE_VIEW))
                 outputs.append(info)
             outputs = _views_of_later_outputs(flat_outs, outputs, with_backward)
             for out, info in zip(flat_outs, outputs, strict=True):
@@ -223,7 +226,8 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
             for k, a in enumerate(call_args):
                 if isinstance(a, torch.Tensor):
                     first, by_output = checks.saved_at(a)
-                    inputs[k] = dataclasses.replace(inputs[k], saved_at=first, saved_at_by_output=by_output)
+                    inputs[k] = dataclasses.replace(inputs[k], saved_at=first, saved_at_by_output=by_output,
+                                                    saved_with_kept_counter=checks.saved_with_kept_counter(a))
         # Tangents are plain fakes: made outside FunctionalTensorMode.
         tangents = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype, device in tangents]
     overlapping = frozenset(i for i in non_leaf if with_backward and has_internal_overlap(fake_args[i])
@@ -706,6 +710,10 @@ _STALE_VIEW_OF_NON_GRAD_BASE = "new_fn INTERNAL ASSERT FAILED"
 # graph returns, so nothing was written after; its view_meta's multi_output is WRITTEN_AFTER, and
 # the runtime moves the version counter after making it, which makes autograd refuse it as eager's.
 WRITTEN_AFTER = "written_after"
+# A view of an intermediate (no multi-output view) written after it was made: eager's view is stale, and
+# regenerates its grad_fn from its geometry *when read*, after a ``.data =`` on it too (fuzz seed 3403996,
+# a Dynamo graph break between): the runtime moves its version counter after making it, as for the above.
+STALE_VIEW = "stale_view"
 
 
 def _base_written_after(out) -> bool:

@@ -167,7 +167,7 @@ def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fak
     joint = _recorded_storage_sets(joint, meta)   # either way (fuzz seed 1904245)
     multi = tuple((k, meta.outputs[k].view_meta[5] == WRITTEN_AFTER) for k in outputs
                   if k < len(meta.outputs) and meta.outputs[k].view_meta is not None
-                  and meta.outputs[k].view_meta[5] and meta.outputs[k].requires_grad)
+                  and meta.outputs[k].view_meta[5] in (True, WRITTEN_AFTER) and meta.outputs[k].requires_grad)
     return dataclasses.replace(joint, backward_error=error, error_outputs=outputs, error_inputs=inputs,
                                error_multi_output=multi)
 

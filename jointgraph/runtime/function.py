@@ -33,7 +33,7 @@ from torch.autograd.function import once_differentiable
 
 from ..capture.inputs import unflattener
 from ..capture.leaves import make_slot
-from ..capture.metadata import WRITTEN_AFTER, replay_views
+from ..capture.metadata import STALE_VIEW, WRITTEN_AFTER, replay_views
 from ..errors import UnsupportedError, user_source_line
 from ..ir.hook_ops import running_hooks
 from ..ir.sizes import extent
@@ -300,15 +300,15 @@ class CompiledEntry:
             offset = base.storage_offset() + offset   # relative to the base (api._on_base)
         if base.requires_grad and not requires_grad and not (early and not torch.is_grad_enabled()):
             base = base.detach()   # x.detach(), views under no_grad
-        stale = multi_output == WRITTEN_AFTER and requires_grad and torch.is_grad_enabled()
+        stale = multi_output in (WRITTEN_AFTER, STALE_VIEW) and requires_grad and torch.is_grad_enabled()
         if stale:   # Note [Multi-output views of a written base]: an alias with a version counter of its own,
             base = torch.ops.aten._unsafe_view(base, base.shape)   # as the backward may version-check base
         view = _regenerate_view(base, size, stride, offset, dtype) if replay is None \
             else replay_views(base, replay)   # replayed: exact whatever the base's real strides
-        if multi_output and requires_grad and torch.is_grad_enabled():   # unbind / split: in-place raises
-            _set_creation_meta(view, _MULTI_OUTPUT_NODE)
-            if stale:
-                torch.autograd.graph.increment_version(view)
+        if multi_output in (True, WRITTEN_AFTER) and requires_grad and torch.is_grad_enabled():
+            _set_creation_meta(view, _MULTI_OUTPUT_NODE)   # unbind / split: in-place raises
+        if stale:
+            torch.autograd.graph.increment_version(view)
         return view
 
     def _run_graph(self, inputs: list):
