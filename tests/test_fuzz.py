@@ -456,3 +456,17 @@ def test_subclass_oracle_catches_scaled_outputs_and_lost_gradients():
     for broken in (scaled, no_grad):
         statuses = [fuzz_subclass.check(p, fuzz.Contender("broken", broken))[0] for p in programs]
         assert "wrong" in statuses
+
+
+def test_a_statement_that_raises_only_on_fresh_inputs_ends_the_program():
+    """--semantics12 seed 3901335: a statement ran once on its writer's scope, then raised on fresh inputs when the
+    program was replayed; the generator crashed the long run. It now ends the program before that statement."""
+    from jointgraph.bench import fuzz, fuzz_semantics
+
+    writers = fuzz.Writers(dict(fuzz_semantics.SEMANTICS12_WRITERS), fuzz_semantics.SEMANTICS12_WRITERS.steps)
+    program = fuzz.generate(3901335, writers)
+    assert program.source.count("\n") >= 2
+    args, _ = program.make_inputs()
+    namespace: dict = {"torch": torch}
+    exec(program.source, namespace)
+    namespace["f"](*args)   # eager runs it

@@ -528,7 +528,10 @@ def _body(rng: random.Random, make_inputs: Callable, params: tuple[str, ...], wr
     writers, weights = zip(*writer_table.values(), strict=True)
     for _ in range(rng.randint(1, 6)):
         for _attempt in range(6):
-            scope = _Scope(rng, _replay(make_inputs, params, lines), origin)
+            env = _replay_ending(make_inputs, params, lines)
+            if env is None:
+                return [*lines, _returns(_Scope(rng, _replay(make_inputs, params, lines), origin))]
+            scope = _Scope(rng, env, origin)
             statement = rng.choices(writers, weights)[0](scope)
             if statement is None:
                 continue
@@ -541,7 +544,18 @@ def _body(rng: random.Random, make_inputs: Callable, params: tuple[str, ...], wr
             if raised:
                 return [*lines, _returns(_Scope(rng, _replay(make_inputs, params, lines[:-1]), origin))]
             break
-    return [*lines, _returns(_Scope(rng, _replay(make_inputs, params, lines), origin))]
+    env = _replay_ending(make_inputs, params, lines)
+    return [*lines, _returns(_Scope(rng, env or _replay(make_inputs, params, lines), origin))]
+
+
+def _replay_ending(make_inputs: Callable, params: tuple[str, ...], lines: list[str]) -> dict[str, Any] | None:
+    """``_replay``; where the last statement, run once on the writer's scope, raises on fresh inputs (its writer
+    changed that scope while writing it: --semantics12 seed 3901335), it is dropped and None returned."""
+    try:
+        return _replay(make_inputs, params, lines)
+    except Exception:
+        lines.pop()
+        return None
 
 
 class Writers(dict):

@@ -389,6 +389,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self.written_via_data: set = set()
         self.written_directly: set = set()
         self.written_via_set: set = set()      # storages (of ``elem``s) written through a tensor set_() gave them
+        self._written_via_set_with_grad: set = set()   # ... with autograd recording the write
         self._written_with_grad: set = set()   # storages an in-place op autograd records ran on
         self._recorded_on_input: set = set()   # storages of inputs written with autograd recording it, by the input
         self._recorded_on_views: set = set()   # ... or by a view of it
@@ -402,7 +403,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         # (or a view of one): tensor -> that input's storage; and the storages whose counters a save so shared
         self._kept_counters = _ByTensor()
         self._saved_kept_counters: set = set()
-        self._regeometried = _ByTensor()       # views of part of a base given a geometry by as_strided_(), their views
+        self._regeometried = _ByTensor()       # views as_strided_() moved beyond their elements, and their views
         self._writes: dict[int, int] = {}      # storage -> in-place ops on it that bump its version
         self._views: dict[int, list] = {}      # storage -> weak references to views made of it inside
         self.reshaped_under_views = False      # an in-place view op ran on a storage with views made before
@@ -571,7 +572,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                 self._refuse_write_under_reshaped_view(name, target)
                 if self._regeometried.get(target):
                     raise _write_after_as_strided_of_a_view(name)
-            if name == "as_strided_" and target is not None and target._is_view() and not _covers_its_base(target):
+            if name == "as_strided_" and target is not None and target._is_view() \
+                    and _reaches_beyond_its_elements(target, *args[1:], **kwargs):
                 self._regeometried[target] = True
             if in_place or target is not None and (name in _DUNDER_WRITES or name in _VERSIONED_METADATA):
                 self._record_write(target)
@@ -671,6 +673,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             source = self._set_sources.get(_elem(target))
             if source is not None:
                 self.written_via_set.add(source)   # the storage set_() gave it: eager leaves its version
+                if torch.is_grad_enabled() and target.requires_grad:
+                    self._written_via_set_with_grad.add(source)
                 if source == _storage_id(_elem(target)):   # Note [set_ under functionalization]: the wrapper
                     return   # shares the source's storage too, whose own tensors this write does not version
             via_data = self._data_aliases.get(target)
@@ -947,6 +951,10 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         """An in-place op autograd records ran on ``t``'s storage (eager refuses it on a view of a leaf)."""
         return _storage_id(t) in self._written_with_grad
 
+    def written_via_set_with_grad(self, t: torch.Tensor) -> bool:
+        """``t``'s storage was written through a tensor set_() gave it, with autograd recording the write."""
+        return _storage_id(_elem(t)) in self._written_via_set_with_grad
+
     def only_via_data(self, t: torch.Tensor) -> bool:
         """``t``'s storage was written in place only through ``.data`` aliases: eager leaves its version
         unchanged (``.data`` counts its own versions)."""
@@ -973,24 +981,40 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
 _FILL_VALUE = {"fill_": 0, "zero_": None, "masked_fill_": 1, "index_fill_": 2, "__setitem__": 1, "index_put_": 1}
 
 
-def _covers_its_base(t: torch.Tensor) -> bool:
-    """The view ``t`` lies on its (contiguous) base's memory exactly as the base does: functionalization's
-    replay of an ``as_strided_`` of it then means what eager's does."""
-    v, b = from_fun(t), from_fun(t._base)
-    return all(static(*geometry(x)) for x in (v, b)) and b.is_contiguous() and v.is_contiguous() \
-        and v.storage_offset() == b.storage_offset() == 0 and v.numel() == b.numel()
+def _reaches_beyond_its_elements(t: torch.Tensor, size, stride, storage_offset=None) -> bool:
+    """``t.as_strided_(size, stride, storage_offset)`` of the view ``t`` places it on storage elements that are not
+    among ``t``'s own: functionalization's replay of it, on the view's elements, then differs from eager's, on the
+    storage (seen over random views and geometries, tests/test_input_semantics.py); not known (symbolic): True."""
+    plain = from_fun(t)
+    offset = plain.storage_offset() if storage_offset is None else storage_offset
+    if not (static(*geometry(plain)) and static(tuple(size), tuple(stride), offset)):
+        return True
+    new = np.full((), offset, dtype=np.int64)
+    for n, st in zip(size, stride, strict=True):
+        new = new[..., None] + np.arange(n, dtype=np.int64) * st
+    return not np.isin(new.reshape(-1), _element_offsets(plain)).all()
+
+
+def recorded_write_after_set_onto_an_input() -> UnsupportedError:
+    """Fuzz seed 3804719: ``b.set_(c)`` with ``c`` an input requiring grad, then ``b[::2].sin_()``: eager records the
+    write on ``b``, whose history set_() began, and leaves ``c``'s history as it was (its data changed
+    under it); the epilogue could only record it on ``c`` (an expand of a leaf there: eager's leaf error)."""
+    return UnsupportedError(
+        "an in-place op with autograd recording it, through a tensor set_() onto the storage of an input: eager "
+        "records it on that tensor and leaves the input's history as it was, which the copy into the input cannot "
+        "follow",
+        hint='call set_() or the in-place op under torch.no_grad(), or pass on_unsupported="eager"')
 
 
 def _write_after_as_strided_of_a_view(name: str) -> UnsupportedError:
     """Fuzz --semantics12 seed 3903057: ``t1 = t0[::2]; t1.as_strided_((2,), (1,)); t1.zero_()``. Eager's
     ``as_strided_`` places ``t1`` on its storage's elements 0 and 1; functionalization replays it on the
-    view's own elements (0 and 2 of the storage), so a write through it lands elsewhere. Refused for
-    views that do not lie on their base's memory as the base does (``_covers_its_base``), a rule
-    checked against eager over random views and geometries (tests/test_input_semantics.py)."""
+    view's own elements (0 and 2 of the storage), so a write through it lands elsewhere. Refused where the
+    new geometry reaches elements the view did not hold (``_reaches_beyond_its_elements``), a rule checked
+    against eager over random views and geometries (tests/test_input_semantics.py)."""
     return UnsupportedError(
-        f"{name} through a tensor given its geometry by as_strided_() while it was a view of part of its base (a "
-        "slice, a column, a strided slice) cannot be compiled: the trace places the new geometry on the view's "
-        "elements, eager on its storage's",
+        f"{name} through a view that as_strided_() placed on storage elements it did not hold before cannot be "
+        "compiled: the trace places the new geometry on the view's elements, eager on its storage's",
         source=user_source_line(),
         hint='write into a clone, or pass on_unsupported="eager"')
 

@@ -68,7 +68,14 @@ from .context import (
 from .fallbacks import MetaFallbacks
 from .generators import GeneratorArgs, rng_state_as_effects
 from .hooks_inside import HooksInside, HookTable
-from .inplace import VIEW_OF_LEAF, VIEW_OF_MODIFIED_BASE, EagerInPlaceChecks, ExpandedInputWritten, windows_overlap
+from .inplace import (
+    VIEW_OF_LEAF,
+    VIEW_OF_MODIFIED_BASE,
+    EagerInPlaceChecks,
+    ExpandedInputWritten,
+    recorded_write_after_set_onto_an_input,
+    windows_overlap,
+)
 from .leaves import LeafSlots, shares_version_counter
 from .symbolic import geometry_carriers
 from .unbacked import fresh_symbols_ignored
@@ -320,6 +327,8 @@ def _eager_counters(info: InputInfo, f_arg, version: int | None, checks: EagerIn
     """What eager's version counter and in-place checks record for the caller's tensor."""
     if not isinstance(f_arg, torch.Tensor):
         return info
+    if info.mutation_recorded and checks.written_via_set_with_grad(f_arg):
+        raise recorded_write_after_set_onto_an_input()
     return dataclasses.replace(
         info,
         written_at=checks.written_at(f_arg),   # Note [When eager saved an input] in capture/inplace.py

@@ -20,8 +20,8 @@ def remove_clones(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     values; a clone is kept when it is a graph output or the storage of one (a view of it is
     returned: outputs must not alias each other or inputs where eager's do not), or when it
     changes strides (a memory-format copy). A clone of an input leaves the names of the
-    nodes that read the copy in the input's ``meta["read_through_clone"]``: eager saved the
-    copy for them, not the input, and its version check is the copy's (fuzz seed 3802020).
+    nodes that read only the copy in the input's ``meta["read_through_clone"]``: eager saved
+    the copy for them, not the input, and its version check is the copy's (fuzz seed 3802020).
     """
     graph = gm.graph
     returned = [v for v in output_node(graph).args[0] if isinstance(v, torch.fx.Node)]
@@ -37,7 +37,7 @@ def remove_clones(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
             continue
         if source.op == "placeholder":
             source.meta["read_through_clone"] = source.meta.get("read_through_clone", frozenset()) \
-                | {u.name for u in node.users}
+                | {u.name for u in node.users if source not in u.all_input_nodes}   # not ``a * a.clone()``
         node.replace_all_uses_with(source)
         graph.erase_node(node)
     gm.recompile()

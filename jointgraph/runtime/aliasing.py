@@ -203,7 +203,8 @@ def _views_of_bases(fn: Callable, spec, views: tuple, duplicates: tuple, returne
     trace time, which flat outputs are those rebuilt leaves themselves; ``refreshed``, the positions
     of the leaves whose grad_fn eager regenerated after a recorded write into their storage
     (Note [Writes through a view of an input] in runtime/epilogue.py): the caller's must be too;
-    ``viewed``, which flat outputs are views taken from a rebuilt leaf: (its position, through a detach())."""
+    ``viewed``, which flat outputs are views taken from a rebuilt leaf (after any write into it, not through a
+    detach()): its position."""
     def call(bases: list, masked: list) -> Any:
         leaves = list(masked)
         rebuilt = {}
@@ -227,12 +228,16 @@ def _views_of_bases(fn: Callable, spec, views: tuple, duplicates: tuple, returne
         if checks is not None:
             refreshed.clear()
             refreshed.update(position for position, *_ in views if checks.refreshed(leaves[position]))
+        if checks is not None and checks.analyze:
             viewed.clear()
             positions = {id(leaves[position]): position for position, *_ in views}
             for k, v in enumerate(flat):
                 source = checks.viewed_from(v) if isinstance(v, torch.Tensor) and k not in returned else None
-                if source is not None and id(source[0]) in positions:
-                    viewed[k] = (positions[id(source[0])], source[1])
+                # a view made before a write into its storage is stale in eager (its grad_fn is regenerated),
+                # and one taken through detach() is no view of the caller's tensor: both kept as they are
+                if source is not None and id(source[0]) in positions and not source[1] \
+                        and not checks.written_since_made(v):
+                    viewed[k] = positions[id(source[0])]
         return result
 
     # A cache hit would not trace, and ``returned`` is filled by the trace: never from disk (jointgraph/cache).
@@ -241,7 +246,19 @@ def _views_of_bases(fn: Callable, spec, views: tuple, duplicates: tuple, returne
     return call
 
 
-def _view_of_caller(out: torch.Tensor, leaf: torch.Tensor, detached: bool) -> torch.Tensor:
+def _multi_output_view_used_after_write(group: tuple, members: list, recorded: tuple, layout) -> bool:
+    """A member is a multi-output view (``unbind`` / ``chunk`` / ``split``, with grad) that the function writes with
+    autograd recording it, or that autograd reads after the function wrote another member so (the entry traced
+    on the inputs apart knows when: ``read_after_writes``); eager raises there."""
+    read_after = dict(layout.read_after_writes)
+    for i, m in zip(group, members, strict=True):
+        if multi_output_view(m) and (i in recorded or any(w in recorded and w in group
+                                                            for w in read_after.get(i, ()))):
+            return True
+    return False
+
+
+def _view_of_caller(out: torch.Tensor, leaf: torch.Tensor) -> torch.Tensor:
     """``out``, a view the function took of an aliased input and returned, as a view of the caller's
     tensor ``leaf`` rather than of the synthetic base, as eager's: a later ``leaf.requires_grad_()``
     then reaches it (fuzz seed 3604254, through Dynamo). Only where neither requires grad (no history
@@ -249,7 +266,7 @@ def _view_of_caller(out: torch.Tensor, leaf: torch.Tensor, detached: bool) -> to
     if out.requires_grad or leaf.requires_grad or out.dtype != leaf.dtype \
             or out.untyped_storage().data_ptr() != leaf.untyped_storage().data_ptr():
         return out
-    return (leaf.detach() if detached else leaf).as_strided(out.shape, out.stride(), out.storage_offset())
+    return leaf.as_strided(out.shape, out.stride(), out.storage_offset())
 
 
 def _raised_while_tracing(exc: BaseException) -> bool:
@@ -290,11 +307,11 @@ class SyntheticBases:
         for group in aliased.groups:
             members = [leaves[positions[i]] for i in group]
             # fuzz --semantics12 seed 3902590 (Dynamo passes an unbind() output into its next graph)
-            if torch.is_grad_enabled() and any(i in recorded for i in group) and any(map(multi_output_view, members)):
+            if torch.is_grad_enabled() and _multi_output_view_used_after_write(group, members, recorded, layout):
                 raise RefusedCall(
                     "an input that is a chunk() / split() / unbind() view shares storage with an input the function "
-                    "writes with autograd recording it: eager refuses the view's use after the write, which the "
-                    "views rebuilt from their common storage cannot follow",
+                    "writes with autograd recording it, and is used after the write: eager refuses that use, which "
+                    "the views rebuilt from their common storage cannot follow",
                     hint='pass distinct tensors (e.g. .clone()), or pass on_unsupported="eager"')
             base = base_of(members, tuple(i in recorded for i in group))
             if base is None:   # a refusal, which no caller answers with synthetic bases again (an ExpandedEntry's
@@ -311,7 +328,7 @@ class SyntheticBases:
         if found is None:
             returned: dict[int, int] = {}
             refreshed: set[int] = set()
-            viewed: dict[int, tuple[int, bool]] = {}
+            viewed: dict[int, int] = {}
             inner_fn = _views_of_bases(self.fn, spec, tuple(views), duplicates, returned, refreshed, viewed)
             found = self._inner[key] = (self.make_compiled(inner_fn), returned, refreshed, viewed)
         inner, returned, refreshed, viewed = found
@@ -369,6 +386,7 @@ class SyntheticBases:
         flat, out_spec = pytree.tree_flatten(result)
         for k, position in returned.items():
             flat[k] = leaves[position]   # the caller's own tensor, as eager returns it
-        for k, (position, detached) in viewed.items():
-            flat[k] = _view_of_caller(flat[k], leaves[position], detached)
+        remade: dict[int, torch.Tensor] = {}   # one object per object: ``return t, t`` stays one
+        for k, position in viewed.items():
+            flat[k] = remade.setdefault(id(flat[k]), _view_of_caller(flat[k], leaves[position]))
         return unflattener(out_spec)(flat)   # a torch.Size stays one
