@@ -403,6 +403,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         # (or a view of one): tensor -> that input's storage; and the storages whose counters a save so shared
         self._kept_counters = _ByTensor()
         self._saved_kept_counters: set = set()
+        self._written_itself = _ByTensor()     # tensors an in-place op ran on (their grad_fn is refreshed)
         self._regeometried = _ByTensor()       # views as_strided_() moved beyond their elements, and their views
         self._writes: dict[int, int] = {}      # storage -> in-place ops on it that bump its version
         self._views: dict[int, list] = {}      # storage -> weak references to views made of it inside
@@ -463,7 +464,9 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                                    hint='assign a tensor of the same dtype, or pass on_unsupported="eager"')
         self.set_inside = True
         before = _storage_id(target)
-        counter = self._kept_counters.get(target, before if before in self._input_bytes else None)
+        shares_input_counter = before in self._input_bytes and not self._data_aliases.get(target) \
+            and self._set_sources.get(_elem(target)) is None   # x.data and set_() count versions of their own
+        counter = self._kept_counters.get(target, before if shares_input_counter else None)
         source = value.detach()
         if self.analyze:   # set_() shares the storage, not the version counter (see __torch_function__)
             self._set_sources[_elem(target)] = self._set_sources.get(_elem(value), _storage_id(_elem(value)))
@@ -560,7 +563,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                 self._check(target, args[1:], kwargs)
             via_data = bool(self._data_aliases.get(target))
             if self._expanded.write(func, name, target, args[1:], kwargs, via_data=via_data):
-                self._record_write(target)
+                self._record_write(target, _recorded(args, kwargs))
                 return None if name == "__setitem__" else target
             if in_place and self.analyze and name in _OVERLAP_UNCHECKED and has_internal_overlap(target):
                 raise UnsupportedError(f"{name} into a tensor whose elements overlap in memory cannot be compiled "
@@ -570,13 +573,14 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         if self.analyze:
             if in_place or target is not None and name in _DUNDER_WRITES:
                 self._refuse_write_under_reshaped_view(name, target)
-                if self._regeometried.get(target):
+                self._written_itself[target] = True
+                if self._regeometried.get(target) and name not in _VERSIONED_METADATA:
                     raise _write_after_as_strided_of_a_view(name)
             if name == "as_strided_" and target is not None and target._is_view() \
                     and _reaches_beyond_its_elements(target, *args[1:], **kwargs):
                 self._regeometried[target] = True
             if in_place or target is not None and (name in _DUNDER_WRITES or name in _VERSIONED_METADATA):
-                self._record_write(target)
+                self._record_write(target, _recorded(args, kwargs))
             if target is not None and name in _VERSIONED_METADATA and target.requires_grad \
                     and torch.is_grad_enabled() and target._is_view():
                 self._reshaped_views.setdefault(_storage_id(target), []).append(weakref.ref(target))
@@ -668,12 +672,12 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         if source is not None and result is not target and (a_view or name == "__get__" or func is _GET_DATA):
             self._set_sources[_elem(result)] = source
 
-    def _record_write(self, target: torch.Tensor) -> None:
+    def _record_write(self, target: torch.Tensor, recorded: bool = False) -> None:
         if self.analyze:
             source = self._set_sources.get(_elem(target))
             if source is not None:
                 self.written_via_set.add(source)   # the storage set_() gave it: eager leaves its version
-                if torch.is_grad_enabled() and target.requires_grad:
+                if recorded:
                     self._written_via_set_with_grad.add(source)
                 if source == _storage_id(_elem(target)):   # Note [set_ under functionalization]: the wrapper
                     return   # shares the source's storage too, whose own tensors this write does not version
@@ -738,6 +742,13 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             raise stale_view_error("a view taken before an in-place view op on the tensor it views is used "
                                    f"afterwards; it is regenerated from the new geometry, where eager keeps its "
                                    f"own ({str(exc).splitlines()[0][:120]})") from exc
+
+    def stale_when_returned(self, t: torch.Tensor) -> bool:
+        """``t`` (a view) is still stale in eager when the function returns it: written under since it was made,
+        and neither written itself nor read by autograd since (either regenerates its grad_fn: then it keeps
+        its old geometry whatever ``.data =`` does to it later)."""
+        return self.written_since_made(t) and _storage_id(t) not in self._stale_reads \
+            and not self._written_itself.get(t)
 
     def written_since_made(self, t: torch.Tensor) -> bool:
         """``t`` (a view) was made before an in-place op on its storage that bumped the version
@@ -995,15 +1006,21 @@ def _reaches_beyond_its_elements(t: torch.Tensor, size, stride, storage_offset=N
     return not np.isin(new.reshape(-1), _element_offsets(plain)).all()
 
 
+def _recorded(args: tuple, kwargs: dict) -> bool:
+    """Autograd records this in-place op: grad mode, and an argument (the target included) requires grad."""
+    return torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad
+                                           for t in (*args, *kwargs.values()))
+
+
 def recorded_write_after_set_onto_an_input() -> UnsupportedError:
     """Fuzz seed 3804719: ``b.set_(c)`` with ``c`` an input requiring grad, then ``b[::2].sin_()``: eager records the
     write on ``b``, whose history set_() began, and leaves ``c``'s history as it was (its data changed
     under it); the epilogue could only record it on ``c`` (an expand of a leaf there: eager's leaf error)."""
     return UnsupportedError(
-        "an in-place op with autograd recording it, through a tensor set_() onto the storage of an input: eager "
-        "records it on that tensor and leaves the input's history as it was, which the copy into the input cannot "
-        "follow",
-        hint='call set_() or the in-place op under torch.no_grad(), or pass on_unsupported="eager"')
+        "an in-place op with autograd recording it, through a tensor set_() (or .data =) onto the storage of an "
+        "input: eager records it on that tensor and leaves the input's history as it was, which the copy into the "
+        "input cannot follow",
+        hint='run the in-place op under torch.no_grad() or on a clone, or pass on_unsupported="eager"')
 
 
 def _write_after_as_strided_of_a_view(name: str) -> UnsupportedError:

@@ -212,7 +212,7 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
                 elif info.kind == "input_view" and info.input_index < len(call_args):
                     info = _written_after(info, out, call_args, checks)
                 elif info.kind == "tensor" and info.view_meta is not None and info.view_meta[4] \
-                        and info.view_meta[5] is False and checks.written_since_made(out):
+                        and info.view_meta[5] is False and checks.stale_when_returned(out):
                     info = dataclasses.replace(info, view_meta=(*info.view_meta[:5], STALE_VIEW))
                 outputs.append(info)
             outputs = _views_of_later_outputs(flat_outs, outputs, with_backward)

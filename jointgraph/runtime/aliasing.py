@@ -248,12 +248,14 @@ def _views_of_bases(fn: Callable, spec, views: tuple, duplicates: tuple, returne
 
 def _multi_output_view_used_after_write(group: tuple, members: list, recorded: tuple, layout) -> bool:
     """A member is a multi-output view (``unbind`` / ``chunk`` / ``split``, with grad) that the function writes with
-    autograd recording it, or that autograd reads after the function wrote another member so (the entry traced
-    on the inputs apart knows when: ``read_after_writes``); eager raises there."""
+    autograd recording it, or
+    that autograd reads after the function wrote another member in any way (the entry traced on the inputs
+    apart knows when: ``read_after_writes``); eager raises there."""
     read_after = dict(layout.read_after_writes)
+    # any write moves the version the view checks (not one through .data, which counts its own)
+    written = set(recorded) | (set(layout.mutated_inputs) - set(layout.keep_version))
     for i, m in zip(group, members, strict=True):
-        if multi_output_view(m) and (i in recorded or any(w in recorded and w in group
-                                                            for w in read_after.get(i, ()))):
+        if multi_output_view(m) and (i in recorded or any(w in written and w in group for w in read_after.get(i, ()))):
             return True
     return False
 
@@ -310,8 +312,8 @@ class SyntheticBases:
             if torch.is_grad_enabled() and _multi_output_view_used_after_write(group, members, recorded, layout):
                 raise RefusedCall(
                     "an input that is a chunk() / split() / unbind() view shares storage with an input the function "
-                    "writes with autograd recording it, and is used after the write: eager refuses that use, which "
-                    "the views rebuilt from their common storage cannot follow",
+                    "writes, and is used after the write: eager refuses that use, which the views rebuilt from "
+                    "their common storage cannot follow",
                     hint='pass distinct tensors (e.g. .clone()), or pass on_unsupported="eager"')
             base = base_of(members, tuple(i in recorded for i in group))
             if base is None:   # a refusal, which no caller answers with synthetic bases again (an ExpandedEntry's
