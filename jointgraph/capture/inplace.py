@@ -404,6 +404,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self._kept_counters = _ByTensor()
         self._saved_kept_counters: set = set()
         self._written_itself = _ByTensor()     # tensors an in-place op ran on (their grad_fn is refreshed)
+        self._views_before_requires_grad = _ByTensor()   # views of an input taken before its requires_grad_()
         self._regeometried = _ByTensor()       # views as_strided_() moved beyond their elements, and their views
         self._writes: dict[int, int] = {}      # storage -> in-place ops on it that bump its version
         self._views: dict[int, list] = {}      # storage -> weak references to views made of it inside
@@ -556,6 +557,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         if in_place or target is not None and name in _DUNDER_WRITES:   # also x[i] = v, x += v
             # eager's errors come first; copy_ from the target's own memory returns before eager's checks,
             # also where autograd records it (fuzz seed 120199: c.detach().copy_(c) on an expanded c)
+            if self.analyze and self._views_before_requires_grad.get(target):
+                raise _write_through_view_before_requires_grad(name)
             if self.analyze and _storage_id(target) in self.expanded_inputs:   # fuzz seed 802195
                 raise ExpandedInputWritten()   # before eager's overlap checks, which the inner trace makes
             if in_place and self.analyze and name not in _OVERLAP_UNCHECKED \
@@ -617,11 +620,13 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             return   # not an input (or nothing changes)
         # its storage now and when the call began: views of the old one, made before a set_() (or .data =)
         # of the input, are its autograd views all the same (fuzz seed 904401)
-        if any(v is not target and v._base is not None and not v.requires_grad
-               for storage in {original, _storage_id(target)}
-               for ref in self._views.get(storage, ()) if (v := ref()) is not None):
+        views = [v for storage in {original, _storage_id(target)} for ref in self._views.get(storage, ())
+                 if (v := ref()) is not None and v is not target and v._base is not None and not v.requires_grad]
+        if views:
             # refused by the metadata pass (_check_views_before_requires_grad) where eager's view does not follow
             self.views_before_requires_grad[original] = user_source_line()
+            for v in views:   # writes through them are refused (fuzz seed 4201969)
+                self._views_before_requires_grad[v] = True
 
     def note_new_leaf(self, leaf: torch.Tensor) -> None:
         """``leaf``, a tensor made inside, is about to be given ``requires_grad_()`` (capture/leaves.py): its
@@ -1004,6 +1009,17 @@ def _reaches_beyond_its_elements(t: torch.Tensor, size, stride, storage_offset=N
     for n, st in zip(size, stride, strict=True):
         new = new[..., None] + np.arange(n, dtype=np.int64) * st
     return not np.isin(new.reshape(-1), _element_offsets(plain)).all()
+
+
+def _write_through_view_before_requires_grad(name: str) -> UnsupportedError:
+    """Fuzz seed 4201969: ``t1 = a.expand(...); a.requires_grad_(); t1.fill_(2.0)`` on an input that is the caller's
+    view: eager's ``t1`` hangs off the caller's base and does not require grad; the graph, traced with ``a``
+    requiring grad from the start, wrote through a ``t1`` that did (eager's leaf error where eager raises none)."""
+    return UnsupportedError(
+        f"{name} through a view of an input taken before requires_grad_() on that input cannot be compiled: eager's "
+        "view does not require grad, the traced one does",
+        source=user_source_line(),
+        hint='call requires_grad_() before taking views (or outside the function), or pass on_unsupported="eager"')
 
 
 def _recorded(args: tuple, kwargs: dict) -> bool:
