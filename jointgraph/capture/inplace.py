@@ -557,7 +557,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         if in_place or target is not None and name in _DUNDER_WRITES:   # also x[i] = v, x += v
             # eager's errors come first; copy_ from the target's own memory returns before eager's checks,
             # also where autograd records it (fuzz seed 120199: c.detach().copy_(c) on an expanded c)
-            if self.analyze and self._views_before_requires_grad.get(target):
+            if self.analyze and self._views_before_requires_grad.get(target) and self._expanded.views_an_expand(target):
                 raise _write_through_view_before_requires_grad(name)
             if self.analyze and _storage_id(target) in self.expanded_inputs:   # fuzz seed 802195
                 raise ExpandedInputWritten()   # before eager's overlap checks, which the inner trace makes
@@ -1013,11 +1013,12 @@ def _reaches_beyond_its_elements(t: torch.Tensor, size, stride, storage_offset=N
 
 def _write_through_view_before_requires_grad(name: str) -> UnsupportedError:
     """Fuzz seed 4201969: ``t1 = a.expand(...); a.requires_grad_(); t1.fill_(2.0)`` on an input that is the caller's
-    view: eager's ``t1`` hangs off the caller's base and does not require grad; the graph, traced with ``a``
-    requiring grad from the start, wrote through a ``t1`` that did (eager's leaf error where eager raises none)."""
+    view: eager's ``t1`` hangs off the caller's base and does not require grad; the rewrite of writes into expands,
+    traced with ``a`` requiring grad from the start, wrote into ``a`` itself (eager's leaf error where eager raises
+    none). Other writes through such views compile as before."""
     return UnsupportedError(
-        f"{name} through a view of an input taken before requires_grad_() on that input cannot be compiled: eager's "
-        "view does not require grad, the traced one does",
+        f"{name} through an expand of an input taken before requires_grad_() on that input cannot be compiled: eager's "
+        "expand does not require grad, the traced one does",
         source=user_source_line(),
         hint='call requires_grad_() before taking views (or outside the function), or pass on_unsupported="eager"')
 
@@ -1070,6 +1071,10 @@ class ExpandedViews:
         source = self._source.get(target)
         if source is not None and result is not target and _storage_id(result) == _storage_id(target):
             self._source[result] = source
+
+    def views_an_expand(self, t: torch.Tensor) -> bool:
+        """``t`` is an expand (or unfold) or a view of one: writes through it are rewritten onto the source."""
+        return self._source.get(t) is not None
 
     def note_set(self, target: torch.Tensor, source: torch.Tensor) -> None:
         """``target.set_(source)``: ``target`` now views what ``source`` views (an expand's memory, or not)."""
