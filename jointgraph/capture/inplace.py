@@ -244,8 +244,13 @@ def _same_elements_in_order(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 def _element_offsets(t: torch.Tensor) -> np.ndarray:
     """The storage offset of each element of ``t``, flattened in ``t``'s order."""
-    offsets = np.full((), t.storage_offset(), dtype=np.int64)
-    for size, stride in zip(t.shape, t.stride(), strict=True):
+    return _geometry_offsets(t.shape, t.stride(), t.storage_offset())
+
+
+def _geometry_offsets(sizes, strides, offset: int) -> np.ndarray:
+    """The storage offset of each element of a tensor of that geometry, flattened in its order."""
+    offsets = np.full((), offset, dtype=np.int64)
+    for size, stride in zip(sizes, strides, strict=True):
         offsets = offsets[..., None] + np.arange(size, dtype=np.int64) * stride
     return offsets.reshape(-1)
 
@@ -654,8 +659,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self._expanded.track(func, target, result)
         storage = _storage_id(result)
         a_view = target is not None and result is not target and storage == _storage_id(target)
-        if target is not None and (name == "__get__" and getattr(func, "__self__", None) is _DATA
-                                   or func is _GET_DATA   # x.data in a Dynamo graph
+        if target is not None and (_reads_data(func, name)
                                    or self._data_aliases.get(target) and a_view):
             self._data_aliases[result] = True   # x.data, or a view of it (every trace: writes into expands ask)
         if a_view and self._watched:
@@ -920,8 +924,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         source = (target, False) if self._watched.get(target) else self._viewed_from.get(target)
         if source is None:
             return
-        cut = name in ("detach", "detach_") or name == "__get__" and getattr(func, "__self__", None) is _DATA \
-            or func is _GET_DATA
+        cut = name in ("detach", "detach_") or _reads_data(func, name)
         self._viewed_from[result] = (source[0], source[1] or cut)
 
     def viewed_from(self, t: torch.Tensor) -> tuple | None:
@@ -1005,10 +1008,7 @@ def _reaches_beyond_its_elements(t: torch.Tensor, size, stride, storage_offset=N
     offset = plain.storage_offset() if storage_offset is None else storage_offset
     if not (static(*geometry(plain)) and static(tuple(size), tuple(stride), offset)):
         return True
-    new = np.full((), offset, dtype=np.int64)
-    for n, st in zip(size, stride, strict=True):
-        new = new[..., None] + np.arange(n, dtype=np.int64) * st
-    return not np.isin(new.reshape(-1), _element_offsets(plain)).all()
+    return not np.isin(_geometry_offsets(size, stride, offset), _element_offsets(plain)).all()
 
 
 def _write_through_view_before_requires_grad(name: str) -> UnsupportedError:
@@ -1021,6 +1021,11 @@ def _write_through_view_before_requires_grad(name: str) -> UnsupportedError:
         "expand does not require grad, the traced one does",
         source=user_source_line(),
         hint='call requires_grad_() before taking views (or outside the function), or pass on_unsupported="eager"')
+
+
+def _reads_data(func, name: str) -> bool:
+    """``func`` is the read of ``x.data`` (or what Dynamo records for it)."""
+    return name == "__get__" and getattr(func, "__self__", None) is _DATA or func is _GET_DATA
 
 
 def _recorded(args: tuple, kwargs: dict) -> bool:

@@ -723,6 +723,7 @@ WRITTEN_AFTER = "written_after"
 # regenerates its grad_fn from its geometry *when read*, after a ``.data =`` on it too (fuzz seed 3403996,
 # a Dynamo graph break between): the runtime moves its version counter after making it, as for the above.
 STALE_VIEW = "stale_view"
+MULTI_OUTPUT = (True, WRITTEN_AFTER)   # the view_meta[5] states of a multi-output view
 
 
 def _base_written_after(out) -> bool:

@@ -52,7 +52,7 @@ from .generators import GeneratorArgs, rng_state_as_effects
 from .hooks_inside import HooksInside, HookTable
 from .inplace import EagerInPlaceChecks, stale_view_error
 from .leaves import LeafSlots, slot_examples
-from .metadata import WRITTEN_AFTER, collect_metadata, restore_storage_bytes, returned, storage_sizes
+from .metadata import MULTI_OUTPUT, WRITTEN_AFTER, collect_metadata, restore_storage_bytes, returned, storage_sizes
 from .scopes import module_scopes
 from .subclasses import refuse_subclass_gradients
 from .symbolic import geometry_tensor
@@ -167,7 +167,7 @@ def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fak
     joint = _recorded_storage_sets(joint, meta)   # either way (fuzz seed 1904245)
     multi = tuple((k, meta.outputs[k].view_meta[5] == WRITTEN_AFTER) for k in outputs
                   if k < len(meta.outputs) and meta.outputs[k].view_meta is not None
-                  and meta.outputs[k].view_meta[5] in (True, WRITTEN_AFTER) and meta.outputs[k].requires_grad)
+                  and meta.outputs[k].view_meta[5] in MULTI_OUTPUT and meta.outputs[k].requires_grad)
     return dataclasses.replace(joint, backward_error=error, error_outputs=outputs, error_inputs=inputs,
                                error_multi_output=multi)
 

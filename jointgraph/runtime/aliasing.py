@@ -248,9 +248,8 @@ def _views_of_bases(fn: Callable, spec, views: tuple, duplicates: tuple, returne
 
 def _multi_output_view_used_after_write(group: tuple, members: list, recorded: tuple, layout) -> bool:
     """A member is a multi-output view (``unbind`` / ``chunk`` / ``split``, with grad) that the function writes with
-    autograd recording it, or
-    that autograd reads after the function wrote another member in any way (the entry traced on the inputs
-    apart knows when: ``read_after_writes``); eager raises there."""
+    autograd recording it, or that autograd reads after the function wrote another member in any way (the entry
+    traced on the inputs apart knows when: ``read_after_writes``); eager raises there."""
     read_after = dict(layout.read_after_writes)
     # any write moves the version the view checks (not one through .data, which counts its own)
     written = set(recorded) | (set(layout.mutated_inputs) - set(layout.keep_version))

@@ -33,7 +33,7 @@ from torch.autograd.function import once_differentiable
 
 from ..capture.inputs import unflattener
 from ..capture.leaves import make_slot
-from ..capture.metadata import STALE_VIEW, WRITTEN_AFTER, replay_views
+from ..capture.metadata import MULTI_OUTPUT, STALE_VIEW, WRITTEN_AFTER, replay_views
 from ..errors import UnsupportedError, user_source_line
 from ..ir.hook_ops import running_hooks
 from ..ir.sizes import extent
@@ -305,7 +305,7 @@ class CompiledEntry:
             base = torch.ops.aten._unsafe_view(base, base.shape)   # as the backward may version-check base
         view = _regenerate_view(base, size, stride, offset, dtype) if replay is None \
             else replay_views(base, replay)   # replayed: exact whatever the base's real strides
-        if multi_output in (True, WRITTEN_AFTER) and requires_grad and torch.is_grad_enabled():
+        if multi_output in MULTI_OUTPUT and requires_grad and torch.is_grad_enabled():
             _set_creation_meta(view, _MULTI_OUTPUT_NODE)   # unbind / split: in-place raises
         if stale:
             torch.autograd.graph.increment_version(view)
