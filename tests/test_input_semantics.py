@@ -614,6 +614,12 @@ SCENARIOS = {
     "view_taken_before_requires_grad_of_a_tensor_made_inside_used_with_an_input_requiring_grad": (
         "def f(x):\n    t = torch.ones(3)\n    v = t[1:]\n    t.requires_grad_()\n    return (v * x[1:]).sum()",
         "x = torch.randn(3, requires_grad=True)\nx,"),
+    # fuzz seed 4202850: ``.data =`` on a leaf made inside, after an op read it: traced as a set_(), which
+    # dropped the leaf's link to the gradient accumulator that op feeds (outputs did not require grad)
+    "data_assigned_to_a_leaf_made_inside_after_use": (
+        "def f(a):\n    t0 = a.unsqueeze(0)\n    t0.requires_grad_()\n    t1 = t0.sum(0)\n"
+        "    t0.data = t0.data * 2\n    return t1.narrow(0, 1, 1)",
+        "base0 = torch.randn(6)\nx0 = base0[2:5]\nx0,"),
 }
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.
@@ -945,6 +951,7 @@ DYNAMO_REFUSES = {"write_one_row_of_an_expanded_input", "fill_an_expanded_input"
                   "write_through_data_of_an_expanded_input_saved_by_autograd",
                   "requires_grad_of_view_input_then_write_older_view",
                   "multi_output_view_written_after_requires_grad_of_a_view_input",
+                  "data_assigned_to_a_leaf_made_inside_after_use",
                   "requires_grad_then_assign_data",   # Dynamo's graph passes the leaf requires_grad_() made
                   "copy_self_of_an_expanded_input",   # Dynamo's own fake pass raises on c.copy_(c), backend='eager' too
                   "metadata_write_of_an_input_beside_an_unread_multi_output_view"}   # and on the unread unbind view

@@ -119,6 +119,7 @@ class LeafBinder(torch.overrides.TorchFunctionMode):
         super().__init__()
         self.inputs = {id(t) for t in inputs if isinstance(t, torch.Tensor)}
         self.leaves: list[torch.Tensor] = []
+        self.edges: list = []   # each leaf's gradient edge, held from its creation (see wrt)
         self.sources: list[str] = []
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -152,6 +153,7 @@ class LeafBinder(torch.overrides.TorchFunctionMode):
         with torch._C.DisableTorchFunction():
             tensor.requires_grad_()
         self.leaves.append(tensor)
+        self.edges.append(torch.autograd.graph.get_gradient_edge(tensor))
         self.sources.append(user_source_line())
         return tensor
 
@@ -169,6 +171,7 @@ class LeafSlots:
         self.num_inputs = num_inputs
         self.found: tuple[NewLeaf, ...] = ()
         self.made: list[torch.Tensor] = []       # the leaves of the latest call
+        self.edges: list = []                    # their gradient edges
         self.slots: list[torch.Tensor] = []      # the slots of the latest call
         self.originals: list = []                # the inputs' geometries before the latest call
         self._callers: list = []                 # the caller's geometries, where the trace passes copies
@@ -185,7 +188,7 @@ class LeafSlots:
                                                        for t in inputs]
         with binder:
             outs = self.fn(*inputs)
-        self.made, self.slots = binder.leaves, slots
+        self.made, self.edges, self.slots = binder.leaves, binder.edges, slots
         if not slots:
             _refuse_moved_leaves(binder.leaves, binder.sources)
             self.found = tuple(_describe(leaf, where, outs, inputs, originals)
@@ -207,10 +210,13 @@ class LeafSlots:
         return None if leaf.source is None else _view_of_input(out, self.originals[leaf.source])
 
     def wrt(self, tensor):
-        """What the joint differentiates for graph input ``tensor``: a slot's leaf, else itself."""
-        for slot, leaf in zip(self.slots, self.made, strict=True):
+        """What the joint differentiates for graph input ``tensor``: a slot's leaf (its gradient edge,
+        held from its creation: ``t.data = y``, traced as a ``set_``, drops a leaf's link to the
+        accumulator the ops before it feed, where eager's ``.data =`` keeps it; fuzz seed 4202850),
+        else itself."""
+        for slot, edge in zip(self.slots, self.edges, strict=True):
             if slot is tensor:
-                return leaf
+                return edge
         return tensor
 
     def slot_of_view(self, out) -> int | None:
