@@ -912,6 +912,11 @@ WRITTEN_AFTER_THE_CALL = {
     # place after the call: the write rebases the later output's history, as eager's
     "view_returned_before_its_base": ("def f(a):\n    t0 = a * a\n    return t0.select(0, -1), t0",
                                       "leaf = torch.randn(3, requires_grad=True)\na = leaf * 1\na,", ()),
+    # --semantics12 seed 4302566: an unbind() view of an input aliased with another, after transpose_() on it:
+    # the caller-side replay of the transpose_() moved the version the view shares, made stale (is_leaf raised)
+    "unbind_view_of_an_aliased_input_after_transpose_": (
+        "def f(a, b):\n    b.sin_()\n    b.transpose_(0, 1)\n    return b.unbind(0)[0]",
+        "leaf0 = torch.randn(3, 4, 3, requires_grad=True)\nbase0 = leaf0 * 1\nx1 = base0[:-1]\nbase0, x1", ()),
 }
 
 

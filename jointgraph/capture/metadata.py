@@ -663,7 +663,7 @@ def _output_view_info(out, flat_outs: list, infos: list[OutputInfo], with_backwa
         if info.kind == "tensor" and flat_outs[i] is base:
             requires_grad = bool(with_backward and out.requires_grad)
             view_meta = _view_meta(out, requires_grad)
-            if view_meta[5] and _base_written_after(out):   # Note [Multi-output views of a written base]
+            if view_meta[5] and base_written_after(out):   # Note [Multi-output views of a written base]
                 view_meta = (*view_meta[:5], WRITTEN_AFTER)   # (fuzz seed 1903244: the base returned too)
             return OutputInfo(kind="output_view", requires_grad=requires_grad, input_index=i,
                               view_meta=view_meta, view_base=from_fun(base))
@@ -726,7 +726,7 @@ STALE_VIEW = "stale_view"
 MULTI_OUTPUT = (True, WRITTEN_AFTER)   # the view_meta[5] states of a multi-output view
 
 
-def _base_written_after(out) -> bool:
+def base_written_after(out) -> bool:
     """``out``, a multi-output view that requires grad, whose base was written after it was made."""
     if not out.requires_grad:
         return False
@@ -812,7 +812,7 @@ def _output_info(out, f_args: list, input_storages: dict, with_backward: bool, f
         # in place; the graph returns its base instead, and the runtime takes the view of it
         # (replaying the view ops: the base's real strides may differ from its fake's).
         view_meta = _view_meta(out, bool(out.requires_grad))
-        if view_meta[5] and _base_written_after(out):   # Note [Multi-output views of a written base]
+        if view_meta[5] and base_written_after(out):   # Note [Multi-output views of a written base]
             view_meta = (*view_meta[:5], WRITTEN_AFTER)
         replay = _view_replay(out, out._base)
         out = out._base

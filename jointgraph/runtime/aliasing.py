@@ -42,6 +42,7 @@ import torch.utils._pytree as pytree
 from ..capture.context import treated_as_inputs
 from ..capture.inplace import analysis, multi_output_view
 from ..capture.inputs import unflattener
+from ..capture.metadata import base_written_after
 from ..errors import UnsupportedError
 from ..ir.sizes import extent
 from .epilogue import RefusedCall, apply_metadata_mutations
@@ -259,6 +260,30 @@ def _multi_output_view_used_after_write(group: tuple, members: list, recorded: t
     return False
 
 
+def _fresh_multi_output_views(result: Any) -> tuple[int, ...]:
+    """The positions among ``result``'s leaves of multi-output views (``unbind``, with grad) that autograd
+    still reads, i.e. whose base nothing wrote after they were made."""
+    return tuple(k for k, t in enumerate(pytree.tree_leaves(result))
+                 if isinstance(t, torch.Tensor) and multi_output_view(t) and not base_written_after(t))
+
+
+def _remade_if_stale(result: Any, fresh: tuple[int, ...]) -> Any:
+    """``result`` with the multi-output views at ``fresh`` made again where the caller-side replay of an
+    in-place metadata op (``transpose_()``, which moves the version the views share) made them stale: eager's
+    op came before the function took them (fuzz --semantics12 seed 4302566), so its views read fine."""
+    flat, spec = pytree.tree_flatten(result)
+    remade: dict[int, torch.Tensor] = {}   # one object per object
+    for k in fresh:
+        t = flat[k]
+        if base_written_after(t):
+            if id(t) not in remade:
+                view = t._base.as_strided(t.shape, t.stride(), t.storage_offset())
+                torch._C._autograd._set_creation_meta(view, torch._C._autograd.CreationMeta.MULTI_OUTPUT_NODE)
+                remade[id(t)] = view
+            flat[k] = remade[id(t)]
+    return unflattener(spec)(flat) if remade else result
+
+
 def _view_of_caller(out: torch.Tensor, leaf: torch.Tensor) -> torch.Tensor:
     """``out``, a view the function took of an aliased input and returned, as a view of the caller's
     tensor ``leaf`` rather than of the synthetic base, as eager's: a later ``leaf.requires_grad_()``
@@ -370,6 +395,7 @@ class SyntheticBases:
         if metadata:   # the rebuilt views' t_() / as_strided_(), on the caller's tensors (versions bumped above)
             expected = _expected_versions(result)
             before = [t._version for t, *_ in expected]
+            fresh = _fresh_multi_output_views(result)
             with contextlib.ExitStack() as stack:
                 for i in unrecorded:
                     stack.enter_context(torch.autograd._unsafe_preserve_version_counter(leaves[positions[i]]))
@@ -377,6 +403,8 @@ class SyntheticBases:
             if expected:   # eager's recorded t_() came before the op that saved the input: its bump is expected
                 _expected_versions_holder(result).expected_versions = [
                     (t, v + t._version - b, *rest) for (t, v, *rest), b in zip(expected, before, strict=True)]
+            if fresh:
+                result = _remade_if_stale(result, fresh)
         _take_recorded_writes(leaves, positions, aliased.groups, bases, recorded)
         for i in requires_grad_set:
             leaves[positions[i]].requires_grad_()
