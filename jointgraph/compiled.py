@@ -133,14 +133,15 @@ class CompiledFunction:
 
     def _run(self, entry, leaves: list, spec) -> Any:
         try:
-            return entry(leaves)
-        except AliasedInputs as aliased:
-            if len(leaves) > spec.num_leaves:
-                raise UnsupportedError("an argument shares storage with a tensor the function captured "
-                                       "(Note [Captured tensors]) and one of them is mutated in place",
-                                       hint='pass distinct tensors (e.g. .clone()), or on_unsupported="eager"') \
-                    from aliased
-            return self._synthetic(leaves, spec, entry.layout, aliased)
+            try:
+                return entry(leaves)
+            except AliasedInputs as aliased:
+                if len(leaves) > spec.num_leaves:
+                    raise UnsupportedError("an argument shares storage with a tensor the function captured "
+                                           "(Note [Captured tensors]) and one of them is mutated in place",
+                                           hint='pass distinct tensors (e.g. .clone()), or on_unsupported="eager"') \
+                        from aliased
+                return self._synthetic(leaves, spec, entry.layout, aliased)   # its refusals too, below
         except RefusedCall as exc:   # nothing ran: the call can still run eagerly
             if self.options.on_unsupported != "eager":
                 raise

@@ -2113,3 +2113,44 @@ def test_a_write_through_a_view_taken_before_requires_grad_of_an_input_view(cont
                                "base0 = torch.randn(4, 5)\nx0 = base0[:, 1:]\nx0,")
     outcome = check(program, CONTENDERS[contender])
     assert outcome.status in ("pass", "refused"), outcome.message
+
+
+@pytest.mark.parametrize("body, inputs", [
+    # seed 4203628: b = base0[1:] taken before the first graph's requires_grad_() on its base
+    ("def f(a, b):\n    a.requires_grad_()\n    a.data.add_(a)\n    t0 = b.unsqueeze(0)\n    return t0.sum()",
+     "base0 = torch.randn(4)\nbase0, base0[1:]"),
+    # seed 4204528: Dynamo passes t0, taken before requires_grad_() on a, into its second graph
+    ("def f(a):\n    t0 = a.unsqueeze(0)\n    a.requires_grad_()\n    t0.data.masked_fill_(t0.data > 0, 0.5)\n"
+     "    t1 = a.unsqueeze(0)\n    return t0.t()",
+     "leaf0 = torch.randn(4, requires_grad=True)\nx0 = (leaf0 * 1)[1:].detach()\nx0,"),
+], ids=["view_passed_beside_its_base", "view_taken_in_the_first_graph"])
+def test_view_taken_before_requires_grad_of_its_base_written_through_data_is_refused_through_dynamo(body, inputs):
+    """Fuzz seeds 4203628, 4204528 (through Dynamo): a view taken before ``requires_grad_()`` on the tensor it
+    views is, in eager, a leaf of its own (it requires grad, has no history, its gradient stays in its own
+    ``.grad``) until a write moves its base's version; rebuilt from the aliased inputs' differentiable common
+    storage, it sent its gradient into the base. Refused by name (a write through ``.data`` moves no version)."""
+    outcome = check(Program.scenario(body, inputs), CONTENDERS["dynamo"])
+    assert outcome.status == "refused", outcome.message
+    assert "view taken before requires_grad_()" in outcome.message
+
+
+def test_view_taken_before_requires_grad_of_its_base_passed_beside_it_is_refused_or_run_eagerly():
+    """The call-level refusal above through aot_function: the view is an argument of its own."""
+    def f(a, v):
+        a.data.mul_(2)
+        return v * 3
+
+    def call(fn):
+        base = torch.randn(4, generator=torch.Generator().manual_seed(0))
+        view = base[1:]
+        base.requires_grad_()
+        out = fn(base, view)
+        out.sum().backward()
+        return out.detach(), base.grad, view.grad
+
+    with pytest.raises(jointgraph.UnsupportedError, match="view taken before requires_grad_"):
+        call(jointgraph.aot_function(f))
+    for got, want in zip(call(jointgraph.aot_function(f, on_unsupported="eager")), call(f), strict=True):
+        assert (got is None) == (want is None)
+        if want is not None:
+            torch.testing.assert_close(got, want)

@@ -130,6 +130,33 @@ def _other_roots(group: tuple, members: list, recorded: tuple, base: torch.Tenso
     return frozenset(i for i, r in zip(group, roots, strict=True) if r not in written)
 
 
+def _refuse_views_made_leaves(group: tuple, members: list, layout) -> None:
+    """Refuse a call passing a view taken before ``requires_grad_()`` on its root beside an input it aliases
+    that the function writes (Dynamo passes such views between graphs: fuzz seeds 4203628, 4204528). Eager's
+    view requires grad but has no history (it is a leaf of its own, with its own ``.grad``) until a write
+    moves its root's version; rebuilt from the differentiable base, its gradient went into the root. Only
+    where an output is differentiable (a view of a member too) and no write in the group moves the version
+    (writes through ``.data``)."""
+    moving = set(layout.mutated_inputs) - set(layout.keep_version)
+    differentiable = layout.tangent_positions or _views_requiring_grad(layout, set(group))
+    if not torch.is_grad_enabled() or not differentiable or any(i in moving for i in group):
+        return
+    for i, m in zip(group, members, strict=True):
+        if m._base is not None and m.requires_grad and _leaf_view(m):
+            raise RefusedCall(
+                f"input {i} is a view taken before requires_grad_() on the tensor it views, which shares its "
+                "storage with an input the function writes: eager's view is a leaf of its own (no history), "
+                "which the views rebuilt from their common storage cannot follow",
+                hint="take the view after requires_grad_(), pass a .clone(), or pass on_unsupported=\"eager\"")
+
+
+def _leaf_view(t: torch.Tensor) -> bool:
+    try:
+        return t.grad_fn is None
+    except RuntimeError:   # a stale multi-output view: eager's error is its user's
+        return False
+
+
 def _check_offset_root(group: tuple, members: list, recorded: tuple) -> None:
     """Fuzz seed 61688: one autograd root that starts inside its storage (``t[1:].detach()``), written
     with a value that requires grad. The write's history would go through a view of the root over the
@@ -339,6 +366,7 @@ class SyntheticBases:
                     "writes, and is used after the write: eager refuses that use, which the views rebuilt from "
                     "their common storage cannot follow",
                     hint='pass distinct tensors (e.g. .clone()), or pass on_unsupported="eager"')
+            _refuse_views_made_leaves(group, members, layout)
             base = base_of(members, tuple(i in recorded for i in group))
             if base is None:   # a refusal, which no caller answers with synthetic bases again (an ExpandedEntry's
                 raise UnsupportedError(aliased.what, hint=aliased.hint) from aliased   # outer call: seed 1201873)
