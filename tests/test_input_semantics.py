@@ -620,6 +620,12 @@ SCENARIOS = {
         "def f(a):\n    t0 = a.unsqueeze(0)\n    t0.requires_grad_()\n    t1 = t0.sum(0)\n"
         "    t0.data = t0.data * 2\n    return t1.narrow(0, 1, 1)",
         "base0 = torch.randn(6)\nx0 = base0[2:5]\nx0,"),
+    # fuzz seed 4403070: an output returned twice whose backward raises (its saved value written under no_grad):
+    # the outputs behind the node that raises eager's error were made per position, two objects for one
+    "output_returned_twice_behind_a_raising_backward": (
+        "def f(a):\n    t1 = a.relu()\n    with torch.no_grad():\n        t1.transpose(0, 1).fill_(-1.0)\n"
+        "    return t1, t1.t(), t1",
+        "x = torch.randn(2, 4, requires_grad=True)\nx,"),
 }
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.

@@ -342,8 +342,12 @@ class CompiledEntry:
         new_root = {id(r): out for r, out in zip(unique, outs, strict=False)}
         by_storage = {_storage(r): (r, out) for r, out in zip(unique, outs, strict=False)}
         flat = list(flat)
+        made: dict[int, torch.Tensor] = {}   # one object per object: ``return t, t.t(), t`` (fuzz seed 4403070)
         for k, t in enumerate(flat):   # the chosen outputs, the other views of their bases, their detaches
             if not isinstance(t, torch.Tensor):
+                continue
+            if id(t) in made:
+                flat[k] = made[id(t)]
                 continue
             r = autograd_root(t)
             out = new_root.get(id(r))
@@ -362,6 +366,7 @@ class CompiledEntry:
                 _set_creation_meta(flat[k], _MULTI_OUTPUT_NODE)
                 if multi_output[k]:   # its base written after it was made: reading its grad_fn raises too
                     torch.autograd.graph.increment_version(flat[k])
+            made[id(t)] = flat[k]
         return flat
 
     def _raising_inputs(self, inputs: list) -> None:
