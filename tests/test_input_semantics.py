@@ -626,6 +626,12 @@ SCENARIOS = {
         "def f(a):\n    t1 = a.relu()\n    with torch.no_grad():\n        t1.transpose(0, 1).fill_(-1.0)\n"
         "    return t1, t1.t(), t1",
         "x = torch.randn(2, 4, requires_grad=True)\nx,"),
+    # fuzz seed 4403260: an input saved before and after its t_() (a * b, then b.mul_(a)): a backward from b's new
+    # value alone runs only the later save, whose expected version counts the t_() (it raised where eager's did not)
+    "input_saved_before_and_after_its_t__then_backward_from_a_written_input": (
+        "def f(a, b):\n    t0 = a * b\n    a.t_()\n    b.mul_(a)\n    return t0.unfold(0, 2, 1)",
+        "leaf0 = torch.randn(1, requires_grad=True)\nx0 = (leaf0 * 1).expand(4)\n"
+        "leaf1 = torch.randn(4, requires_grad=True)\nx1 = leaf1 * 1\nx0, x1"),
 }
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.
@@ -923,6 +929,12 @@ WRITTEN_AFTER_THE_CALL = {
     "unbind_view_of_an_aliased_input_after_transpose_": (
         "def f(a, b):\n    b.sin_()\n    b.transpose_(0, 1)\n    return b.unbind(0)[0]",
         "leaf0 = torch.randn(3, 4, 3, requires_grad=True)\nbase0 = leaf0 * 1\nx1 = base0[:-1]\nbase0, x1", ()),
+    # --semantics12 seed 4502068: a chunk() view of an input saved by eager, the input written after the call: the
+    # saved split output was not known to lie on the input's storage, so eager's error at backward was not raised
+    "chunk_view_of_an_input_saved_then_the_input_written": (
+        "def f(b):\n    t0 = b.chunk(2)[0]\n    with torch.autocast('cpu', torch.bfloat16):\n"
+        "        t1 = t0.sin() * 2.0\n    return b.detach(), t1",
+        "base1 = torch.randn(2, 4, 2, requires_grad=True)\nbase1,", ()),
 }
 
 

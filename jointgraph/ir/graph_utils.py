@@ -112,8 +112,11 @@ def is_pointwise(node: torch.fx.Node) -> bool:
 
 
 def storage_root(node: torch.fx.Node) -> torch.fx.Node:
-    """The node that allocated ``node``'s storage, through chains of storage-sharing ops."""
-    while node.op == "call_function" and shares_storage(node.target) and isinstance(node.args[0], torch.fx.Node):
+    """The node that allocated ``node``'s storage, through chains of storage-sharing ops (the ``getitem``
+    of a multi-output view op, ``split`` / ``unbind``, included: fuzz --semantics12 seed 4502068)."""
+    while node.op == "call_function" and isinstance(node.args[0], torch.fx.Node) and (
+            shares_storage(node.target) or node.target is operator.getitem
+            and node.args[0].op == "call_function" and shares_storage(node.args[0].target)):
         node = node.args[0]
     return node
 
