@@ -299,12 +299,19 @@ def _ancestors(nodes: list) -> set[torch.fx.Node]:
     return seen
 
 
-def _clocks_by_tangent(info, tensor_outs: list[int], tangent_positions: tuple[int, ...]) -> tuple:
-    """Per tangent, ``info.saved_at`` counting only the saves on a path from its output (the tangent of a
-    written input's new value, or of an output the metadata pass did not see: all of them)."""
-    by_output = info.saved_at_by_output
-    return tuple(by_output[tensor_outs[k]] if k < len(tensor_outs) and tensor_outs[k] < len(by_output)
-                 else info.saved_at for k in tangent_positions)
+def _clocks_by_tangent(info, tensor_outs: list[int], mutated: tuple[int, ...],
+                       tangent_positions: tuple[int, ...]) -> tuple:
+    """Per tangent, ``info.saved_at`` counting only the saves on a path from its output, or from the written
+    input's new history it is the tangent of (of an output the metadata pass did not see: all of them)."""
+    by_output, by_new_value = info.saved_at_by_output, info.saved_at_by_new_value
+    clocks = []
+    for k in tangent_positions:
+        if k < len(tensor_outs):
+            clocks.append(by_output[tensor_outs[k]] if tensor_outs[k] < len(by_output) else info.saved_at)
+        else:
+            i = mutated[k - len(tensor_outs)]
+            clocks.append(by_new_value[i] if i < len(by_new_value) else info.saved_at)
+    return tuple(clocks)
 
 
 def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) -> EntryLayout:
@@ -444,7 +451,8 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         geometry_writes_beside_multi_views=tuple(
             (i, viewed) for i, info in enumerate(joint.inputs) if info.new_metadata is not None and info.requires_grad
             and (viewed := tuple(j for j, other in enumerate(joint.inputs) if j != i and other.multi_output_viewed))),
-        version_clocks=tuple((info.saved_at, info.written_at, _clocks_by_tangent(info, tensor_outs, tangent_positions))
+        version_clocks=tuple((info.saved_at, info.written_at,
+                              _clocks_by_tangent(info, tensor_outs, mutated, tangent_positions))
                              for info in joint.inputs)
         if saved_inputs and any(info.version_bumped or info.new_metadata is not None for info in joint.inputs) else (),
         backward_error=(joint.backward_error, joint.error_outputs, joint.error_inputs, joint.error_multi_output)

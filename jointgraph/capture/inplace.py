@@ -431,6 +431,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self.read_before_set: set = set()   # ... of inputs read before set_() or .data = moved them
         self._node_saves: dict[int, tuple] = {}    # id(node) -> (node, its saves): settled by settle_saves
         self._by_output: list[dict[int, int]] = []   # per output: storage -> first save on a path from it
+        self._by_other: list[dict[int, int]] = []    # per input's new history: the same
 
     def track(self, tensors: list) -> None:
         """Watch ``tensors`` (the inputs) as results are watched: a storage swapped under them is refused."""
@@ -824,21 +825,26 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         input on ``a``'s storage, then ``a @ a.t()``). Per output too (``saved_at``): a backward
         from one output runs only the nodes on its paths."""
         reached = [_reached(t) for t in outputs]
-        seen = set().union(*reached, *(_reached(t) for t in others))
+        reached_others = [_reached(t) for t in others]
+        seen = set().union(*reached, *reached_others)
         self._by_output = [{} for _ in outputs]
+        self._by_other = [{} for _ in others]
         for key, (_, saves) in self._node_saves.items():
             for storage, clock in saves if key in seen else ():
                 self._saved_at[storage] = min(clock, self._saved_at.get(storage, clock))
-                for k, nodes in enumerate(reached):
-                    if key in nodes:
-                        self._by_output[k][storage] = min(clock, self._by_output[k].get(storage, clock))
+                for paths, by in ((reached, self._by_output), (reached_others, self._by_other)):
+                    for k, nodes in enumerate(paths):
+                        if key in nodes:
+                            by[k][storage] = min(clock, by[k].get(storage, clock))
         self._node_saves.clear()
 
-    def saved_at(self, t: torch.Tensor) -> tuple[int | None, tuple[int | None, ...]]:
+    def saved_at(self, t: torch.Tensor) -> tuple[int | None, tuple[int | None, ...], tuple[int | None, ...]]:
         """After ``settle_saves``: when a tensor on the input ``t``'s first storage was first saved (a clock, or
-        None), and the same per output given to ``settle_saves`` (by a node on a path from that output)."""
+        None), and the same per output and per other (input's new history) given to ``settle_saves`` (by a
+        node on a path from it: fuzz seed 4403260, a save after ``t_()`` reached only from a written input)."""
         storage = self._input_storages.get(t)
-        return self._saved_at.get(storage), tuple(by.get(storage) for by in self._by_output)
+        return (self._saved_at.get(storage), tuple(by.get(storage) for by in self._by_output),
+                tuple(by.get(storage) for by in self._by_other))
 
     def written_at(self, t: torch.Tensor) -> int | None:
         """When the version counter of the input ``t``'s first storage last moved (a clock), or None."""

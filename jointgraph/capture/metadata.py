@@ -232,8 +232,9 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
                 checks.refuse_view_made_leaf(out)
             for k, a in enumerate(call_args):
                 if isinstance(a, torch.Tensor):
-                    first, by_output = checks.saved_at(a)
+                    first, by_output, by_new_value = checks.saved_at(a)
                     inputs[k] = dataclasses.replace(inputs[k], saved_at=first, saved_at_by_output=by_output,
+                                                    saved_at_by_new_value=by_new_value,
                                                     saved_with_kept_counter=checks.saved_with_kept_counter(a))
         # Tangents are plain fakes: made outside FunctionalTensorMode.
         tangents = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype, device in tangents]

@@ -45,6 +45,8 @@ class InputInfo:
     multi_output_viewed: bool = False   # autograd read a chunk() / split() / unbind() view of it taken with grad
     # saved_at counting only the saves on a path from each output (a backward from that output alone)
     saved_at_by_output: tuple[int | None, ...] = ()
+    # ... and from each input's new history (a backward from the tangent of that input's new value alone)
+    saved_at_by_new_value: tuple[int | None, ...] = ()
     # eager saved a tensor ``.data =`` left on its version counter (Note [Assigning .data] in capture/inplace.py)
     saved_with_kept_counter: bool = False
 
