@@ -632,6 +632,13 @@ SCENARIOS = {
         "def f(a, b):\n    t0 = a * b\n    a.t_()\n    b.mul_(a)\n    return t0.unfold(0, 2, 1)",
         "leaf0 = torch.randn(1, requires_grad=True)\nx0 = (leaf0 * 1).expand(4)\n"
         "leaf1 = torch.randn(4, requires_grad=True)\nx1 = leaf1 * 1\nx0, x1"),
+    # fuzz seed 4404547: an in-place op reading the very elements it writes through another view (a full overlap,
+    # which eager allows): the tracer's view(-1) of a (1, 1) tensor chose another stride for its size-1 dim than
+    # eager's, and the overlap check took it for a partial overlap
+    "full_overlap_through_views_of_size_one": (
+        "def f(b):\n    t0 = b.unsqueeze(0)\n    t1 = t0.detach()\n    t2 = t1[0]\n    t1.view(-1).mul_(t2)\n"
+        "    return t0",
+        "base0 = torch.randn(1, requires_grad=True)\nx1 = base0[::2]\nx1,"),
 }
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.
