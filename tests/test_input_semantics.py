@@ -859,6 +859,13 @@ REFUSED = {
         "leaf = torch.randn(4, 4, requires_grad=True)\nbase = leaf * 1\nbase[2:], base.t()"),
     "write_into_a_view_after_its_t_": ("def f(x):\n    b = x[:, 1:]\n    b.t_()\n    b[0].mul_(2)\n    return x",
                                        "leaf = torch.randn(4, 4, requires_grad=True)\nx = leaf * 1\nx,"),
+    # fuzz seed 4404960: a view of an input written under no_grad after it was made (stale), then given other data
+    # by .data =, then differentiated: eager regenerates its history from its new geometry on the caller's base
+    # (its gradient lands on other elements), which the trace on the input does not see
+    "stale_view_of_an_input_given_data_then_differentiated": (
+        "def f(a):\n    t0 = a[:, :1]\n    with torch.no_grad():\n        t0.diagonal().fill_(0.5)\n"
+        "    t0.data = t0.data * 2\n    return t0.sum()",
+        "base0 = torch.randn(4, 4, requires_grad=True)\nx0 = base0[:, :3]\nx0,"),
 }
 
 

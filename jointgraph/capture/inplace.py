@@ -428,6 +428,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self._input_storages = _ByTensor()    # input -> its storage when the call began
         self._input_bytes: dict[int, int] = {}   # an input's storage -> its size in bytes when the call began
         self._views_made_leaves = _ByTensor()   # views of a tensor made inside, taken before its requires_grad_()
+        self._stale_views_given_data = _ByTensor()   # stale views of an input given other data by .data =
         self._multi_output_storages: set = set()   # storages whose multi-output views (with grad) autograd read
         self._saved_at: dict[int, int] = {}   # storage -> the clock when autograd first saved a tensor on it
         self._saving: list[tuple[int, int]] = []   # (storage, clock) saved by the op running now
@@ -475,6 +476,9 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                                    hint='assign a tensor of the same dtype, or pass on_unsupported="eager"')
         self.set_inside = True
         before = _storage_id(target)
+        if self.analyze and before in self._input_bytes and target.requires_grad and target._is_view() \
+                and self.written_since_made(target):
+            self._stale_views_given_data[target] = user_source_line()
         shares_input_counter = before in self._input_bytes and not self._data_aliases.get(target) \
             and self._set_sources.get(_elem(target)) is None   # x.data and set_() count versions of their own
         counter = self._kept_counters.get(target, before if shares_input_counter else None)
@@ -522,6 +526,15 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             for arg in args:
                 if isinstance(arg, torch.Tensor) and multi_output_view(arg):
                     self._multi_output_storages.add(_storage_id(arg))
+        if differentiates and self._stale_views_given_data:
+            for arg in args:
+                if isinstance(arg, torch.Tensor) and self._stale_views_given_data.get(arg) is not None:
+                    raise UnsupportedError(
+                        "a view of an input, written in place after it was made and then given other data by "
+                        ".data =, is differentiated: eager regenerates its history from its new geometry on the "
+                        "caller's base tensor, which the trace does not see", source=user_source_line(),
+                        hint="write through the view after .data =, or use a new variable for the new data, or "
+                             'pass on_unsupported="eager"')
         if differentiates and self._views_made_leaves:
             tensors = [t for arg in (*args, *kwargs.values()) for t in (arg if isinstance(arg, (list, tuple))
                                                                          else (arg,)) if isinstance(t, torch.Tensor)]
