@@ -2186,3 +2186,35 @@ def test_view_taken_before_requires_grad_of_its_base_passed_beside_it_is_refused
         assert (got is None) == (want is None)
         if want is not None:
             torch.testing.assert_close(got, want)
+
+
+def test_view_given_a_new_geometry_by_as_strided_before_the_call_then_written_with_grad_is_refused_or_run_eagerly():
+    """--semantics12 seed 4300868 (Dynamo runs ``b.as_strided_()`` between its graphs): an input that is a view,
+    given new elements by ``as_strided_()`` before the call, written with autograd recording it: eager sends the
+    written elements' gradient to the base, while the view's own history maps onto its old elements (the
+    gradient of an element only the new geometry reaches was lost). Refused per call; run eagerly when asked."""
+    def g(b, t):
+        b.add_(t)
+        return b
+
+    def call(fn):
+        leaf = torch.randn(3, generator=torch.Generator().manual_seed(0), requires_grad=True)
+        base = leaf.clone()
+        b = base[::2]
+        b.as_strided_((2,), (1,))
+        out = fn(b, torch.ones(2))
+        out.sum().backward()
+        return out.detach(), leaf.grad
+
+    with pytest.raises(jointgraph.UnsupportedError, match="as_strided_"):
+        call(jointgraph.aot_function(g))
+    with pytest.warns(UserWarning, match="running g eagerly"):
+        got = call(jointgraph.aot_function(g, on_unsupported="eager"))
+    for a, b in zip(got, call(g), strict=True):
+        torch.testing.assert_close(a, b)
+    program = Program.scenario(
+        "def f(a, b):\n    t0 = a.sin()\n    b.as_strided_((2,), (1,))\n    b.add_(t0)\n    return b",
+        "leaf0 = torch.randn(3, requires_grad=True)\nbase0 = leaf0.clone()\nx0 = base0[1:].detach()\n"
+        "x1 = base0[::2]\nx0, x1", True)
+    outcome = check(program, CONTENDERS["dynamo"])
+    assert outcome.status == "refused", outcome.message

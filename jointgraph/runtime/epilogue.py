@@ -58,6 +58,11 @@ def apply_mutations(inputs: list, outs, copies: tuple) -> None:
                 inputs[i].copy_(outs[k])
 
 
+# The autograd node of ``as_strided_()`` on a view (fuzz --semantics12 seed 4300868, through Dynamo, which runs the
+# as_strided_() between graphs): its backward maps onto the view's elements before the op.
+_IN_PLACE_AS_STRIDED = "AsStridedBackward1"
+
+
 def check_recorded_writes(inputs: list, with_grad: tuple) -> None:
     """Before the graph runs, for the inputs written with autograd recording it: eager's error for a
     leaf that requires grad; then the refusal of an input that is an autograd view of another input
@@ -69,6 +74,13 @@ def check_recorded_writes(inputs: list, with_grad: tuple) -> None:
         t = inputs[i]
         if t.is_leaf and t.requires_grad:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+        if t._base is not None and t.requires_grad and torch.is_grad_enabled() \
+                and type(t.grad_fn).__name__ == _IN_PLACE_AS_STRIDED:
+            raise RefusedCall(
+                f"input {i} is a view whose geometry as_strided_() changed before the call, and the function writes "
+                "it with autograd recording the write: eager sends the gradient of the written elements to its base, "
+                "which the view's own history (onto its old elements) does not reach",
+                hint='call as_strided_() inside the compiled function, or pass on_unsupported="eager"')
         if apart is None and t._base is not None:
             apart = _apart_from_base(inputs, i)
     if apart is not None:
