@@ -31,7 +31,7 @@ from .capture.unbacked import estimated_sizes, make_fake_mode
 from .hooks import apply_policy, check_policy, user_hook_codecs
 from .ir import NO_RESHARDING, Decision, Plan, Resharding, Role, verify
 from .ir.graph import gradient_tangents, output_node, output_roles, output_values, placeholders, tangent_sources
-from .ir.graph_utils import aliases_input, backward_nodes, input_index_of, storage_root
+from .ir.graph_utils import aliases_input, backward_nodes, input_index_of, storage_root, users_through_views
 from .logs import compile_log, configure_from_env, graphs_log, plan_log
 from .options import CompileOptions
 from .passes.pipeline import run_joint_passes, run_split_passes
@@ -606,9 +606,10 @@ def _outputs_the_backward_reads(graph, num_user_tensors: int, read: _TangentRead
     reads: eager would save it, so modifying it in place before the backward raises
     (runtime/function.py). ``tangents``: those the backward reads it for (``_TangentReader``); eager's
     node that saved it runs only when one of them is present; None when unknown."""
-    return [(k, read(node.users)) for k, node in enumerate(output_values(graph)[:num_user_tensors])
-            if isinstance(node, torch.fx.Node) and node.op != "placeholder"
-            and any(u in read.backward for u in node.users)]
+    outputs = [(k, node, users_through_views(node)) for k, node in enumerate(output_values(graph)[:num_user_tensors])
+               if isinstance(node, torch.fx.Node) and node.op != "placeholder"]
+    # a view of it read counts (fuzz --semantics12 seed 4504160: ``t0[:2].sin()``, eager saved the view)
+    return [(k, read(users)) for k, node, users in outputs if any(u in read.backward for u in users)]
 
 
 def plan(fn_or_module: Any, *example_args: Any, **options: Any) -> Plan:

@@ -949,6 +949,14 @@ WRITTEN_AFTER_THE_CALL = {
         "def f(b):\n    t0 = b.chunk(2)[0]\n    with torch.autocast('cpu', torch.bfloat16):\n"
         "        t1 = t0.sin() * 2.0\n    return b.detach(), t1",
         "base1 = torch.randn(2, 4, 2, requires_grad=True)\nbase1,", ()),
+    # --semantics12 seed 4504160: an output whose view (a chunk() or slice of it) eager saved, written after the call:
+    # only the output's own reads by the backward were counted, so eager's error at backward was not raised
+    "view_of_an_output_saved_then_the_output_written_chunk": (
+        "def f(a):\n    t0 = a * 2.0\n    t1 = t0.chunk(2)[0]\n    return t0, t1.sin().select(0, -1)",
+        "base0 = torch.randn(4, requires_grad=True)\nbase0,", ()),
+    "view_of_an_output_saved_then_the_output_written_slice": (
+        "def f(a):\n    t0 = a * 2.0\n    return t0, t0[:2].sin()",
+        "base0 = torch.randn(4, requires_grad=True)\nbase0,", ()),
 }
 
 

@@ -114,11 +114,29 @@ def is_pointwise(node: torch.fx.Node) -> bool:
 def storage_root(node: torch.fx.Node) -> torch.fx.Node:
     """The node that allocated ``node``'s storage, through chains of storage-sharing ops (the ``getitem``
     of a multi-output view op, ``split`` / ``unbind``, included: fuzz --semantics12 seed 4502068)."""
-    while node.op == "call_function" and isinstance(node.args[0], torch.fx.Node) and (
-            shares_storage(node.target) or node.target is operator.getitem
-            and node.args[0].op == "call_function" and shares_storage(node.args[0].target)):
+    while node.op == "call_function" and node.args and isinstance(node.args[0], torch.fx.Node) \
+            and _views_of(node.args[0], node):
         node = node.args[0]
     return node
+
+
+def _views_of(node: torch.fx.Node, user: torch.fx.Node) -> bool:
+    """``user`` shares ``node``'s storage by the rule of ``storage_root``."""
+    return user.op == "call_function" and bool(user.args) and user.args[0] is node and (
+        shares_storage(user.target) or user.target is operator.getitem
+        and node.op == "call_function" and shares_storage(node.target))
+
+
+def users_through_views(node: torch.fx.Node) -> set[torch.fx.Node]:
+    """The users of ``node`` and of the views of it (chains of storage-sharing ops, ``storage_root``'s rule)."""
+    users, stack, seen = set(), [node], {node}
+    while stack:
+        for user in stack.pop().users:
+            users.add(user)
+            if user not in seen and _views_of(user.args[0], user):
+                seen.add(user)
+                stack.append(user)
+    return users
 
 
 def input_index_of(root: torch.fx.Node) -> int | None:
