@@ -620,6 +620,17 @@ SCENARIOS = {
         "def f(a):\n    t0 = a.unsqueeze(0)\n    t0.requires_grad_()\n    t1 = t0.sum(0)\n"
         "    t0.data = t0.data * 2\n    return t1.narrow(0, 1, 1)",
         "base0 = torch.randn(6)\nx0 = base0[2:5]\nx0,"),
+    # review of 461324f: read only after the .data = (a new accumulator), and read before, between and after two
+    "data_assigned_to_a_leaf_made_inside_before_use": (
+        "def f(a):\n    t0 = a.clone()\n    t0.requires_grad_()\n    t0.data = t0.data * 2\n    return t0 * 3",
+        "x = torch.randn(3)\nx,"),
+    "data_assigned_to_a_factory_leaf_before_use": (
+        "def f(a):\n    w = torch.ones(3, requires_grad=True)\n    w.data = a * 2\n    return w.sin()",
+        "x = torch.randn(3)\nx,"),
+    "data_assigned_twice_to_a_leaf_made_inside_between_uses": (
+        "def f(a):\n    t0 = a.clone()\n    t0.requires_grad_()\n    t1 = t0 * 3\n    t0.data = t0.data * 2\n"
+        "    t2 = t0 * 5\n    t0.data = t0.data * 2\n    return t1 + t2 + t0",
+        "x = torch.randn(3)\nx,"),
     # fuzz seed 4403070: an output returned twice whose backward raises (its saved value written under no_grad):
     # the outputs behind the node that raises eager's error were made per position, two objects for one
     "output_returned_twice_behind_a_raising_backward": (
@@ -996,7 +1007,9 @@ DYNAMO_REFUSES = {"write_one_row_of_an_expanded_input", "fill_an_expanded_input"
                   "write_through_data_of_an_expanded_input_saved_by_autograd",
                   "requires_grad_of_view_input_then_write_older_view",
                   "multi_output_view_written_after_requires_grad_of_a_view_input",
-                  "data_assigned_to_a_leaf_made_inside_after_use",
+                  "data_assigned_to_a_leaf_made_inside_after_use", "data_assigned_to_a_leaf_made_inside_before_use",
+                  "data_assigned_to_a_factory_leaf_before_use",
+                  "data_assigned_twice_to_a_leaf_made_inside_between_uses",
                   "requires_grad_then_assign_data",   # Dynamo's graph passes the leaf requires_grad_() made
                   "copy_self_of_an_expanded_input",   # Dynamo's own fake pass raises on c.copy_(c), backend='eager' too
                   "metadata_write_of_an_input_beside_an_unread_multi_output_view"}   # and on the unread unbind view

@@ -119,7 +119,7 @@ class LeafBinder(torch.overrides.TorchFunctionMode):
         super().__init__()
         self.inputs = {id(t) for t in inputs if isinstance(t, torch.Tensor)}
         self.leaves: list[torch.Tensor] = []
-        self.edges: list = []   # each leaf's gradient edge, held from its creation (see wrt)
+        self.edges: list[list] = []   # each leaf's gradient edges, held from its creation (see LeafSlots.wrt)
         self.sources: list[str] = []
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -140,7 +140,22 @@ class LeafBinder(torch.overrides.TorchFunctionMode):
         elif kwargs.get("requires_grad"):   # a factory: torch.ones(3, requires_grad=True), x.new_zeros(...)
             made = func(*args, **{k: v for k, v in kwargs.items() if k != "requires_grad"})
             return self._bind(made) if self._new_leaf(made, True) else made
+        if self.leaves:
+            self._note_edges(args)
         return func(*args, **kwargs)
+
+    def _note_edges(self, args: tuple) -> None:
+        """The gradient edge each leaf among ``args`` feeds now: ``t.data = y`` (traced as a ``set_``) gives a
+        leaf a new gradient accumulator, where eager's keeps one (fuzz seed 4202850)."""
+        for arg in args:
+            for t in arg if isinstance(arg, (list, tuple)) else (arg,):
+                if not isinstance(t, torch.Tensor):
+                    continue
+                for leaf, edges in zip(self.leaves, self.edges, strict=True):
+                    if t is leaf and t.requires_grad:
+                        edge = torch.autograd.graph.get_gradient_edge(t)
+                        if all(edge.node is not e.node for e in edges):
+                            edges.append(edge)
 
     def _new_leaf(self, tensor, wanted) -> bool:
         return bool(wanted) and isinstance(tensor, torch.Tensor) and not tensor.requires_grad \
@@ -153,7 +168,7 @@ class LeafBinder(torch.overrides.TorchFunctionMode):
         with torch._C.DisableTorchFunction():
             tensor.requires_grad_()
         self.leaves.append(tensor)
-        self.edges.append(torch.autograd.graph.get_gradient_edge(tensor))
+        self.edges.append([torch.autograd.graph.get_gradient_edge(tensor)])
         self.sources.append(user_source_line())
         return tensor
 
@@ -171,7 +186,7 @@ class LeafSlots:
         self.num_inputs = num_inputs
         self.found: tuple[NewLeaf, ...] = ()
         self.made: list[torch.Tensor] = []       # the leaves of the latest call
-        self.edges: list = []                    # their gradient edges
+        self.edges: list[list] = []              # their gradient edges
         self.slots: list[torch.Tensor] = []      # the slots of the latest call
         self.originals: list = []                # the inputs' geometries before the latest call
         self._callers: list = []                 # the caller's geometries, where the trace passes copies
@@ -209,15 +224,17 @@ class LeafSlots:
         leaf = self.found[slot - self.num_inputs]
         return None if leaf.source is None else _view_of_input(out, self.originals[leaf.source])
 
-    def wrt(self, tensor):
-        """What the joint differentiates for graph input ``tensor``: a slot's leaf (its gradient edge,
-        held from its creation: ``t.data = y``, traced as a ``set_``, drops a leaf's link to the
-        accumulator the ops before it feed, where eager's ``.data =`` keeps it; fuzz seed 4202850),
-        else itself."""
-        for slot, edge in zip(self.slots, self.edges, strict=True):
+    def wrt(self, tensor) -> list:
+        """What the joint differentiates for graph input ``tensor``, whose gradient is the sum: a slot's
+        leaf, by every gradient edge it fed (``t.data = y``, traced as a ``set_``, gives the leaf a new
+        accumulator for the ops after it, where eager's ``.data =`` keeps one; fuzz seed 4202850), else
+        ``tensor`` itself."""
+        for slot, leaf, edges in zip(self.slots, self.made, self.edges, strict=True):
             if slot is tensor:
-                return edge
-        return tensor
+                current = torch.autograd.graph.get_gradient_edge(leaf) if leaf.requires_grad else None
+                extra = [current] if current is not None and all(current.node is not e.node for e in edges) else []
+                return [*edges, *extra]
+        return [tensor]
 
     def slot_of_view(self, out) -> int | None:
         """The slot input (graph input index) whose leaf ``out`` is an autograd view of."""

@@ -228,6 +228,19 @@ class ErrorProbe:
         return tuple(total)
 
 
+def _summed(grads: tuple, counts: list[int]) -> tuple:
+    """``grads`` regrouped: the sum of each run of ``counts`` of them (None where all are None)."""
+    out, k = [], 0
+    for n in counts:
+        present = [g for g in grads[k:k + n] if g is not None]
+        k += n
+        total = present[0] if present else None
+        for g in present[1:]:
+            total = total + g
+        out.append(total)
+    return tuple(out)
+
+
 def _with_slots(leaves: LeafSlots, fake_args: list, roles: tuple[Role, ...], names: list[str] | None):
     """The inputs, roles and names with one slot per new leaf appended (Note [New leaves])."""
     slots = slot_examples(leaves.found, fake_args)
@@ -307,17 +320,19 @@ def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], f
             f_tangents = [to_fun(t) for t in args[num_inputs:]]
             diff_outs = [outs[i] for i in diff_out_idx] + [call_inputs[i] for i in recorded_idx]
             tie_tangents(diff_outs, f_tangents)
-            wrt = [call_inputs[i] if i in meta.as_views else flat_fn.wrt(f_inputs[i])   # a slot's is its leaf
-                   for i in grad_idx]   # (Note [New leaves])
+            wrt = [[call_inputs[i]] if i in meta.as_views else flat_fn.wrt(f_inputs[i])   # a slot's: its leaf's
+                   for i in grad_idx]   # gradient edges (Note [New leaves]), their gradients summed
         mutated = [from_fun(_old_storage(call_inputs[i])) for i in mutated_idx]
         if has_backward:
             before = _mutation_counters(f_inputs)
             with _BackwardPhase():
                 try:
+                    flat_wrt = [w for ws in wrt for w in ws]
                     if probe is not None:
-                        got = probe.grads(diff_outs, wrt, f_tangents, diff_out_idx, recorded_idx)
+                        got = probe.grads(diff_outs, flat_wrt, f_tangents, diff_out_idx, recorded_idx)
                     else:
-                        got = torch.autograd.grad(diff_outs, wrt, grad_outputs=f_tangents, allow_unused=True)
+                        got = torch.autograd.grad(diff_outs, flat_wrt, grad_outputs=f_tangents, allow_unused=True)
+                    got = _summed(got, [len(ws) for ws in wrt])
                 except GuardOnDataDependentSymNode as exc:   # Note [Unbacked sizes]
                     raise backward_depends_on_values(exc) from exc
                 except RuntimeError as exc:   # a saved value modified in place, ...: eager raises at backward
