@@ -62,6 +62,7 @@ import weakref
 
 import numpy as np
 import torch
+from torch.utils._python_dispatch import _disable_current_modes
 
 from ..errors import UnsupportedError, user_source_line
 from ..ir.sizes import extent
@@ -109,21 +110,20 @@ def _is_in_place(name: str) -> bool:
 
 
 
-def _partial_overlap(out: torch.Tensor, other: torch.Tensor) -> bool:
+def _partial_overlap(out: torch.Tensor, other: torch.Tensor, strides=None) -> bool:
     """Eager's MemOverlapStatus::Partial between a written tensor and a read one.
 
     Offsets are read from the tensors functionalization holds (views of one current value),
     not from the functional wrappers, whose offsets go stale after a write to the base; whether
     eager can tell at all (both tensors dense) is read from the wrappers, which keep the user's
-    strides (a write gives an input a new, contiguous value)."""
+    strides (a write gives an input a new, contiguous value). ``strides``: eager's strides of a
+    tensor, where the tracer's view ops chose others (``_eager_view_strides``)."""
     if other is out or out.numel() == 0 or other.numel() == 0:
         return False
     if not (_dense(out) and _dense(other)):   # the user's geometry: eager's "too hard to tell"
         return False
-    # The strides of size-1 dims are the view op's choice, and the tracer's view ops choose otherwise than
-    # eager's in places (fuzz seed 4404547: ``t.view(-1)`` of a (1, 1) ``t`` with strides (2, 2)): not compared.
-    same_strides = out.shape == other.shape and all(
-        a == b for n, a, b in zip(out.shape, out.stride(), other.stride(), strict=True) if n != 1)
+    strides = strides or (lambda t: tuple(t.stride()))
+    same_strides = out.shape == other.shape and strides(out) == strides(other)   # size-1 dims' too, as eager's
     out, other = from_fun(out), from_fun(other)
     if not (_dense(out) and _dense(other)):
         return False
@@ -137,6 +137,23 @@ def _partial_overlap(out: torch.Tensor, other: torch.Tensor) -> bool:
 
 
 _AS_STRIDED = frozenset({torch.Tensor.as_strided, torch.as_strided, torch.Tensor.as_strided_})
+
+
+def _eager_view_strides(stride: tuple, t: torch.Tensor, func, args: tuple, kwargs: dict) -> tuple | None:
+    """The strides eager's ``view`` / ``reshape`` gives a view of ``t`` (strides ``stride``), run on a meta
+    tensor: the tracer's own view ops choose other strides for size-1 dims in places (fuzz seed 4404547:
+    ``t.view(-1)`` of a (1, 1) ``t`` with strides (2, 2) is (2,) in eager), which eager's overlap check
+    compares. None where it cannot tell (symbolic sizes, or no view)."""
+    if not static(tuple(t.shape), stride, 0):
+        return None
+    try:
+        with _disable_current_modes(), torch._C.DisableTorchFunction():
+            meta = torch.empty_strided(tuple(t.shape), stride, dtype=t.dtype, device="meta")
+            view = func(meta, *args, **kwargs)
+    except (RuntimeError, TypeError, ValueError):
+        return None
+    return tuple(view.stride()) if isinstance(view, torch.Tensor) and view.untyped_storage().data_ptr() == \
+        meta.untyped_storage().data_ptr() else None
 
 
 def _check_view(t: torch.Tensor, args: tuple, kwargs: dict) -> None:
@@ -429,6 +446,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self._input_bytes: dict[int, int] = {}   # an input's storage -> its size in bytes when the call began
         self._views_made_leaves = _ByTensor()   # views of a tensor made inside, taken before its requires_grad_()
         self._stale_views_given_data = _ByTensor()   # stale views of an input given other data by .data =
+        self._eager_strides = _ByTensor()   # views whose strides eager's view op chooses otherwise than the tracer's
         self._multi_output_storages: set = set()   # storages whose multi-output views (with grad) autograd read
         self._saved_at: dict[int, int] = {}   # storage -> the clock when autograd first saved a tensor on it
         self._saving: list[tuple[int, int]] = []   # (storage, clock) saved by the op running now
@@ -614,6 +632,10 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                 self.reshaped_under_views = True   # Note [Views made before an in-place view op]
                 self._refuse_regenerated_gradients(name, target)
         result = func(*args, **kwargs)
+        if self.analyze and name in ("view", "reshape") and isinstance(result, torch.Tensor) and target is not None:
+            eager = _eager_view_strides(self._user_stride(target), target, func, args[1:], kwargs)
+            if eager is not None and eager != tuple(result.stride()):
+                self._eager_strides[result] = eager
         if self.analyze and isinstance(result, torch.Tensor) and result is not target and name != "__get__":
             self._note_reads(args)   # a value computed from them (not x.data, nor requires_grad_() returning x)
         if self.analyze and torch.is_grad_enabled() and _reads_grad_fn(func, name, result):
@@ -1004,12 +1026,15 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         return (storage in self.written_via_data or _storage_id(_elem(t)) in self.written_via_set) \
             and storage not in self.written_directly
 
-    @staticmethod
-    def _check(target: torch.Tensor, rest: tuple, kwargs: dict) -> None:
+    def _user_stride(self, t: torch.Tensor) -> tuple:
+        """``t``'s strides as eager's view ops made them."""
+        return self._eager_strides.get(t) or tuple(t.stride())
+
+    def _check(self, target: torch.Tensor, rest: tuple, kwargs: dict) -> None:
         if has_internal_overlap(target):
             raise RuntimeError(INTERNAL_OVERLAP)
         for other in (*rest, *kwargs.values()):
-            if isinstance(other, torch.Tensor) and _partial_overlap(target, other):
+            if isinstance(other, torch.Tensor) and _partial_overlap(target, other, self._user_stride):
                 raise RuntimeError(PARTIAL_OVERLAP)
             if isinstance(other, torch.Tensor) and _unordered_overlap(target, other):
                 raise UnsupportedError("an in-place op that reads elements it writes through another view "
