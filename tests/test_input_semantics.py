@@ -652,6 +652,13 @@ SCENARIOS = {
         "base0 = torch.randn(1, requires_grad=True)\nx1 = base0[::2]\nx1,"),
     # review of 33f89d7: eager compares the strides of size-1 dims too (same bytes, other strides: a partial
     # overlap, eager's error at the call); eager's strides of a view come from its own view op
+    # review of 63967ed: a view taken before requires_grad_() of its base, passed beside it, that no gradient reaches
+    "view_taken_before_requires_grad_of_its_base_unread_beside_a_data_write": (
+        "def f(a, v):\n    a.data.mul_(2)\n    return a * 3",
+        "base = torch.randn(4)\nv = base[1:]\nbase.requires_grad_()\nbase, v"),
+    "view_taken_before_requires_grad_of_its_base_written_through_data_unread": (
+        "def f(a, v):\n    v.data.mul_(2)\n    return a * 3",
+        "base = torch.randn(4)\nv = base[1:]\nbase.requires_grad_()\nbase, v"),
     "same_bytes_other_size_one_strides_is_a_partial_overlap": (
         "def f(a):\n    c = a * 1\n    c.unsqueeze(0).add_(c.unsqueeze(1).t())\n    return c",
         "x = torch.randn(3, requires_grad=True)\nx,"),

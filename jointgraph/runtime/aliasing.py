@@ -135,19 +135,25 @@ def _refuse_views_made_leaves(group: tuple, members: list, layout) -> None:
     that the function writes (Dynamo passes such views between graphs: fuzz seeds 4203628, 4204528). Eager's
     view requires grad but has no history (it is a leaf of its own, with its own ``.grad``) until a write
     moves its root's version; rebuilt from the differentiable base, its gradient went into the root. Only
-    where an output is differentiable (a view of a member too) and no write in the group moves the version
-    (writes through ``.data``)."""
+    where a gradient reaches that view (an output computed from it, or a view of it) and no write in the
+    group moves the version (writes through ``.data``)."""
     moving = set(layout.mutated_inputs) - set(layout.keep_version)
-    differentiable = layout.tangent_positions or _views_requiring_grad(layout, set(group))
-    if not torch.is_grad_enabled() or not differentiable or any(i in moving for i in group):
+    if not torch.is_grad_enabled() or any(i in moving for i in group):
         return
     for i, m in zip(group, members, strict=True):
-        if m._base is not None and m.requires_grad and _leaf_view(m):
+        if m._base is not None and m.requires_grad and m._base.requires_grad and _leaf_view(m) \
+                and (_gradient_reaches(layout, i) or _views_requiring_grad(layout, {i})):
             raise RefusedCall(
                 f"input {i} is a view taken before requires_grad_() on the tensor it views, which shares its "
-                "storage with an input the function writes: eager's view is a leaf of its own (no history), "
-                "which the views rebuilt from their common storage cannot follow",
+                "storage with an input the function writes, and a gradient reaches it: eager's view is a leaf of "
+                "its own (no history), which the views rebuilt from their common storage cannot follow",
                 hint="take the view after requires_grad_(), pass a .clone(), or pass on_unsupported=\"eager\"")
+
+
+def _gradient_reaches(layout, i: int) -> bool:
+    """The backward of the entry traced on the inputs apart gives graph input ``i`` a gradient."""
+    return bool(layout.tangent_positions) and i < len(layout.grad_inputs) and layout.grad_inputs[i] \
+        and i not in layout.no_gradient
 
 
 def _leaf_view(t: torch.Tensor) -> bool:
