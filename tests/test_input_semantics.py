@@ -892,6 +892,15 @@ REFUSED = {
         "def f(a):\n    t0 = a[:, :1]\n    with torch.no_grad():\n        t0.diagonal().fill_(0.5)\n"
         "    t0.data = t0.data * 2\n    return t0.sum()",
         "base0 = torch.randn(4, 4, requires_grad=True)\nx0 = base0[:, :3]\nx0,"),
+    # review of 72c1fa3: written after the .data = (into its new data, or the input's old storage), then read
+    "view_of_an_input_given_data_then_written_then_differentiated": (
+        "def f(a):\n    t0 = a[:, :1]\n    t0.data = t0.data * 2\n    with torch.no_grad():\n        t0.fill_(0.5)\n"
+        "    return t0.sum()",
+        "base0 = torch.randn(4, 4, requires_grad=True)\nx0 = base0[:, :3]\nx0,"),
+    "view_of_an_input_given_data_then_its_input_written_then_differentiated": (
+        "def f(a):\n    t0 = a[:, :1]\n    t0.data = t0.data * 2\n    with torch.no_grad():\n        a.mul_(3)\n"
+        "    return t0.sum()",
+        "base0 = torch.randn(4, 4, requires_grad=True)\nx0 = base0[:, :3]\nx0,"),
 }
 
 

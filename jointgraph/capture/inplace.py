@@ -445,7 +445,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self._input_storages = _ByTensor()    # input -> its storage when the call began
         self._input_bytes: dict[int, int] = {}   # an input's storage -> its size in bytes when the call began
         self._views_made_leaves = _ByTensor()   # views of a tensor made inside, taken before its requires_grad_()
-        self._stale_views_given_data = _ByTensor()   # stale views of an input given other data by .data =
+        self._views_given_data = _ByTensor()   # views of an input given other data by .data =: see _assign_data
+        self._set_writes: dict[int, int] = {}   # storage set_() gave a tensor -> writes through such tensors
         self._eager_strides = _ByTensor()   # views whose strides eager's view op chooses otherwise than the tracer's
         self._multi_output_storages: set = set()   # storages whose multi-output views (with grad) autograd read
         self._saved_at: dict[int, int] = {}   # storage -> the clock when autograd first saved a tensor on it
@@ -494,9 +495,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                                    hint='assign a tensor of the same dtype, or pass on_unsupported="eager"')
         self.set_inside = True
         before = _storage_id(target)
-        if self.analyze and before in self._input_bytes and target.requires_grad and target._is_view() \
-                and self.written_since_made(target):
-            self._stale_views_given_data[target] = user_source_line()
+        given = self.analyze and before in self._input_bytes and target.requires_grad and target._is_view()
+        stale = given and (self._stale_given_data(target) or self.written_since_made(target))
         shares_input_counter = before in self._input_bytes and not self._data_aliases.get(target) \
             and self._set_sources.get(_elem(target)) is None   # x.data and set_() count versions of their own
         counter = self._kept_counters.get(target, before if shares_input_counter else None)
@@ -510,6 +510,10 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             self._made[target] = (storage, self._writes.get(storage, 0), self._clock)
             if counter is not None:   # fuzz --semantics12 seed 3904259: eager's saves of it check that input
                 self._kept_counters[target] = counter
+            if given:   # fuzz seed 4404960: its old storage and the writes into it, the new one's (through it), and
+                new = self._set_sources.get(_elem(target))   # whether it was stale already
+                self._views_given_data[target] = (before, self._writes.get(before, 0), new,
+                                                  self._set_writes.get(new, 0), stale)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -544,15 +548,16 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             for arg in args:
                 if isinstance(arg, torch.Tensor) and multi_output_view(arg):
                     self._multi_output_storages.add(_storage_id(arg))
-        if differentiates and self._stale_views_given_data:
+        if differentiates and self._views_given_data:
             for arg in args:
-                if isinstance(arg, torch.Tensor) and self._stale_views_given_data.get(arg) is not None:
+                if isinstance(arg, torch.Tensor) and self._stale_given_data(arg):
                     raise UnsupportedError(
-                        "a view of an input, written in place after it was made and then given other data by "
-                        ".data =, is differentiated: eager regenerates its history from its new geometry on the "
-                        "caller's base tensor, which the trace does not see", source=user_source_line(),
-                        hint="write through the view after .data =, or use a new variable for the new data, or "
-                             'pass on_unsupported="eager"')
+                        "a view of an input, given other data by .data = and written in place (before or after) "
+                        "since it was made, is differentiated: eager regenerates its history from its new "
+                        "geometry on the caller's base tensor, which the trace does not see",
+                        source=user_source_line(),
+                        hint="put the new data in a new variable (t = v.data * 2) rather than assigning .data, "
+                             'or pass on_unsupported="eager"')
         if differentiates and self._views_made_leaves:
             tensors = [t for arg in (*args, *kwargs.values()) for t in (arg if isinstance(arg, (list, tuple))
                                                                          else (arg,)) if isinstance(t, torch.Tensor)]
@@ -726,6 +731,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             source = self._set_sources.get(_elem(target))
             if source is not None:
                 self.written_via_set.add(source)   # the storage set_() gave it: eager leaves its version
+                self._set_writes[source] = self._set_writes.get(source, 0) + 1
                 if recorded:
                     self._written_via_set_with_grad.add(source)
                 if source == _storage_id(_elem(target)):   # Note [set_ under functionalization]: the wrapper
@@ -798,6 +804,16 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         its old geometry whatever ``.data =`` does to it later)."""
         return self.written_since_made(t) and _storage_id(t) not in self._stale_reads \
             and not self._written_itself.get(t)
+
+    def _stale_given_data(self, t: torch.Tensor) -> bool:
+        """``t``, a view of an input given other data by ``.data =``, is stale in eager: a write moved the version
+        it shares since it was made (before the ``.data =``, into its old storage since, or into its new one)."""
+        given = self._views_given_data.get(t)
+        if given is None:
+            return False
+        storage, writes, new, new_writes, stale = given
+        return stale or self._writes.get(storage, 0) > writes or self._set_writes.get(new, 0) > new_writes \
+            or self.written_since_made(t)
 
     def written_since_made(self, t: torch.Tensor) -> bool:
         """``t`` (a view) was made before an in-place op on its storage that bumped the version
