@@ -152,8 +152,11 @@ class LeafBinder(torch.overrides.TorchFunctionMode):
                 if not isinstance(t, torch.Tensor):
                     continue
                 for leaf, edges in zip(self.leaves, self.edges, strict=True):
-                    if t is leaf and t.requires_grad:
-                        edge = torch.autograd.graph.get_gradient_edge(t)
+                    if t is leaf and t.requires_grad and torch.is_grad_enabled():   # else no op records it
+                        try:
+                            edge = torch.autograd.graph.get_gradient_edge(t)
+                        except RuntimeError:   # a call from inside a dispatch handler (no functional mode on)
+                            continue           # is no user op: the leaf's next user op notes its edge
                         if all(edge.node is not e.node for e in edges):
                             edges.append(edge)
 
