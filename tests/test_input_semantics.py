@@ -901,6 +901,11 @@ REFUSED = {
         "def f(a):\n    t0 = a[:, :1]\n    t0.data = t0.data * 2\n    with torch.no_grad():\n        a.mul_(3)\n"
         "    return t0.sum()",
         "base0 = torch.randn(4, 4, requires_grad=True)\nx0 = base0[:, :3]\nx0,"),
+    # fuzz seed 4602338: requires_grad_() on an input, a view of it taken, then t_() on another input sharing its
+    # storage: the version bump makes eager regenerate the view's history; the inputs traced apart did not see it
+    "requires_grad_of_an_input_then_t__of_another_sharing_its_storage": (
+        "def f(b, c):\n    b.requires_grad_()\n    t0 = b.unsqueeze(0)\n    c.t_()\n    return b, t0.reshape(-1), t0",
+        "base0 = torch.randn(4)\nx1 = base0[0]\nx2 = base0[0]\nx1, x2"),
 }
 
 

@@ -188,7 +188,7 @@ class CompiledEntry:
         """Run on graph inputs; return the flat user outputs."""
         layout = self.layout
         if layout.requires_grad_set:   # before the aliasing check: a view of the input refuses either way
-            check_views_of_grad_set(inputs, layout.requires_grad_set)
+            check_views_of_grad_set(inputs, layout.requires_grad_set, tuple(m[0] for m in layout.metadata_mutations))
         if layout.storage_sets:
             check_storage_sets_apart(inputs, layout.storage_sets)
         if self._mutation_check:
