@@ -906,6 +906,11 @@ REFUSED = {
     "requires_grad_of_an_input_then_t__of_another_sharing_its_storage": (
         "def f(b, c):\n    b.requires_grad_()\n    t0 = b.unsqueeze(0)\n    c.t_()\n    return b, t0.reshape(-1), t0",
         "base0 = torch.randn(4)\nx1 = base0[0]\nx2 = base0[0]\nx1, x2"),
+    # --semantics12 seed 4700074: an input set_() onto a leaf made inside (eager's leaf error): the leaf's gradient
+    # edge, read from inside the set_'s dispatch handler, crashed the trace before the refusal by name
+    "input_set_onto_a_leaf_made_inside": (
+        "def f(a):\n    t0 = a.detach().requires_grad_()\n    a.set_(t0)\n    return t0",
+        "leaf0 = torch.randn(5, 2, requires_grad=True)\nx0 = (leaf0 * 1)[1:].detach()\nx0,"),
 }
 
 

@@ -155,8 +155,8 @@ class LeafBinder(torch.overrides.TorchFunctionMode):
                     if t is leaf and t.requires_grad and torch.is_grad_enabled():   # else no op records it
                         try:
                             edge = torch.autograd.graph.get_gradient_edge(t)
-                        except RuntimeError:   # a call from inside a dispatch handler (no functional mode on)
-                            continue           # is no user op: the leaf's next user op notes its edge
+                        except (RuntimeError, AttributeError):   # a call from inside a dispatch handler (no
+                            continue   # functional mode, or autograd, on) is no user op: the next one notes it
                         if all(edge.node is not e.node for e in edges):
                             edges.append(edge)
 
