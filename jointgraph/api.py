@@ -314,6 +314,22 @@ def _clocks_by_tangent(info, tensor_outs: list[int], mutated: tuple[int, ...],
     return tuple(clocks)
 
 
+def _views_read_across_writes(inputs: list, mutated: set) -> tuple:
+    """(i, writers) per input ``i`` requires_grad_() is called on: the inputs the function bumps the version
+    of (not by a data write, which aliased inputs trace on one storage), with such a bump between the making
+    and an autograd read of a view of ``i`` (from the first and last bump: conservative)."""
+    out = []
+    for i, info in enumerate(inputs):
+        if not info.requires_grad_set or not info.view_reads:
+            continue
+        writers = tuple(j for j, w in enumerate(inputs) if j != i and j not in mutated
+                        and w.first_written_at is not None and w.written_at is not None
+                        and any(w.first_written_at <= read and w.written_at > made for made, read in info.view_reads))
+        if writers:
+            out.append((i, writers))
+    return tuple(out)
+
+
 def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) -> EntryLayout:
     """Precompute the index lists of the call path (Note [Runtime call path])."""
     outputs = joint.outputs
@@ -448,6 +464,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
                                                       if w.first_written_at is not None
                                                       and w.first_written_at <= info.grad_read_at))),
         stale_view_reads=tuple(i for i, info in enumerate(joint.inputs) if info.stale_view_read),
+        views_read_across_writes=_views_read_across_writes(joint.inputs, set(mutated)),
         geometry_writes_beside_multi_views=tuple(
             (i, viewed) for i, info in enumerate(joint.inputs) if info.new_metadata is not None and info.requires_grad
             and (viewed := tuple(j for j, other in enumerate(joint.inputs) if j != i and other.multi_output_viewed))),

@@ -662,6 +662,30 @@ SCENARIOS = {
     "same_bytes_other_size_one_strides_is_a_partial_overlap": (
         "def f(a):\n    c = a * 1\n    c.unsqueeze(0).add_(c.unsqueeze(1).t())\n    return c",
         "x = torch.randn(3, requires_grad=True)\nx,"),
+    # review of 6f41b1c: eager's strides for every view op (view_as, reshape_as, unflatten, views of views), and
+    # of x.data (--semantics12 seed 4900167: ``b.data.copy_(b)`` on a (1, 4) view with strides (8, 1))
+    "full_overlap_through_view_as": (
+        "def f(a):\n    c = a * 1\n    c.unsqueeze(1).t().view_as(c.unsqueeze(0)).add_(c.unsqueeze(0))\n    return c",
+        "x = torch.randn(3)\nx,"),
+    "full_overlap_through_unflatten": (
+        "def f(a):\n    c = a * 1\n    c.view(3, 1).t().unflatten(1, (3,)).add_(c.unsqueeze(0))\n    return c",
+        "x = torch.randn(3)\nx,"),
+    "full_overlap_through_a_view_of_a_view": (
+        "def f(a):\n    c = a * 1\n    c.unsqueeze(1).t().view(1, 3, 1).squeeze(2).add_(c.unsqueeze(0))\n    return c",
+        "x = torch.randn(3)\nx,"),
+    "partial_overlap_through_view_as_of_an_offset_input": (
+        "def f(a):\n    a.add_(a.view_as(a))\n    return a", "base = torch.randn(3, 5)\nx = base[:1, :3]\nx,"),
+    "copy_of_data_onto_itself_after_a_write": (
+        "def f(a, b):\n    b.mul_(b)\n    b.data.copy_(b)\n    return a.sum()",
+        "leaf0 = torch.randn(2, 4, requires_grad=True)\nbase0 = leaf0.clone()\nx1 = base0[::2]\nbase0, x1"),
+    # review of d6a810a: requires_grad_() beside t_() of an input sharing its storage, no view of the first read
+    # across the t_()
+    "requires_grad_beside_t__of_an_aliased_input_no_view": (
+        "def f(b, c):\n    b.requires_grad_()\n    c.t_()\n    return b * 2",
+        "base = torch.randn(2, 3)\nb = base[0]\nc = base[1:]\nb, c"),
+    "requires_grad_beside_t__of_an_aliased_input_view_after": (
+        "def f(b, c):\n    b.requires_grad_()\n    c.t_()\n    t0 = b.unsqueeze(0)\n    return t0 * 2",
+        "base = torch.randn(2, 3)\nb = base[0]\nc = base[1:]\nb, c"),
     "same_bytes_other_size_one_strides_of_an_input_is_a_partial_overlap": (
         "def f(a):\n    t0 = a.unsqueeze(0)\n    t1 = a.unsqueeze(1).t()\n    t0.mul_(t1)\n    return a",
         "x = torch.randn(3)\nx,"),
@@ -911,6 +935,24 @@ REFUSED = {
     "input_set_onto_a_leaf_made_inside": (
         "def f(a):\n    t0 = a.detach().requires_grad_()\n    a.set_(t0)\n    return t0",
         "leaf0 = torch.randn(5, 2, requires_grad=True)\nx0 = (leaf0 * 1)[1:].detach()\nx0,"),
+    # review of d6a810a: t_() on a view of the other input moves the version too
+    "requires_grad_of_an_input_then_t__of_a_view_of_another_sharing_its_storage": (
+        "def f(b, c):\n    b.requires_grad_()\n    t0 = b.unsqueeze(0)\n    c.unsqueeze(0).t_()\n"
+        "    return b, t0.reshape(-1), t0",
+        "base0 = torch.randn(4)\nx1 = base0[0]\nx2 = base0[1:3]\nx1, x2"),
+    # review of a70398d: the stale view given data read through a keyword, a list, or a view of it
+    "stale_view_given_data_read_through_a_keyword": (
+        "def f(a):\n    t0 = a[:, :1]\n    t0.data = t0.data * 2\n    with torch.no_grad():\n        t0.fill_(0.5)\n"
+        "    return torch.sum(input=t0)",
+        "base0 = torch.randn(4, 4, requires_grad=True)\nx0 = base0[:, :3]\nx0,"),
+    "stale_view_given_data_read_in_a_list": (
+        "def f(a):\n    t0 = a[:, :1]\n    t0.data = t0.data * 2\n    with torch.no_grad():\n        t0.fill_(0.5)\n"
+        "    return torch.cat([t0, t0])",
+        "base0 = torch.randn(4, 4, requires_grad=True)\nx0 = base0[:, :3]\nx0,"),
+    "view_of_a_stale_view_given_data": (
+        "def f(a):\n    t0 = a[:, :1]\n    t0.data = t0.data * 2\n    u = t0[1:]\n    with torch.no_grad():\n"
+        "        t0.fill_(0.5)\n    return u.sum()",
+        "base0 = torch.randn(4, 4, requires_grad=True)\nx0 = base0[:, :3]\nx0,"),
 }
 
 
@@ -2273,3 +2315,41 @@ def test_view_given_a_new_geometry_by_as_strided_before_the_call_then_written_wi
         "x1 = base0[::2]\nx0, x1", True)
     outcome = check(program, CONTENDERS["dynamo"])
     assert outcome.status == "refused", outcome.message
+
+
+
+@pytest.mark.parametrize("contender", ["default", "mincut", "budget"])
+@pytest.mark.parametrize("body", [
+    # a write through .data (its own version counter) and one into the tensor that gave the data (its own too)
+    "def f(a):\n    t0 = a[:, :1]\n    t0.data = t0.data * 2\n    t0.data.fill_(0.5)\n    return t0.sum()",
+    "def f(a):\n    t0 = a[:, :1]\n    y = t0.data * 2\n    t0.data = y\n    y.mul_(2)\n    return t0.sum()",
+], ids=["through_data", "into_the_source"])
+def test_view_given_data_then_written_without_moving_its_version_compiles(body, contender):
+    """Review of a70398d: writes that move no version the view shares leave it fresh in eager: compiled, not
+    refused (through Dynamo, the second is open: the graph after the break reads the view's old history)."""
+    outcome = check(Program.scenario(body, "base0 = torch.randn(4, 4, requires_grad=True)\nx0 = base0[:, :3]\nx0,"),
+                    CONTENDERS[contender])
+    assert outcome.status == "pass", outcome.message
+
+
+@pytest.mark.parametrize("contender", ["default", "mincut", "budget"])
+def test_leaf_used_through_a_keyword_between_data_assignments_keeps_its_gradient(contender):
+    """Review of 0730061: a leaf read only through a keyword argument between two ``.data =`` under no_grad."""
+    body = ("def f(a):\n    t0 = a.clone()\n    t0.requires_grad_()\n    t0.data = a * 2\n"
+            "    t2 = torch.mul(a, other=t0)\n    with torch.no_grad():\n        t0.data = a * 3\n    return t2")
+    outcome = check(Program.scenario(body, "x = torch.randn(3)\nx,"), CONTENDERS[contender])
+    assert outcome.status == "pass", outcome.message
+
+
+
+def test_view_of_an_input_read_after_a_write_then_given_data_through_dynamo():
+    """Fuzz seed 4800052 (through Dynamo, which runs the ``.data =`` between its graphs): an input view made
+    before a write into its storage and read by autograd after it (eager regenerated its history there) is no
+    stale view when returned: a later ``.data =`` keeps its history's geometry, as eager's. ``aot_function``
+    refuses the ``.data =`` of a returned tensor that requires grad."""
+    program = Program.scenario(
+        "def f(a):\n    t0 = a.exp()\n    t1 = a.t()\n    t1.detach().t().add_(t0)\n    t2 = t1 * t1\n"
+        "    t1.data = t1.data * 2\n    return t1",
+        "base0 = torch.randn(4, 4, requires_grad=True)\nx0 = base0[::2]\nx0,")
+    assert check(program, CONTENDERS["dynamo"]).status == "pass"
+    assert check(program, CONTENDERS["mincut"]).status == "refused"

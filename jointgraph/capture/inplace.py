@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import math
 import weakref
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -139,21 +140,30 @@ def _partial_overlap(out: torch.Tensor, other: torch.Tensor, strides=None) -> bo
 _AS_STRIDED = frozenset({torch.Tensor.as_strided, torch.as_strided, torch.Tensor.as_strided_})
 
 
-def _eager_view_strides(stride: tuple, t: torch.Tensor, func, args: tuple, kwargs: dict) -> tuple | None:
-    """The strides eager's ``view`` / ``reshape`` gives a view of ``t`` (strides ``stride``), run on a meta
-    tensor: the tracer's own view ops choose other strides for size-1 dims in places (fuzz seed 4404547:
-    ``t.view(-1)`` of a (1, 1) ``t`` with strides (2, 2) is (2,) in eager), which eager's overlap check
-    compares. None where it cannot tell (symbolic sizes, or no view)."""
-    if not static(tuple(t.shape), stride, 0):
-        return None
+def _eager_view_strides(func, args: tuple, kwargs: dict, strides: Callable) -> tuple | None:
+    """The strides eager gives the view ``func(*args, **kwargs)`` makes: the op run on meta tensors with
+    the arguments' strides as eager made them (``strides``). The tracer's own view ops choose other
+    strides for size-1 dims in places (fuzz seed 4404547: ``t.view(-1)`` of a (1, 1) ``t`` with strides
+    (2, 2) is (2,) in eager; ``x.data`` of a (1, 4) view with strides (8, 1): seed 4900167), which eager's
+    overlap check compares. None where it cannot tell (symbolic sizes, an op meta tensors refuse)."""
+    def meta(t):
+        if not isinstance(t, torch.Tensor):
+            return t
+        if not static(tuple(t.shape), strides(t), 0):
+            raise _NoMeta
+        return torch.empty_strided(tuple(t.shape), strides(t), dtype=t.dtype, device="meta")
+
     try:
         with _disable_current_modes(), torch._C.DisableTorchFunction():
-            meta = torch.empty_strided(tuple(t.shape), stride, dtype=t.dtype, device="meta")
-            view = func(meta, *args, **kwargs)
-    except (RuntimeError, TypeError, ValueError):
+            margs = [[meta(x) for x in a] if isinstance(a, (list, tuple)) else meta(a) for a in args]
+            view = func(*margs, **{k: meta(v) for k, v in kwargs.items()})
+    except (_NoMeta, RuntimeError, TypeError, ValueError, NotImplementedError, AttributeError):
         return None
-    return tuple(view.stride()) if isinstance(view, torch.Tensor) and view.untyped_storage().data_ptr() == \
-        meta.untyped_storage().data_ptr() else None
+    return tuple(view.stride()) if isinstance(view, torch.Tensor) else None
+
+
+class _NoMeta(Exception):
+    """An argument a meta tensor cannot stand for."""
 
 
 def _check_view(t: torch.Tensor, args: tuple, kwargs: dict) -> None:
@@ -447,6 +457,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self._views_made_leaves = _ByTensor()   # views of a tensor made inside, taken before its requires_grad_()
         self._views_given_data = _ByTensor()   # views of an input given other data by .data =: see _assign_data
         self._set_writes: dict[int, int] = {}   # storage set_() gave a tensor -> writes through such tensors
+        self._refreshed_at = _ByTensor()   # stale views autograd read: the writes into their storage then
+        self._view_reads: dict[int, list] = {}   # input storage -> (clock made, clock read) of views autograd read
         self._eager_strides = _ByTensor()   # views whose strides eager's view op chooses otherwise than the tracer's
         self._multi_output_storages: set = set()   # storages whose multi-output views (with grad) autograd read
         self._saved_at: dict[int, int] = {}   # storage -> the clock when autograd first saved a tensor on it
@@ -549,7 +561,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                 if isinstance(arg, torch.Tensor) and multi_output_view(arg):
                     self._multi_output_storages.add(_storage_id(arg))
         if differentiates and self._views_given_data:
-            for arg in args:
+            for arg in (t for a in (*args, *kwargs.values()) for t in (a if isinstance(a, (list, tuple)) else (a,))):
                 if isinstance(arg, torch.Tensor) and self._stale_given_data(arg):
                     raise UnsupportedError(
                         "a view of an input, given other data by .data = and written in place (before or after) "
@@ -637,9 +649,10 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                 self.reshaped_under_views = True   # Note [Views made before an in-place view op]
                 self._refuse_regenerated_gradients(name, target)
         result = func(*args, **kwargs)
-        if self.analyze and name in ("view", "reshape") and isinstance(result, torch.Tensor) and target is not None:
-            eager = _eager_view_strides(self._user_stride(target), target, func, args[1:], kwargs)
-            if eager is not None and eager != tuple(result.stride()):
+        if self.analyze and isinstance(result, torch.Tensor) and target is not None and result is not target \
+                and not in_place and _storage_id(result) == _storage_id(target) and not result.is_sparse:
+            eager = _eager_view_strides(func, args, kwargs, self._user_stride)   # a view: as eager's view op makes it
+            if eager is not None and eager != tuple(result.stride()) and len(eager) == result.dim():
                 self._eager_strides[result] = eager
         if self.analyze and isinstance(result, torch.Tensor) and result is not target and name != "__get__":
             self._note_reads(args)   # a value computed from them (not x.data, nor requires_grad_() returning x)
@@ -711,6 +724,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             self._note_viewed_from(func, name, target, result)
         if a_view and self._regeometried.get(target):
             self._regeometried[result] = True
+        if a_view and self._views_given_data.get(target) is not None:   # it shares the view's version counter
+            self._views_given_data[result] = self._views_given_data.get(target)
         if a_view and self.analyze and name != "__get__" and func is not _GET_DATA:
             counter = self._kept_counters.get(target)
             if counter is not None:   # a view shares the version counter of its base
@@ -731,7 +746,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             source = self._set_sources.get(_elem(target))
             if source is not None:
                 self.written_via_set.add(source)   # the storage set_() gave it: eager leaves its version
-                self._set_writes[source] = self._set_writes.get(source, 0) + 1
+                if not self._data_aliases.get(target):   # x.data counts versions of its own
+                    self._set_writes[source] = self._set_writes.get(source, 0) + 1
                 if recorded:
                     self._written_via_set_with_grad.add(source)
                 if source == _storage_id(_elem(target)):   # Note [set_ under functionalization]: the wrapper
@@ -807,13 +823,21 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
 
     def _stale_given_data(self, t: torch.Tensor) -> bool:
         """``t``, a view of an input given other data by ``.data =``, is stale in eager: a write moved the version
-        it shares since it was made (before the ``.data =``, into its old storage since, or into its new one)."""
+        it shares since it was made (before the ``.data =``, into its old storage since, or through a tensor that
+        keeps its counter into its new one; not through ``.data``, nor through the tensor that gave it the data,
+        which count their own)."""
         given = self._views_given_data.get(t)
         if given is None:
             return False
         storage, writes, new, new_writes, stale = given
-        return stale or self._writes.get(storage, 0) > writes or self._set_writes.get(new, 0) > new_writes \
-            or self.written_since_made(t)
+        return stale or self._writes.get(storage, 0) > writes or self._set_writes.get(new, 0) > new_writes
+
+    def stale_view(self, t: torch.Tensor) -> bool:
+        """``t`` (a view) is stale in eager now: a write moved the version it shares since it was made, and since
+        autograd last read it (which regenerated its grad_fn: fuzz seed 4800052, ``t1 = a.t()``, a write through
+        ``t1.detach()``, then ``t1 * t1``)."""
+        storage, made, _ = self._made.get(t, (None, None, None))
+        return made is not None and self._writes.get(storage, 0) > max(made, self._refreshed_at.get(t, made))
 
     def written_since_made(self, t: torch.Tensor) -> bool:
         """``t`` (a view) was made before an in-place op on its storage that bumped the version
@@ -909,6 +933,10 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         """When the version counter of the input ``t``'s first storage first moved (a clock), or None."""
         return self._first_write.get(self._input_storages.get(t))
 
+    def view_reads(self, t: torch.Tensor) -> tuple[tuple[int, int], ...]:
+        """(clock made, clock read) of each view of the input ``t``'s storage that autograd read."""
+        return tuple(self._view_reads.get(self._input_storages.get(t), ()))
+
     def grad_read_at(self, t: torch.Tensor) -> int | None:
         """The clock when autograd last read the input ``t`` itself (an op linking its node to ``t``'s
         grad_fn), or None: a read after a version bump regenerates the grad_fn of a view in eager."""
@@ -968,9 +996,13 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                 if original is not None and t.requires_grad:
                     self._grad_read_at[original] = self._clock
                 made = self._made.get(t)
+                if made is not None and made[2] is not None and t.requires_grad and t._is_view() \
+                        and made[0] in self._input_bytes:
+                    self._view_reads.setdefault(made[0], []).append((made[2], self._clock))
                 if made is not None and made[1] is not None and t.requires_grad \
                         and self._writes.get(made[0], 0) > made[1]:
                     self._stale_reads.add(made[0])   # a view made before a write into its storage
+                    self._refreshed_at[t] = self._writes.get(made[0], 0)   # eager regenerated its grad_fn here
                 storage = _storage_id(t)
                 if storage not in self._recorded_on_views and storage not in self._recorded_on_input:
                     continue

@@ -141,7 +141,7 @@ class LeafBinder(torch.overrides.TorchFunctionMode):
             made = func(*args, **{k: v for k, v in kwargs.items() if k != "requires_grad"})
             return self._bind(made) if self._new_leaf(made, True) else made
         if self.leaves:
-            self._note_edges(args)
+            self._note_edges((*args, *kwargs.values()))
         return func(*args, **kwargs)
 
     def _note_edges(self, args: tuple) -> None:

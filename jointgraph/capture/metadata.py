@@ -205,7 +205,7 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
                     _output_info(out, call_args, input_storages, with_backward, flat_fn)
                 if info.kind == "input_view" and with_backward and out_required and not info.requires_grad:
                     info = _required(info)
-                if info.kind == "input_view" and checks.written_since_made(out):
+                if info.kind == "input_view" and checks.stale_view(out):
                     info = dataclasses.replace(info, made_before_write=True)
                 elif info.kind == "input_view" and _moved(inputs, info.input_index):   # a view of its old storage
                     info = dataclasses.replace(info, made_before_set=True)   # (fuzz seed 904401)
@@ -335,6 +335,7 @@ def _eager_counters(info: InputInfo, f_arg, version: int | None, checks: EagerIn
         written_at=checks.written_at(f_arg),   # Note [When eager saved an input] in capture/inplace.py
         first_written_at=checks.first_written_at(f_arg),
         grad_read_at=checks.grad_read_at(f_arg),
+        view_reads=checks.view_reads(f_arg),
         stale_view_read=checks.stale_view_read(f_arg),
         multi_output_viewed=checks.multi_output_viewed(f_arg),
         mutated_via_data=info.mutates_data and checks.only_via_data(f_arg),   # .data counts its own versions

@@ -181,23 +181,25 @@ class RefusedCall(UnsupportedError):
     """Refused before anything ran: with ``on_unsupported="eager"`` the call runs the function eagerly."""
 
 
-def check_views_of_grad_set(inputs: list, requires_grad_set: tuple, metadata_mutated: tuple = ()) -> None:
+def check_views_of_grad_set(inputs: list, requires_grad_set: tuple, across: tuple = ()) -> None:
     """Refuse a call passing a view of an input the function calls ``requires_grad_()`` on: in eager
     the view requires grad from then on (values computed from it do, an in-place op on it raises),
     while the graph was traced with it as an input that does not. Also one sharing its storage with an input
-    whose metadata the function changes (fuzz seed 4602338: ``b.requires_grad_(); t0 = b.unsqueeze(0);
-    c.t_()``, ``c`` aliasing ``b``): the in-place view op moves the version ``b``'s views share, so eager
-    regenerates their history, which the inputs traced apart do not."""
-    for i in requires_grad_set:
+    whose version the function moves (``t_()``, of it or of a view of it) between the making and a read of a
+    view of the first (``across``; fuzz seed 4602338: ``b.requires_grad_(); t0 = b.unsqueeze(0); c.t_()``,
+    then ``t0`` read, ``c`` aliasing ``b``): eager regenerates that view's history at the read, which the
+    inputs traced apart do not."""
+    for i, writers in across:
         storage = inputs[i].untyped_storage().data_ptr()
-        for j in metadata_mutated:
-            if j != i and storage and inputs[j].untyped_storage().data_ptr() == storage:
+        for j in writers:
+            if storage and inputs[j].untyped_storage().data_ptr() == storage:
                 raise RefusedCall(
-                    f"requires_grad_() on input {i} of the compiled function, while input {j}, which shares its "
-                    "storage, has its metadata changed in place (t_(), transpose_(), ...): eager's views of the "
-                    "first then regenerate their history, which the compiled graph does not trace",
+                    f"requires_grad_() on input {i} of the compiled function, a view of which is read after the "
+                    f"function moves the version of input {j}, which shares its storage (t_(), transpose_(), ...): "
+                    "eager regenerates that view's history at the read, which the compiled graph does not trace",
                     hint="call requires_grad_() before calling the compiled function, pass distinct tensors "
                          '(e.g. .clone()), or pass on_unsupported="eager"')
+    for i in requires_grad_set:
         for j, t in enumerate(inputs):
             if isinstance(t, torch.Tensor) and t._base is inputs[i] and not t.requires_grad:
                 raise RefusedCall(

@@ -126,6 +126,8 @@ class EntryLayout:
     version_clocks: tuple[tuple[int | None, int | None, tuple[int | None, ...]], ...] = ()
     # (input, inputs written before autograd last read it): check_moved_views in runtime/epilogue.py
     read_after_writes: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    # (input requires_grad_() is called on, inputs whose version moved between the making and a read of a view of it)
+    views_read_across_writes: tuple[tuple[int, tuple[int, ...]], ...] = ()
     stale_view_reads: tuple[int, ...] = ()      # InputInfo.stale_view_read: check_stale_views_of_leaf_views
     # (input given new geometry in place, inputs multi-output views were taken of): check_geometry_writes_beside_...
     geometry_writes_beside_multi_views: tuple[tuple[int, tuple[int, ...]], ...] = ()
@@ -188,7 +190,7 @@ class CompiledEntry:
         """Run on graph inputs; return the flat user outputs."""
         layout = self.layout
         if layout.requires_grad_set:   # before the aliasing check: a view of the input refuses either way
-            check_views_of_grad_set(inputs, layout.requires_grad_set, tuple(m[0] for m in layout.metadata_mutations))
+            check_views_of_grad_set(inputs, layout.requires_grad_set, layout.views_read_across_writes)
         if layout.storage_sets:
             check_storage_sets_apart(inputs, layout.storage_sets)
         if self._mutation_check:
