@@ -42,6 +42,7 @@ import torch.utils._pytree as pytree
 from ..capture.context import treated_as_inputs
 from ..capture.inplace import analysis, multi_output_view
 from ..capture.inputs import unflattener
+from ..capture.leaves import shares_version_counter
 from ..capture.metadata import base_written_after
 from ..errors import UnsupportedError
 from ..ir.sizes import extent
@@ -293,6 +294,35 @@ def _multi_output_view_used_after_write(group: tuple, members: list, recorded: t
     return False
 
 
+def _counters_apart(leaves: list, positions: tuple, groups: tuple, written: set) -> list:
+    """(tensor, version) of each member of ``groups`` the function does not write whose version counter no
+    written member of its group shares (probed)."""
+    kept = []
+    for group in groups:
+        writers = [leaves[positions[i]] for i in group if i in written]
+        if not writers:
+            continue
+        for i in group:
+            t = leaves[positions[i]]
+            if i not in written and not t.is_inference() and not any(shares_version_counter(w, t) for w in writers):
+                kept.append((t, t._version))
+    return kept
+
+
+def _restore_versions(result: Any, kept: list) -> None:
+    """Set those members' versions back; the step's expected versions of them move by as much."""
+    node = _expected_versions_holder(result)
+    for t, version in kept:
+        delta = t._version - version
+        if not delta:
+            continue
+        moved = [u for u, *_ in node.expected_versions if u is t or shares_version_counter(t, u)] if node else []
+        torch._C._autograd._unsafe_set_version_counter((t,), (version,))
+        if moved:   # the rebuilt views the step saved share the counter set back
+            node.expected_versions = [(u, v - delta if any(u is m for m in moved) else v, *rest)
+                                      for u, v, *rest in node.expected_versions]
+
+
 def _fresh_multi_output_views(result: Any) -> tuple[int, ...]:
     """The positions among ``result``'s leaves of multi-output views (``unbind``, with grad) that autograd
     still reads, i.e. whose base nothing wrote after they were made."""
@@ -411,6 +441,9 @@ class SyntheticBases:
         written = set(layout.mutated_inputs) - set(layout.keep_version)
         versions = {i: leaves[positions[i]]._version for group in aliased.groups for i in group
                     if i in written and not leaves[positions[i]].is_inference()}
+        # members eager does not write whose counter no written member shares (``b.set_(a)`` then a write through
+        # ``b``: fuzz --semantics12 seed 4900546): the write through the base moves theirs, eager's leaves them
+        kept = _counters_apart(leaves, positions, aliased.groups, written)
         try:
             result = inner(bases, masked)
         except RuntimeError as exc:
@@ -426,6 +459,8 @@ class SyntheticBases:
         for i, version in versions.items():
             if leaves[positions[i]]._version == version:
                 torch.autograd.graph.increment_version(leaves[positions[i]])
+        if kept:
+            _restore_versions(result, kept)
         if metadata:   # the rebuilt views' t_() / as_strided_(), on the caller's tensors (versions bumped above)
             expected = _expected_versions(result)
             before = [t._version for t, *_ in expected]
