@@ -808,10 +808,12 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                                    f"own ({str(exc).splitlines()[0][:120]})") from exc
         if type(exc) is RuntimeError and _MULTI_OUTPUT_VIEW_STALE in str(exc):
             return   # eager's own error: a multi-output view made with grad is read after its base changed in place
+        replay_failed = type(exc) is RuntimeError and str(exc).startswith(("The expanded size", "shape '["))
         if self.reshaped_under_views and (type(exc) is RuntimeError or type(exc) is ValueError
-                                          and str(exc).startswith("Cannot view a tensor")):
-            raise stale_view_error("a view taken before an in-place view op on the tensor it views is used "
-                                   f"afterwards; it is regenerated from the new geometry, where eager keeps its "
+                                          and str(exc).startswith("Cannot view a tensor")) \
+                or self.set_under_views and replay_failed:   # fuzz seed 4801950: an expand of it replayed
+            raise stale_view_error("a view taken before an in-place view op (or set_()) on the tensor it views is "
+                                   "used afterwards; it is regenerated from the new geometry, where eager keeps its "
                                    f"own ({str(exc).splitlines()[0][:120]})") from exc
 
     def stale_when_returned(self, t: torch.Tensor) -> bool:

@@ -697,6 +697,11 @@ def _view_meta(out, requires_grad: bool) -> tuple:
     """How the runtime regenerates the view ``out`` (OutputInfo.view_meta)."""
     plain = from_fun(out)
     multi_output = torch._functionalize_is_multi_output_view(out.elem)
+    if multi_output and out.requires_grad and out._is_view() \
+            and torch._C._autograd._get_creation_meta(out) != torch._C._autograd.CreationMeta.MULTI_OUTPUT_NODE:
+        # functionalization's view chain runs through a detach() autograd's does not: ``t0 = b.chunk(2)[0];
+        # t2 = t0.detach().requires_grad_(); t2.unsqueeze(0)`` is an ordinary view (fuzz --semantics12 seed 4901278)
+        multi_output = False
     return (*geometry(plain), plain.dtype, requires_grad, bool(multi_output))
 
 

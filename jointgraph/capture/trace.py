@@ -325,7 +325,9 @@ def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], f
         mutated = [from_fun(_old_storage(call_inputs[i])) for i in mutated_idx]
         if has_backward:
             before = _mutation_counters(f_inputs)
-            with _BackwardPhase():
+            # eager's backward runs where the caller calls it, outside the autocast region of the call (its
+            # forward's casts are nodes already): traced without autocast (fuzz --semantics12 seed 4901076)
+            with _BackwardPhase(), torch._C._DisableAutocast():
                 try:
                     flat_wrt = [w for ws in wrt for w in ws]
                     if probe is not None:
