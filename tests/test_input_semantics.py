@@ -1303,15 +1303,30 @@ def test_requires_grad_after_data_assigned_with_a_view_of_the_old_storage_is_ref
         jointgraph.aot_function(f, cache=False)(torch.randn(3))
 
 
-def test_view_of_a_view_moved_off_its_base_then_its_base_written_through_dynamo_is_stale_as_eagers():
-    """Fuzz --semantics12 seed 1503014: Dynamo's second graph takes ``t0`` (a view of ``b`` moved off its storage by
-    ``.data =``) and ``a`` (another view of ``b``'s base), written under no_grad: they share one version counter, not
-    a storage; the split view of ``t0`` returned must be made before the write, stale as eager's (reading its
-    ``is_leaf`` raises). ``aot_function`` refuses the ``.data =`` of a view of an input that requires grad."""
-    program = Program.scenario(
+# Programs Dynamo's graph breaks make compilable, which aot_function refuses (the .data = of a view of an input that
+# requires grad, or of a returned tensor that does): name -> (f, inputs)
+THROUGH_DYNAMO_ONLY = {
+    # fuzz --semantics12 seed 1503014: Dynamo's second graph takes ``t0`` (a view of ``b`` moved off its storage by
+    # ``.data =``) and ``a`` (another view of ``b``'s base), written under no_grad: they share one version counter,
+    # not a storage; the split view of ``t0`` returned must be made before the write, stale as eager's (reading
+    # its ``is_leaf`` raises)
+    "view_of_a_view_moved_off_its_base_then_its_base_written": (
         "def f(a, b):\n    t0 = b[:-1]\n    t0.data = t0.data * 2\n    t1 = t0.split(1)[1]\n"
         "    with torch.no_grad():\n        a[0].clamp_(-0.5, 0.5)\n    return a[0], t1",
-        "base0 = torch.randn(4, requires_grad=True)\nbase0[::2], base0.view(-1)")
+        "base0 = torch.randn(4, requires_grad=True)\nbase0[::2], base0.view(-1)"),
+    # fuzz seed 4800052 (Dynamo runs the ``.data =`` between its graphs): an input view made before a write into
+    # its storage and read by autograd after it (eager regenerated its history there) is no stale view when
+    # returned: a later ``.data =`` keeps its history's geometry, as eager's
+    "view_of_an_input_read_after_a_write_then_given_data": (
+        "def f(a):\n    t0 = a.exp()\n    t1 = a.t()\n    t1.detach().t().add_(t0)\n    t2 = t1 * t1\n"
+        "    t1.data = t1.data * 2\n    return t1",
+        "base0 = torch.randn(4, 4, requires_grad=True)\nx0 = base0[::2]\nx0,"),
+}
+
+
+@pytest.mark.parametrize("name", list(THROUGH_DYNAMO_ONLY))
+def test_compiled_through_dynamo_refused_by_aot_function(name):
+    program = Program.scenario(*THROUGH_DYNAMO_ONLY[name])
     assert check(program, CONTENDERS["dynamo"]).status == "pass"
     assert check(program, CONTENDERS["mincut"]).status == "refused"
 
@@ -2353,20 +2368,6 @@ def test_leaf_used_through_a_keyword_between_data_assignments_keeps_its_gradient
             "    t2 = torch.mul(a, other=t0)\n    with torch.no_grad():\n        t0.data = a * 3\n    return t2")
     outcome = check(Program.scenario(body, "x = torch.randn(3)\nx,"), CONTENDERS[contender])
     assert outcome.status == "pass", outcome.message
-
-
-
-def test_view_of_an_input_read_after_a_write_then_given_data_through_dynamo():
-    """Fuzz seed 4800052 (through Dynamo, which runs the ``.data =`` between its graphs): an input view made
-    before a write into its storage and read by autograd after it (eager regenerated its history there) is no
-    stale view when returned: a later ``.data =`` keeps its history's geometry, as eager's. ``aot_function``
-    refuses the ``.data =`` of a returned tensor that requires grad."""
-    program = Program.scenario(
-        "def f(a):\n    t0 = a.exp()\n    t1 = a.t()\n    t1.detach().t().add_(t0)\n    t2 = t1 * t1\n"
-        "    t1.data = t1.data * 2\n    return t1",
-        "base0 = torch.randn(4, 4, requires_grad=True)\nx0 = base0[::2]\nx0,")
-    assert check(program, CONTENDERS["dynamo"]).status == "pass"
-    assert check(program, CONTENDERS["mincut"]).status == "refused"
 
 
 @pytest.mark.parametrize("requires_grad", [False])   # with grad: refused (the aliased inputs' roots differ)
