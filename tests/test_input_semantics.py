@@ -2422,3 +2422,30 @@ def test_backward_of_a_call_under_autocast_runs_without_it(partitioner):
 
     for got, want in zip(grad(jointgraph.aot_function(f, partitioner=partitioner)), grad(f), strict=True):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_view_given_data_beside_the_written_source_of_its_data_is_refused_through_dynamo():
+    """Review of a70398d (through Dynamo, which runs ``t0.data = y`` between its graphs): the next graph takes ``y``
+    and ``t0``, which share ``y``'s storage, and writes ``y``: the synthetic base was a view of ``t0``'s autograd
+    root, in another storage, and ``t0.sum()`` summed other values. Refused per call."""
+    outcome = check(Program.scenario(
+        "def f(a):\n    t0 = a[:, :1]\n    y = t0.data * 2\n    t0.data = y\n    y.mul_(2)\n    return t0.sum()",
+        "base0 = torch.randn(4, 4, requires_grad=True)\nx0 = base0[:, :3]\nx0,"), CONTENDERS["dynamo"])
+    assert outcome.status == "refused", outcome.message
+    assert "given other data" in outcome.message
+
+
+def test_eager_strides_of_an_indexed_view_keep_the_index_a_tuple():
+    """The meta replay of a view op for eager's strides passed ``t[:, :1]``'s index as a list (a tensor index in
+    later PyTorch, a deprecation warning now)."""
+    import warnings
+
+    def f(a):
+        c = a * 1
+        c[:, :1].add_(c[:, 1:2])
+        return c
+
+    x = torch.randn(3, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torch.testing.assert_close(jointgraph.aot_function(f)(x), f(x))

@@ -155,7 +155,7 @@ def _eager_view_strides(func, args: tuple, kwargs: dict, strides: Callable) -> t
 
     try:
         with _disable_current_modes(), torch._C.DisableTorchFunction():
-            margs = [[meta(x) for x in a] if isinstance(a, (list, tuple)) else meta(a) for a in args]
+            margs = [type(a)(meta(x) for x in a) if isinstance(a, (list, tuple)) else meta(a) for a in args]
             view = func(*margs, **{k: meta(v) for k, v in kwargs.items()})
     except (_NoMeta, RuntimeError, TypeError, ValueError, NotImplementedError, AttributeError):
         return None

@@ -151,6 +151,21 @@ def _refuse_views_made_leaves(group: tuple, members: list, layout) -> None:
                 hint="take the view after requires_grad_(), pass a .clone(), or pass on_unsupported=\"eager\"")
 
 
+def _refuse_views_moved_off_their_base(group: tuple, members: list) -> None:
+    """Refuse a call passing an autograd view that no longer shares its base's storage (``t0.data = y``, Dynamo
+    runs it between graphs) beside an input sharing its new storage that the function writes: the synthetic
+    base, a view of the autograd root, would read the root's storage, not the one the view shows (fuzz
+    --semantics12, review of a70398d: ``y = t0.data * 2; t0.data = y; y.mul_(2); t0.sum()`` summed other values)."""
+    one_root = len({id(_root(m)) for m in members}) == 1   # else the base is detached, of the members' storage
+    for i, m in zip(group, members, strict=True):
+        if m._base is not None and m.untyped_storage().data_ptr() != m._base.untyped_storage().data_ptr() \
+                and (one_root or m.requires_grad):
+            raise RefusedCall(
+                f"input {i} is a view given other data (.data =, set_()) that shares it with another input the "
+                "function writes: its autograd base lies in another storage, so the inputs cannot be rebuilt "
+                "from one", hint='pass a clone, or pass on_unsupported="eager"')
+
+
 def _gradient_reaches(layout, i: int) -> bool:
     """The backward of the entry traced on the inputs apart gives graph input ``i`` a gradient."""
     return bool(layout.tangent_positions) and i < len(layout.grad_inputs) and layout.grad_inputs[i] \
@@ -403,6 +418,7 @@ class SyntheticBases:
                     "their common storage cannot follow",
                     hint='pass distinct tensors (e.g. .clone()), or pass on_unsupported="eager"')
             _refuse_views_made_leaves(group, members, layout)
+            _refuse_views_moved_off_their_base(group, members)
             base = base_of(members, tuple(i in recorded for i in group))
             if base is None:   # a refusal, which no caller answers with synthetic bases again (an ExpandedEntry's
                 raise UnsupportedError(aliased.what, hint=aliased.hint) from aliased   # outer call: seed 1201873)
