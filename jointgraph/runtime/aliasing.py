@@ -131,14 +131,13 @@ def _other_roots(group: tuple, members: list, recorded: tuple, base: torch.Tenso
     return frozenset(i for i, r in zip(group, roots, strict=True) if r not in written)
 
 
-def _refuse_views_made_leaves(group: tuple, members: list, layout) -> None:
+def _refuse_views_made_leaves(group: tuple, members: list, layout, moving: set) -> None:
     """Refuse a call passing a view taken before ``requires_grad_()`` on its root beside an input it aliases
     that the function writes (Dynamo passes such views between graphs: fuzz seeds 4203628, 4204528). Eager's
     view requires grad but has no history (it is a leaf of its own, with its own ``.grad``) until a write
     moves its root's version; rebuilt from the differentiable base, its gradient went into the root. Only
     where a gradient reaches that view (an output computed from it, or a view of it) and no write in the
-    group moves the version (writes through ``.data``)."""
-    moving = set(layout.mutated_inputs) - set(layout.keep_version)
+    group moves the version (writes through ``.data``; ``moving``: the inputs whose writes move it)."""
     if not torch.is_grad_enabled() or any(i in moving for i in group):
         return
     for i, m in zip(group, members, strict=True):
@@ -296,13 +295,14 @@ def _views_of_bases(fn: Callable, spec, views: tuple, duplicates: tuple, returne
     return call
 
 
-def _multi_output_view_used_after_write(group: tuple, members: list, recorded: tuple, layout) -> bool:
+def _multi_output_view_used_after_write(group: tuple, members: list, recorded: tuple, layout,
+                                        moving: set) -> bool:
     """A member is a multi-output view (``unbind`` / ``chunk`` / ``split``, with grad) that the function writes with
     autograd recording it, or that autograd reads after the function wrote another member in any way (the entry
     traced on the inputs apart knows when: ``read_after_writes``); eager raises there."""
     read_after = dict(layout.read_after_writes)
     # any write moves the version the view checks (not one through .data, which counts its own)
-    written = set(recorded) | (set(layout.mutated_inputs) - set(layout.keep_version))
+    written = set(recorded) | moving
     for i, m in zip(group, members, strict=True):
         if multi_output_view(m) and (i in recorded or any(w in written and w in group for w in read_after.get(i, ()))):
             return True
@@ -407,17 +407,20 @@ class SyntheticBases:
         # writes autograd records: also those behind the node that raises eager's backward error (fuzz seed
         # 501666, ``t1 = t0 @ a; a.mul_(t0)``), which give the written input a history all the same
         recorded = layout.mutated_with_grad + (layout.backward_error[2] if layout.backward_error is not None else ())
+        # the inputs whose writes move their version (not those through .data, which counts its own)
+        written = set(layout.mutated_inputs) - set(layout.keep_version)
         bases, views = [], []
         for group in aliased.groups:
             members = [leaves[positions[i]] for i in group]
             # fuzz --semantics12 seed 3902590 (Dynamo passes an unbind() output into its next graph)
-            if torch.is_grad_enabled() and _multi_output_view_used_after_write(group, members, recorded, layout):
+            if torch.is_grad_enabled() \
+                    and _multi_output_view_used_after_write(group, members, recorded, layout, written):
                 raise RefusedCall(
                     "an input that is a chunk() / split() / unbind() view shares storage with an input the function "
                     "writes, and is used after the write: eager refuses that use, which the views rebuilt from "
                     "their common storage cannot follow",
                     hint='pass distinct tensors (e.g. .clone()), or pass on_unsupported="eager"')
-            _refuse_views_made_leaves(group, members, layout)
+            _refuse_views_made_leaves(group, members, layout, written)
             _refuse_views_moved_off_their_base(group, members)
             base = base_of(members, tuple(i in recorded for i in group))
             if base is None:   # a refusal, which no caller answers with synthetic bases again (an ExpandedEntry's
@@ -454,7 +457,6 @@ class SyntheticBases:
                      for group in aliased.groups]   # not stale
         # members written in eager whose version counter is not the base's (``a.set_(b)`` passed with ``b``:
         # a storage, two counters; fuzz seed 901124): their counters move too
-        written = set(layout.mutated_inputs) - set(layout.keep_version)
         versions = {i: leaves[positions[i]]._version for group in aliased.groups for i in group
                     if i in written and not leaves[positions[i]].is_inference()}
         # members eager does not write whose counter no written member shares (``b.set_(a)`` then a write through
