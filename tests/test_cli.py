@@ -231,15 +231,11 @@ def test_debug_shows_the_traceback(tmp_path, monkeypatch):
     (["bench", "mlp", "--budget", "2 parsecs"], "not a memory size"),
 ])
 def test_bad_paths_and_typos_exit_2_before_running(argv, message, capsys):
-    import time
-
-    start = time.perf_counter()
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
-    assert time.perf_counter() - start < 10   # refused before any model is built or run
 
 
 @pytest.mark.parametrize("text, expected", [("0.6", 0.6), ("2GiB", 2 * 2**30), ("1500MB", 1_500_000_000),

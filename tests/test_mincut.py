@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import torch
 import torch.fx
 
@@ -185,14 +183,20 @@ def test_reorder_recompute_moves_recomputation_to_first_use():
 
 # ---------------------------------------------------------------- speed
 
-def test_mincut_is_fast_on_a_2000_node_graph():
-    graph = _synthetic_joint_graph(layers=250)
+def test_mincut_on_a_2000_node_graph_saves_one_matmul_per_layer():
+    # Its speed is measured in benchmarks/partition.py (depth scaling), not here: timed unit tests
+    # fail on loaded machines. Here the plan itself: per layer the backward needs sin(s), cos(mm)
+    # and the layer input cos(s), all recomputable from the matmul's output, so the cut saves each
+    # layer's mm and nothing derived from it.
+    layers = 250
+    graph = _synthetic_joint_graph(layers=layers)
     assert len(graph.nodes) >= 2000
-    start = time.perf_counter()
-    choices = plan_mincut(graph)
-    elapsed = time.perf_counter() - start
-    assert choices
-    assert elapsed < 1.0, elapsed  # target 0.2 s; slack for loaded CI machines
+    saved = [c.node for c in plan_mincut(graph)]
+    computed = [n for n in saved if n.op == "call_function"]
+    assert [n.target for n in computed] == [aten.mm.default] * layers
+    assert all(not n.args[0].op == "call_function" or n.args[0].target is aten.cos.default
+               or n.args[0].op == "placeholder" for n in computed)
+    assert all(n.op == "placeholder" for n in saved if n not in computed)
 
 
 def _synthetic_joint_graph(layers: int) -> torch.fx.Graph:
