@@ -1356,6 +1356,31 @@ def test_view_moved_off_its_base_then_its_base_written_through_dynamo_is_refused
     torch.testing.assert_close(grads(torch.compile(f, backend=jointgraph.backend(on_unsupported="eager"))), grads(f))
 
 
+def test_view_of_a_view_moved_off_its_base_read_after_a_write_through_dynamo_is_refused_or_run_eagerly():
+    """Dynamo runs ``t0.data = ...`` eagerly between two graphs; the second takes ``u = t0[1:]``, writes ``t0``
+    under no_grad, then differentiates ``u``: eager regenerates ``u``'s history from its geometry in the new
+    storage laid on ``t0``'s autograd base (the gradient lands on other elements); the graph read the old one.
+    Autograd's read of a view taken before the write counts as a read of the input."""
+    def f(a):
+        t0 = a[:, :1]
+        t0.data = t0.data * 2
+        u = t0[1:]
+        with torch.no_grad():
+            t0.fill_(0.5)
+        return u.sum()
+
+    def grads(fn):
+        leaf = torch.arange(6.0).view(3, 2).requires_grad_()
+        fn(leaf * 1).backward()
+        return leaf.grad
+
+    torch._dynamo.reset()
+    with pytest.raises(jointgraph.UnsupportedError, match="autograd reads it or a view of it after the function"):
+        grads(torch.compile(f, backend="jointgraph"))
+    torch._dynamo.reset()
+    torch.testing.assert_close(grads(torch.compile(f, backend=jointgraph.backend(on_unsupported="eager"))), grads(f))
+
+
 @pytest.mark.parametrize("how", ["aot_function", "torch.compile"])
 def test_stale_view_of_an_input_that_is_a_leaf_view_is_refused_or_run_eagerly(how):
     """Fuzz seed 2402418: the input is ``base.t().requires_grad_()`` (a view made a leaf, ``base`` not requiring

@@ -128,11 +128,13 @@ def check_moved_views(inputs: list, read_after_writes: tuple, writers: tuple) ->
             continue
         for i in written:
             if autograd_root(inputs[i]) is t._base:
+                after = "the function writes it" if i == j else \
+                    f"the function writes input {i}, which shares its version counter"
                 raise RefusedCall(
                     f"input {j} is a view in autograd of a tensor whose storage it no longer shares (.data "
-                    f"assigned, or set_()), and is read after input {i}, which shares its version counter, is "
-                    "written: eager regenerates the view's history from its new geometry at that read, which a "
-                    "compiled graph cannot follow", hint='pass a clone of the view, or pass on_unsupported="eager"')
+                    f"assigned, or set_()), and autograd reads it or a view of it after {after}: eager "
+                    "regenerates the view's history from its new geometry at that read, which a compiled graph "
+                    "cannot follow", hint='pass a clone of the view, or pass on_unsupported="eager"')
 
 
 def check_stale_views_of_leaf_views(inputs: list, stale_reads: tuple) -> None:
