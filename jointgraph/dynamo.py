@@ -61,6 +61,20 @@ def compile_dynamo_graph(gm: torch.fx.GraphModule, example_inputs: list, options
 
 
 def _compile_flat(gm: Callable, example_inputs: list, options: CompileOptions) -> Callable:
+    """Compile a flat Dynamo graph; under ``on_unsupported="eager"``, a graph refused at compile time runs as
+    Dynamo handed it over (eagerly, with one warning), as a refused call does."""
+    from .errors import UnsupportedError
+
+    try:
+        return _compile_flat_or_refuse(gm, example_inputs, options)
+    except UnsupportedError as exc:
+        if options.on_unsupported != "eager":
+            raise
+        warnings.warn(f"jointgraph: running a Dynamo graph eagerly: {exc}", stacklevel=2)
+        return gm
+
+
+def _compile_flat_or_refuse(gm: Callable, example_inputs: list, options: CompileOptions) -> Callable:
     from torch._guards import detect_fake_mode
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -69,6 +83,7 @@ def _compile_flat(gm: Callable, example_inputs: list, options: CompileOptions) -
     from .capture.captured import Recapture
     from .capture.fsdp import resharding_of
     from .capture.guards import ambient_state
+    from .capture.inplace import ExpandedInputWritten
     from .capture.inputs import FlatSignature, make_flat_fn
     from .capture.subclasses import SubclassOutputs, any_subclass
     from .compiled import CompiledFunction
@@ -77,7 +92,7 @@ def _compile_flat(gm: Callable, example_inputs: list, options: CompileOptions) -
     from .runtime.epilogue import RefusedCall
 
     if any_subclass(example_inputs):   # Note [Tensor subclasses]: flattened per call, as aot_function does
-        return _compile_subclass_graph(gm, options)
+        return _compile_per_call(gm, options)
     fake_mode = detect_fake_mode(example_inputs) or FakeTensorMode()
     fakes = []
     with fake_mode:
@@ -116,7 +131,9 @@ def _compile_flat(gm: Callable, example_inputs: list, options: CompileOptions) -
                                              leaf_views=views_of_leaves(example_inputs),
                                              resharding=resharding)
         except SubclassOutputs:   # Note [Tensor subclasses]
-            return _compile_subclass_graph(gm, options)
+            return _compile_per_call(gm, options)
+        except ExpandedInputWritten:   # Note [Expanded inputs written in place]: made per call by aot_function's
+            return _compile_per_call(gm, options)   # entries, which trace such inputs as expands of their memory
         except Recapture as found:   # Dynamo lifts what a program captures; a real tensor left in its graph is not
             shapes = ", ".join(str(tuple(t.shape)) for t in found.tensors)
             raise UnsupportedError(f"the graph Dynamo handed over reads real tensors that are not graph inputs "
@@ -147,9 +164,10 @@ def _compile_flat(gm: Callable, example_inputs: list, options: CompileOptions) -
     return compiled
 
 
-def _compile_subclass_graph(gm: Callable, options: CompileOptions) -> Callable:
-    """A Dynamo graph with tensor-subclass inputs or outputs: compiled on its first call (per
-    structure) by the machinery of aot_function (Note [Tensor subclasses])."""
+def _compile_per_call(gm: Callable, options: CompileOptions) -> Callable:
+    """A Dynamo graph with tensor-subclass inputs or outputs (Note [Tensor subclasses]), or with an expanded
+    input it writes in place (Note [Expanded inputs written in place]): compiled on its first call (per
+    structure) by the machinery of aot_function, which makes entries of their own for those."""
     from .compiled import CompiledFunction
 
     def call_graph(*inputs):
