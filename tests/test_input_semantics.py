@@ -132,6 +132,12 @@ SCENARIOS = {
     "aliased_inputs_with_two_version_counters_both_written": (
         "def f(a, b):\n    a[-1] = a.sum()\n    b.sin_()\n    return a[1:]",
         "x = torch.randn(5)\nb = x[3:]\na = torch.empty(0).set_(x.untyped_storage(), 3, (2,), (1,))\na, b"),
+    # fuzz seed 5002775: ``a`` (a root, passed beside ``a[:, :2]``) written with grad through a view of itself,
+    # then in place: its stand-in, a view of the synthetic base, kept no grad_fn and raised eager's leaf error
+    "root_beside_its_view_written_with_grad_then_in_place": (
+        "def f(a, b, c):\n    a[0, 1] = c.sum()\n    a.zero_()\n    return a.sum()",
+        "base0 = torch.randn(3, 3)\nx1 = base0[:, :2]\nbase2 = torch.randn(6, requires_grad=True)\nx2 = base2[::2]\n"
+        "base0, x1, x2"),
     # Note [Expanded inputs written in place] (runtime/expanded.py): fuzz seeds 600040, 600047 (were refused)
     "write_into_expanded_input": ("def f(a):\n    a[0] = 1.\n    return a * 1", "a = torch.zeros(1).expand(3)\na,"),
     "write_one_row_of_an_expanded_input": ("def f(a):\n    a[0].mul_(-1.0)\n    return a.sum(0), a",

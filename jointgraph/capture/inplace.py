@@ -433,6 +433,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         # (Note [Writes through a view of an input] in runtime/epilogue.py)
         self._refreshed: set = set()
         self._watched = _ByTensor()            # views standing for inputs (Note [Aliased inputs]) -> True
+        self._root_stand_ins = _ByTensor()     # ... those standing for an autograd root (no view in eager) -> True
         self._refreshed_watched = _ByTensor()  # ... whose grad_fn eager regenerated
         self._viewed_from = _ByTensor()        # views of watched views -> (that view, taken through detach())
         # Note [Assigning .data]: a tensor given other data keeps its version counter, an input's where it was one
@@ -648,6 +649,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             if target is not None and name in _VERSIONED_METADATA and self._views.get(_storage_id(target), 0):
                 self.reshaped_under_views = True   # Note [Views made before an in-place view op]
                 self._refuse_regenerated_gradients(name, target)
+        if in_place and self._root_stand_ins and self._root_stand_ins.get(target):
+            _as_a_root(target)
         result = func(*args, **kwargs)
         if self.analyze and isinstance(result, torch.Tensor) and target is not None and result is not target \
                 and not in_place and _storage_id(result) == _storage_id(target) and not result.is_sparse:
@@ -980,6 +983,12 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             original = self._input_storages.get(arg) if isinstance(arg, torch.Tensor) else None
             if original is not None:
                 self._inputs_read.add(original)
+
+    def stand_for_roots(self, tensors: list) -> None:
+        """These views, rebuilt from a synthetic base, stand for inputs that are no views in eager (autograd
+        roots): an in-place op on one reads its grad_fn first (see ``_as_a_root``)."""
+        for t in tensors:
+            self._root_stand_ins[t] = True
 
     def watch(self, tensors: list) -> None:
         """Watch these views, which stand for inputs (views rebuilt from a synthetic base, Note [Aliased
@@ -1353,9 +1362,26 @@ def _storage_extent(*tensors: torch.Tensor) -> int:
     return max(extent(*geometry(t)) for t in tensors)
 
 
+def _as_a_root(t: torch.Tensor) -> None:
+    """Before an in-place op on a view standing for an autograd root (Note [Aliased inputs]), regenerate its
+    grad_fn as a root's own would be current: a view written through a view of itself with autograd recording
+    it keeps no grad_fn until one is read, and an in-place op then takes it for a leaf requiring grad and raises
+    eager's leaf error, which the root never raises (fuzz seed 5002775: ``a[0, 1] = c.sum(); a.zero_()`` on
+    ``a`` passed beside ``a[:, :2]``)."""
+    if torch.is_grad_enabled() and t.requires_grad:
+        with torch._C.DisableTorchFunction():
+            t.grad_fn   # noqa: B018  (a read that regenerates it)
+
+
 def analysis() -> EagerInPlaceChecks | None:
     """The metadata pass's in-place checks, when the function runs under them (not in the joint trace)."""
+    checks = in_place_checks()
+    return checks if checks is not None and checks.analyze else None
+
+
+def in_place_checks() -> EagerInPlaceChecks | None:
+    """The in-place checks the function runs under, in the metadata pass or in the joint trace."""
     for mode in torch.overrides._get_current_function_mode_stack():
-        if isinstance(mode, EagerInPlaceChecks) and mode.analyze:
+        if isinstance(mode, EagerInPlaceChecks):
             return mode
     return None

@@ -40,7 +40,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from ..capture.context import treated_as_inputs
-from ..capture.inplace import analysis, multi_output_view
+from ..capture.inplace import analysis, in_place_checks, multi_output_view
 from ..capture.inputs import unflattener
 from ..capture.leaves import shares_version_counter
 from ..capture.metadata import base_written_after
@@ -257,7 +257,7 @@ def _views_of_bases(fn: Callable, spec, views: tuple, duplicates: tuple, returne
     def call(bases: list, masked: list) -> Any:
         leaves = list(masked)
         rebuilt = {}
-        for position, size, stride, offset, group, detached in views:
+        for position, size, stride, offset, group, detached, _ in views:
             base = bases[group]   # offsets are the base's own: a fake base need not keep the real one's
             leaves[position] = base.as_strided(size, stride, base.storage_offset() + offset)
             if detached:   # another autograd root than the written one's: the write's history is not its
@@ -269,6 +269,9 @@ def _views_of_bases(fn: Callable, spec, views: tuple, duplicates: tuple, returne
         checks = analysis()
         if checks is not None:
             checks.watch([leaves[position] for position, *_ in views])
+        roots = [leaves[position] for position, *rest in views if rest[-1] and not rest[-2]]
+        if roots and (every := in_place_checks()) is not None:   # also in the joint trace
+            every.stand_for_roots(roots)
         with treated_as_inputs([leaves[position] for position, *_ in views]):
             result = fn(*args, **kwargs)
         flat = pytree.tree_leaves(result)
@@ -428,7 +431,7 @@ class SyntheticBases:
             detached = _other_roots(group, members, recorded, base)
             _check_offset_root(group, members, recorded)
             views += [(positions[i], tuple(m.shape), tuple(m.stride()), m.storage_offset() - base.storage_offset(),
-                       len(bases), i in detached) for i, m in zip(group, members, strict=True)]
+                       len(bases), i in detached, m._base is None) for i, m in zip(group, members, strict=True)]
             bases.append(base)
         duplicates = tuple(sorted((p, positions[i]) for p, i in layout.signature.duplicate_of.items()
                                   if i in members_of))
