@@ -314,16 +314,6 @@ def _clocks_by_tangent(info, tensor_outs: list[int], mutated: tuple[int, ...],
     return tuple(clocks)
 
 
-def _last_grad_read(info) -> int | None:
-    """When autograd last read the input itself or a view of it (a clock), or None: eager regenerates the
-    history of a stale view at such a read, also of a view taken before the write (fuzz --semantics12, across
-    a Dynamo graph break: ``t0.data = ...``, then ``u = t0[1:]``, ``t0.fill_()`` under no_grad, ``u.sum()``)."""
-    reads = [read for _, read in info.view_reads]
-    if info.grad_read_at is not None:
-        reads.append(info.grad_read_at)
-    return max(reads, default=None)
-
-
 def _views_read_across_writes(inputs: list, mutated: set) -> tuple:
     """(i, writers) per input ``i`` requires_grad_() is called on: the inputs the function bumps the version
     of (not by a data write, which aliased inputs trace on one storage), with such a bump between the making
@@ -470,7 +460,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         own_outputs=own_outputs,
         outputs_read_by_backward=tuple(read_outputs),
         read_after_writes=tuple((j, writers) for j, info in enumerate(joint.inputs)
-                                if (read := _last_grad_read(info)) is not None
+                                if (read := info.grad_read_at) is not None
                                 and (writers := tuple(i for i, w in enumerate(joint.inputs)
                                                       if w.first_written_at is not None
                                                       and w.first_written_at <= read))),

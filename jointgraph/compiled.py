@@ -173,7 +173,10 @@ class CompiledFunction:
                 groups = expanded_groups(leaves[:spec.num_leaves])
                 if not groups:
                     raise
-                entry, signature, dynamic = ExpandedEntry(self.fn, spec, groups, self._make_inner), None, False
+                refusing = dataclasses.replace(self.options, on_unsupported="raise")
+                entry = ExpandedEntry(self.fn, spec, groups, lambda inner: CompiledFunction(inner, refusing),
+                                      eager=self.options.on_unsupported == "eager")
+                signature, dynamic = None, False
         except UnsupportedError as exc:
             if self.options.on_unsupported != "eager":
                 raise

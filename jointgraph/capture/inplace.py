@@ -533,6 +533,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         name = getattr(func, "__name__", "")
         target = args[0] if args and isinstance(args[0], torch.Tensor) else None
         in_place = target is not None and _is_in_place(name)
+        # an in-place op's autograd reads its arguments' grad_fn before its own write moves the version
+        before = self._before_write() if self.analyze and (in_place or name in _DUNDER_WRITES) else None
         if name == "__set__" and target is not None and getattr(func, "__self__", None) is _DATA \
                 and len(args) > 1 and isinstance(args[1], torch.Tensor):
             self._note_read_before_set(target)
@@ -660,7 +662,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         if self.analyze and isinstance(result, torch.Tensor) and result is not target and name != "__get__":
             self._note_reads(args)   # a value computed from them (not x.data, nor requires_grad_() returning x)
         if self.analyze and torch.is_grad_enabled() and _reads_grad_fn(func, name, result):
-            self._note_grad_fn_reads(args, kwargs)
+            self._note_grad_fn_reads(args, kwargs, before)
         if self._saving:
             self._attribute_saves(result)
         if isinstance(result, torch.Tensor):
@@ -943,8 +945,10 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         return tuple(self._view_reads.get(self._input_storages.get(t), ()))
 
     def grad_read_at(self, t: torch.Tensor) -> int | None:
-        """The clock when autograd last read the input ``t`` itself (an op linking its node to ``t``'s
-        grad_fn), or None: a read after a version bump regenerates the grad_fn of a view in eager."""
+        """The clock when autograd last read the input ``t`` itself or a view of it in autograd (an op linking
+        its node to their grad_fn), or None: a read after a version bump regenerates the grad_fn of a view in
+        eager, also of a view taken before the bump (fuzz --semantics12, across a Dynamo graph break:
+        ``t0.data = ...``, then ``u = t0[1:]``, ``t0.fill_()`` under no_grad, ``u.sum()``)."""
         return self._grad_read_at.get(self._input_storages.get(t))
 
     def multi_output_viewed(self, t: torch.Tensor) -> bool:
@@ -996,26 +1000,37 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         for t in tensors:
             self._watched[t] = True
 
-    def _note_grad_fn_reads(self, args: tuple, kwargs: dict) -> None:
+    def _before_write(self) -> tuple:
+        """The write clock, the writes per storage and the storages with recorded writes, before an op's own."""
+        return self._clock, dict(self._writes), frozenset(self._recorded_on_views | self._recorded_on_input)
+
+    def _note_grad_fn_reads(self, args: tuple, kwargs: dict, before: tuple | None = None) -> None:
         """Autograd read the grad_fn of each tensor argument (to link the op's node to it): an input whose
-        storage a recorded write changed, stale until then, has a fresh one from now on."""
+        storage a recorded write changed, stale until then, has a fresh one from now on. ``before``: the state
+        before the op's own write (``_before_write``), when it writes: eager reads its arguments first (fuzz
+        --semantics12 seed 5103541: ``t0 = b.chunk(2)[0]; b.narrow(0, 1, 1).mul_(t0)`` leaves ``t0`` stale, its
+        grad_fn not regenerated)."""
+        clock, writes = (before[0], before[1]) if before is not None else (self._clock, self._writes)
         for arg in (*args, *kwargs.values()):
             for t in arg if isinstance(arg, (list, tuple)) else (arg,):
                 if not isinstance(t, torch.Tensor):
                     continue
                 original = self._input_storages.get(t)
                 if original is not None and t.requires_grad:
-                    self._grad_read_at[original] = self._clock
+                    self._grad_read_at[original] = clock
+                elif t.requires_grad and t._base is not None and (of := self._input_storages.get(t._base)) is not None:
+                    self._grad_read_at[of] = clock   # a view of the input in autograd (not of a detach() of it)
                 made = self._made.get(t)
                 if made is not None and made[2] is not None and t.requires_grad and t._is_view() \
                         and made[0] in self._input_bytes:
-                    self._view_reads.setdefault(made[0], []).append((made[2], self._clock))
+                    self._view_reads.setdefault(made[0], []).append((made[2], clock))
                 if made is not None and made[1] is not None and t.requires_grad \
-                        and self._writes.get(made[0], 0) > made[1]:
+                        and writes.get(made[0], 0) > made[1]:
                     self._stale_reads.add(made[0])   # a view made before a write into its storage
-                    self._refreshed_at[t] = self._writes.get(made[0], 0)   # eager regenerated its grad_fn here
+                    self._refreshed_at[t] = writes.get(made[0], 0)   # eager regenerated its grad_fn here
                 storage = _storage_id(t)
-                if storage not in self._recorded_on_views and storage not in self._recorded_on_input:
+                if storage not in self._recorded_on_views and storage not in self._recorded_on_input \
+                        or before is not None and storage not in before[2]:
                     continue
                 if original is not None:
                     self._refreshed.add(original)

@@ -21,6 +21,7 @@ storage (``t_()``, ``requires_grad_()``, ``set_()``), which the caller's tensor 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -62,19 +63,31 @@ class ExpandedEntry:
 
     plans = ()
 
-    def __init__(self, fn: Callable, spec, groups: tuple[tuple[int, ...], ...], make_compiled: Callable):
+    def __init__(self, fn: Callable, spec, groups: tuple[tuple[int, ...], ...], make_compiled: Callable,
+                 eager: bool = False):
+        """``make_compiled`` compiles the inner function refusing what it cannot compile (under
+        ``on_unsupported="eager"`` too: run eagerly, the inner function's checks on the rebuilt inputs would
+        raise after the function ran); ``eager``: run ``fn`` itself on a refusal, with one warning."""
         self.fn = fn
         self.spec = spec
         self._groups = groups
         self._masked = frozenset(p for g in groups for p in g)
         self._returned: dict[int, int] = {}
         self._inner = make_compiled(_rebuilding(fn, spec, groups, self._returned))
+        self._eager = eager
 
     def __call__(self, leaves: list) -> Any:
         leaves = leaves[:self.spec.num_leaves]   # captured tensors are the inner function's to find
         compacts = [compact(leaves[g[0]]) for g in self._groups]
         masked = [None if k in self._masked else leaf for k, leaf in enumerate(leaves)]
-        result = self._inner(compacts, [tuple(leaves[g[0]].shape) for g in self._groups], masked)
+        try:   # a refusal comes before anything ran: at the inner trace, or a per-call check
+            result = self._inner(compacts, [tuple(leaves[g[0]].shape) for g in self._groups], masked)
+        except UnsupportedError as exc:
+            if not self._eager:
+                raise
+            warnings.warn(f"jointgraph: running {getattr(self.fn, '__name__', self.fn)} eagerly: {exc}", stacklevel=4)
+            args, kwargs = unflattener(self.spec)(leaves)
+            return self.fn(*args, **kwargs)
         if not self._returned:
             return result
         flat, out_spec = pytree.tree_flatten(result)
@@ -102,11 +115,15 @@ def _rebuilding(fn: Callable, spec, groups: tuple[tuple[int, ...], ...], returne
         result = fn(*args, **kwargs)
         for p in positions:
             x = leaves[p]
-            if (x.shape, x.stride(), x.requires_grad) != before[p] or _storage_changed(x):
+            changed = [what for what, yes in (
+                ("its geometry (t_(), unsqueeze_(), ...)", (x.shape, x.stride()) != before[p][:2]),
+                ("requires_grad (requires_grad_(), or a write of a value that requires grad)",
+                 x.requires_grad != before[p][2]),
+                ("its storage (set_(), .data =)", _storage_changed(x))) if yes]
+            if changed:
                 raise UnsupportedError("an input whose elements share memory (an expanded tensor), written in place, "
-                                       "also has its own geometry, requires_grad or storage changed (t_(), "
-                                       "requires_grad_(), set_(), .data =): not supported (Note [Expanded inputs "
-                                       "written in place])",
+                                       f"also has {' and '.join(changed)} changed: not supported (Note [Expanded "
+                                       "inputs written in place])",
                                        hint="pass the tensor before expand (or a .clone() of the expanded one), or "
                                             'pass on_unsupported="eager"')
         returned.clear()
