@@ -1350,6 +1350,16 @@ def test_compiled_through_dynamo_refused_by_aot_function(name):
     assert check(program, CONTENDERS["mincut"]).status == "refused"
 
 
+def _refused_through_dynamo_then_run_eagerly(f, grads, match: str) -> None:
+    """``grads(compiled f)`` raises the refusal ``match`` names through Dynamo, and under
+    ``on_unsupported="eager"`` gives eager's gradients."""
+    torch._dynamo.reset()
+    with pytest.raises(jointgraph.UnsupportedError, match=match):
+        grads(torch.compile(f, backend="jointgraph"))
+    torch._dynamo.reset()
+    torch.testing.assert_close(grads(torch.compile(f, backend=jointgraph.backend(on_unsupported="eager"))), grads(f))
+
+
 def test_view_moved_off_its_base_then_its_base_written_through_dynamo_is_refused_or_run_eagerly():
     """Fuzz seed 2400292: Dynamo runs ``t1.data = ...`` eagerly between two graphs; the second writes ``a``
     (bumping the version counter ``t1`` shares), then reads ``t1``: eager regenerates ``t1``'s history from
@@ -1365,11 +1375,7 @@ def test_view_moved_off_its_base_then_its_base_written_through_dynamo_is_refused
         fn((leaf * 1)[3:]).backward()
         return leaf.grad
 
-    torch._dynamo.reset()
-    with pytest.raises(jointgraph.UnsupportedError, match="no longer shares"):
-        grads(torch.compile(f, backend="jointgraph"))
-    torch._dynamo.reset()
-    torch.testing.assert_close(grads(torch.compile(f, backend=jointgraph.backend(on_unsupported="eager"))), grads(f))
+    _refused_through_dynamo_then_run_eagerly(f, grads, "no longer shares")
 
 
 def test_a_dynamo_graph_refused_at_compile_time_runs_eagerly_under_on_unsupported_eager():
@@ -1443,11 +1449,7 @@ def test_view_of_a_view_moved_off_its_base_read_after_a_write_through_dynamo_is_
         fn(leaf * 1).backward()
         return leaf.grad
 
-    torch._dynamo.reset()
-    with pytest.raises(jointgraph.UnsupportedError, match="autograd reads it or a view of it after the function"):
-        grads(torch.compile(f, backend="jointgraph"))
-    torch._dynamo.reset()
-    torch.testing.assert_close(grads(torch.compile(f, backend=jointgraph.backend(on_unsupported="eager"))), grads(f))
+    _refused_through_dynamo_then_run_eagerly(f, grads, "autograd reads it or a view of it after the function")
 
 
 @pytest.mark.parametrize("how", ["aot_function", "torch.compile"])
