@@ -713,6 +713,10 @@ SCENARIOS = {
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.
 REFUSED = {
+    # fuzz seed 5400932 (Dynamo passes the leaf requires_grad_() made of an expand): its .grad is per element of
+    # the expand, which tracing it as an expand of its compact memory summed (x.grad [8, 0, 0, 0], eager [2] * 4)
+    "written_expanded_leaf_requiring_grad": ("def f(a):\n    a.detach()[0].square_()\n    return a * 2",
+                                             "base0 = torch.tensor([1.5])\nx0 = base0.expand(4).requires_grad_()\nx0,"),
     # fuzz seed 1801073: requires_grad_() on an input, a view of it read, then .data = : the gradient through the
     # view was lost (the caller's .grad None), as for an input that requires grad at the call (seeds 100199, 100292)
     "requires_grad_then_a_read_then_assign_data": ("def f(a):\n    a.requires_grad_()\n    t0 = a[0]\n"
@@ -1348,6 +1352,17 @@ def test_compiled_through_dynamo_refused_by_aot_function(name):
     program = Program.scenario(*THROUGH_DYNAMO_ONLY[name])
     assert check(program, CONTENDERS["dynamo"]).status == "pass"
     assert check(program, CONTENDERS["mincut"]).status == "refused"
+
+
+def test_written_expanded_leaf_requiring_grad_through_dynamo_is_refused():
+    """Fuzz seed 5400932: Dynamo breaks the graph at ``a.requires_grad_()`` on an expanded input; the next graph
+    writes the expanded leaf and returns a view of it: refused (its gradient would have been summed)."""
+    program = Program.scenario("def f(a):\n    a.requires_grad_()\n    a.detach()[0].square_()\n"
+                               "    t2 = a.narrow(0, 1, 1)\n    return t2.t()",
+                               "base0 = torch.tensor([1.5])\nx0 = base0.expand(4)\nx0,")
+    outcome = check(program, CONTENDERS["dynamo"])
+    assert outcome.status == "refused", outcome.message
+    assert "expanded tensor made a leaf" in outcome.message
 
 
 def _refused_through_dynamo_then_run_eagerly(f, grads, match: str) -> None:

@@ -42,9 +42,18 @@ def compact(t: torch.Tensor) -> torch.Tensor:
 
 
 def compactable(t) -> bool:
-    """An expanded tensor whose only overlap is its stride-0 dimensions."""
+    """An expanded tensor whose only overlap is its stride-0 dimensions, and no leaf requiring grad (a view made
+    one by ``requires_grad_()``): its ``.grad`` holds a gradient per element of the expand, which the gradient of
+    its compact tensor would sum (fuzz seed 5400932, through Dynamo)."""
     return isinstance(t, torch.Tensor) and type(t) is torch.Tensor and t.layout == torch.strided \
+        and not (t.requires_grad and t.is_leaf) \
         and has_internal_overlap(t) and torch._debug_has_internal_overlap(compact(t)) == 0   # 0: no overlap
+
+
+def expanded_leaf_requiring_grad(leaves: list) -> int | None:
+    """The position of an expanded leaf requiring grad among ``leaves``, if any (see ``compactable``)."""
+    return next((k for k, t in enumerate(leaves) if isinstance(t, torch.Tensor) and t.requires_grad and t.is_leaf
+                 and t.layout == torch.strided and has_internal_overlap(t)), None)
 
 
 def expanded_groups(leaves: list) -> tuple[tuple[int, ...], ...]:
