@@ -71,14 +71,16 @@ def _serialized(fn: Callable) -> Callable:
 @_serialized
 def build_plan(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode,
                options: CompileOptions, *, with_backward: bool, names=None, non_leaf=frozenset(),
-               leaf_views=frozenset(), debug: bool = False, saved_hooks=None, resharding: Resharding = NO_RESHARDING):
+               leaf_views=frozenset(), plain_views=frozenset(), debug: bool = False, saved_hooks=None,
+               resharding: Resharding = NO_RESHARDING):
     """Trace, optimize and partition; return (Plan, JointGraph, SplitGraphs). Runs nothing real.
     ``resharding``: the inputs the caller frees between forward and backward (Note [Inputs the
     caller reshards] in capture/fsdp.py)."""
     timings: dict[str, float] = {}
     start = time.perf_counter()
     joint = trace_joint(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, names=names,
-                        non_leaf=non_leaf, leaf_views=leaf_views, decompositions=_decompositions(options))
+                        non_leaf=non_leaf, leaf_views=leaf_views, plain_views=plain_views,
+                        decompositions=_decompositions(options))
     timings["trace"] = time.perf_counter() - start
 
     start = time.perf_counter()
@@ -174,6 +176,7 @@ def plan_call(flat_fn: Callable, signature: FlatSignature, tensors: list, option
         plan, joint, graphs = build_plan(flat_fn, fakes, signature.roles, fake_mode, options,
                                          with_backward=with_backward, names=list(signature.names),
                                          non_leaf=non_leaf_inputs(tensors), leaf_views=views_of_leaves(tensors),
+                                         plain_views=views_of_plain_tensors(tensors),
                                          saved_hooks=saved_hooks,
                                          resharding=resharding)
     return plan, joint, graphs, fake_mode, fakes
@@ -248,6 +251,14 @@ def views_of_leaves(tensors: list) -> frozenset[int]:
     them or on views of them, and the fakes the trace runs on are no views (fuzz seed 503382)."""
     return frozenset(i for i, t in enumerate(tensors) if isinstance(t, torch.Tensor) and t._base is not None
                      and t._base.is_leaf and t._base.requires_grad and t.requires_grad)
+
+
+def views_of_plain_tensors(tensors: list) -> frozenset[int]:
+    """Graph inputs that are views of a tensor that does not require grad, not requiring grad themselves: a write
+    autograd records through a view of one leaves it no grad_fn until one is read, and eager then takes it for a
+    leaf requiring grad in an in-place op on it (``mark_plain_views`` in capture/inplace.py)."""
+    return frozenset(i for i, t in enumerate(tensors) if isinstance(t, torch.Tensor) and t._base is not None
+                     and not t._base.requires_grad and not t.requires_grad)
 
 
 def compile_entry(plan: Plan, joint, options: CompileOptions, fakes: list, layout: EntryLayout) -> CompiledEntry:

@@ -174,8 +174,9 @@ class CompiledFunction:
                 if not groups and (k := expanded_leaf_requiring_grad(leaves[:spec.num_leaves])) is not None:
                     raise UnsupportedError(
                         f"input {k} is an expanded tensor made a leaf that requires grad (requires_grad_() on an "
-                        "expand) and is written in place: its .grad holds a gradient per element of the expand, "
-                        "which tracing it as an expand of the memory it covers would sum",
+                        "expand), or a view of one, and an expanded input is written in place: the leaf's .grad "
+                        "holds a gradient per element of the expand, which tracing it as an expand of the memory "
+                        "it covers would sum",
                         hint="call requires_grad_() on the tensor before expand, pass a .clone(), or pass "
                              'on_unsupported="eager"') from None
                 if not groups:

@@ -79,7 +79,15 @@ def _compile_flat_or_refuse(gm: Callable, example_inputs: list, options: Compile
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from . import cache
-    from .api import build_plan, compile_entry, make_layout, non_leaf_inputs, store_entry, views_of_leaves
+    from .api import (
+        build_plan,
+        compile_entry,
+        make_layout,
+        non_leaf_inputs,
+        store_entry,
+        views_of_leaves,
+        views_of_plain_tensors,
+    )
     from .capture.captured import Recapture
     from .capture.fsdp import resharding_of
     from .capture.guards import ambient_state
@@ -129,6 +137,7 @@ def _compile_flat_or_refuse(gm: Callable, example_inputs: list, options: Compile
             plan, joint, graphs = build_plan(flat_fn, fakes, signature.roles, fake_mode, options,
                                              with_backward=with_backward, non_leaf=non_leaf_inputs(example_inputs),
                                              leaf_views=views_of_leaves(example_inputs),
+                                             plain_views=views_of_plain_tensors(example_inputs),
                                              resharding=resharding)
         except SubclassOutputs:   # Note [Tensor subclasses]
             return _compile_per_call(gm, options)

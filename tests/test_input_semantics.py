@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import warnings
 
 import pytest
 import torch
@@ -152,6 +153,22 @@ SCENARIOS = {
         "def f(t0):\n    w = t0.detach().requires_grad_()\n    with torch.no_grad():\n        t0.fill_(0.5)\n"
         "    return (w[1:] * 2).sum()",
         "leaf = torch.arange(6.).view(3, 2).requires_grad_()\nt0 = (leaf * 1)[:, :1]\nt0.data = t0.data * 2\nt0,"),
+    # fuzz --semantics12 seed 5700407: ``a`` (the caller's ``base.t()``, base not requiring grad) written with grad
+    # through a view of itself keeps no grad_fn until one is read: eager's in-place op on it then raises its leaf
+    # error at the call, which the trace (on an input that is no view) did not
+    "view_input_written_through_a_view_of_itself_then_in_place": (
+        "def f(a):\n    t0 = a.unbind(0)[0]\n    t1 = t0 * torch.ones((3,), requires_grad=True)\n"
+        "    a[::2] = t1.sum()\n    a.copy_(a)\n    return a.sum()",
+        "base0 = torch.randn(3, 4)\nx0 = base0.t()\nx0,"),
+    "view_input_written_through_a_view_of_itself_read_then_in_place": (
+        "def f(a):\n    a[::2] = torch.ones((), requires_grad=True)\n    y = a * 2\n    a.add_(1)\n"
+        "    return y.sum() + a.sum()",
+        "base0 = torch.randn(3, 4)\nx0 = base0.t()\nx0,"),
+    # fuzz seed 5601060 (Dynamo runs a.set_(b) before the graph): b's version moves by a copy onto itself, a's by
+    # a write; one storage, two counters: b's bump was taken back with the counters eager leaves alone
+    "aliased_input_with_a_counter_of_its_own_copied_onto_itself": (
+        "def f(a, b):\n    with torch.no_grad():\n        b.copy_(b)\n    a.square_()\n    return b[:, :1]",
+        "base1 = torch.randn(4, 3)\nb = base1.t()\na = torch.randn(3, 4)\na.set_(b)\na, b"),
     # Note [Expanded inputs written in place] (runtime/expanded.py): fuzz seeds 600040, 600047 (were refused)
     "write_into_expanded_input": ("def f(a):\n    a[0] = 1.\n    return a * 1", "a = torch.zeros(1).expand(3)\na,"),
     "write_one_row_of_an_expanded_input": ("def f(a):\n    a[0].mul_(-1.0)\n    return a.sum(0), a",
@@ -713,10 +730,19 @@ SCENARIOS = {
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.
 REFUSED = {
+    # fuzz seed 5600480 (through Dynamo, which calls b.requires_grad_() after the graph): ``t0``, a view of ``b``
+    # written through, is returned; ``a`` (a detach of b's storage) beside it: eager's t0 stays a view of b
+    "stale_output_view_of_an_input_beside_a_detach_of_its_storage": (
+        "def f(a, b):\n    t0 = b.narrow(0, 1, 1)\n    t1 = a + -1.0\n    t0.select(0, -1).add_(3.0)\n    return t0",
+        "base0 = torch.randn(5)\nx0 = base0[1:].detach()\nx0, base0"),
     # fuzz seed 5400932 (Dynamo passes the leaf requires_grad_() made of an expand): its .grad is per element of
     # the expand, which tracing it as an expand of its compact memory summed (x.grad [8, 0, 0, 0], eager [2] * 4)
     "written_expanded_leaf_requiring_grad": ("def f(a):\n    a.detach()[0].square_()\n    return a * 2",
                                              "base0 = torch.tensor([1.5])\nx0 = base0.expand(4).requires_grad_()\nx0,"),
+    # review of 59c3014: a view of such a leaf (no leaf itself) was compacted all the same: x0.grad [6, 0, 0, 0]
+    "written_view_of_an_expanded_leaf_requiring_grad": (
+        "def f(a):\n    a.data[0, 0].mul_(2)\n    return (a * torch.arange(4.)).sum()",
+        "base0 = torch.tensor([1.5])\nx0 = base0.expand(4).requires_grad_()\na = x0.unsqueeze(0)\na,"),
     # fuzz seed 1801073: requires_grad_() on an input, a view of it read, then .data = : the gradient through the
     # view was lost (the caller's .grad None), as for an input that requires grad at the call (seeds 100199, 100292)
     "requires_grad_then_a_read_then_assign_data": ("def f(a):\n    a.requires_grad_()\n    t0 = a[0]\n"
@@ -1444,6 +1470,11 @@ def test_expanded_input_refused_inside_runs_eagerly_under_on_unsupported_eager(h
         got = run(fn)
     assert got[2:] == run(f)[2:]
     torch.testing.assert_close(got[:2], run(f)[:2])
+    with warnings.catch_warnings(record=True) as caught:   # refused once: not traced (nor warned) again
+        warnings.simplefilter("always")
+        again = run(fn)
+    assert not [w for w in caught if "eagerly" in str(w.message)]
+    torch.testing.assert_close(again[:2], got[:2])
 
 
 def test_view_of_a_view_moved_off_its_base_read_after_a_write_through_dynamo_is_refused_or_run_eagerly():

@@ -453,6 +453,9 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self.copies: set = set()   # storages of inputs traced on a copy of their elements (clone_as_is)
         self.expanded_inputs: set = set()   # storages of expanded inputs (or of their dense copies)
         self._leaf_views = _ByTensor()         # inputs that are the caller's views of a leaf requiring grad
+        self._plain_views = _ByTensor()        # ... views of a tensor not requiring grad, not requiring it -> state:
+        # "null": written with grad through a view of it, no grad_fn since (eager's leaf error on an in-place op
+        # on it); "set": its grad_fn was set or regenerated, never null again (see mark_plain_views)
         self._input_storages = _ByTensor()    # input -> its storage when the call began
         self._input_bytes: dict[int, int] = {}   # an input's storage -> its size in bytes when the call began
         self._views_made_leaves = _ByTensor()   # views of a tensor made inside, taken before its requires_grad_()
@@ -643,6 +646,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             if name == "as_strided_" and target is not None and target._is_view() \
                     and _reaches_beyond_its_elements(target, *args[1:], **kwargs):
                 self._regeometried[target] = True
+            if self._plain_views and (in_place or target is not None and name in _DUNDER_WRITES):
+                self._note_plain_view_write(target, _recorded(args, kwargs), name == "__setitem__")
             if in_place or target is not None and (name in _DUNDER_WRITES or name in _VERSIONED_METADATA):
                 self._record_write(target, _recorded(args, kwargs))
             if target is not None and name in _VERSIONED_METADATA and target.requires_grad \
@@ -963,6 +968,31 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         runtime/epilogue.py)."""
         return self._input_storages.get(t) in self._stale_reads
 
+    def mark_plain_views(self, tensors: list) -> None:
+        """These inputs are the caller's views of a tensor that does not require grad, not requiring grad
+        themselves. A write autograd records through a view of one (``a[::2] = w.sum()``) gives its base a
+        history and leaves the input itself no grad_fn until autograd reads one (any op differentiating it
+        regenerates it); an in-place op on it before then, under grad mode, raises eager's error for a leaf
+        requiring grad (fuzz --semantics12 seed 5700407: ``a[::2] = t1.sum(); a.copy_(a)`` on ``a = base.t()``),
+        which the trace, on an input that is no view, did not."""
+        for t in tensors:
+            self._plain_views[t] = "clean"
+
+    def _note_plain_view_write(self, target: torch.Tensor, recorded: bool, setitem: bool) -> None:
+        """Before a write: raise eager's leaf error for an in-place op on a plain view input left without a
+        grad_fn; note a recorded write through a view of one (no grad_fn; ``x[i] = v`` writes through a view
+        of ``x``) or on it (its grad_fn set)."""
+        via = target._base if target._base is not None else target if setitem else None
+        if via is not None and self._plain_views.get(via) is not None:
+            if recorded and self._plain_views.get(via) == "clean":
+                self._plain_views[via] = "null"
+            return
+        state = self._plain_views.get(target)
+        if state == "null" and torch.is_grad_enabled():
+            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+        if recorded:
+            self._plain_views[target] = "set"
+
     def mark_leaf_views(self, tensors: list) -> None:
         """These inputs (or the copies they are traced on) are the caller's views of a leaf that requires
         grad: an in-place op autograd records on them, or on a view of them, raises eager's error there
@@ -1018,6 +1048,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                 original = self._input_storages.get(t)
                 if original is not None and t.requires_grad:
                     self._grad_read_at[original] = clock
+                    if self._plain_views and self._plain_views.get(t) == "null":
+                        self._plain_views[t] = "set"   # autograd regenerated its grad_fn
                 elif t.requires_grad and t._base is not None and (of := self._input_storages.get(t._base)) is not None:
                     self._grad_read_at[of] = clock   # a view of the input in autograd (not of a detach() of it)
                 made = self._made.get(t)

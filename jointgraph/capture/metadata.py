@@ -101,7 +101,8 @@ _VIEW_ERRORS = (VIEW_OF_LEAF, "is the output of a function that returns multiple
 def collect_metadata(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_mode,
                      *, with_backward: bool, non_leaf: frozenset[int] = frozenset(),
                      as_views: frozenset[int] = frozenset(), uncloned: frozenset[int] = frozenset(),
-                     leaf_views: frozenset[int] = frozenset()) -> TraceMetadata:
+                     leaf_views: frozenset[int] = frozenset(),
+                     plain_views: frozenset[int] = frozenset()) -> TraceMetadata:
     """Run ``flat_fn`` once on functional fakes; record mutations, aliasing and grad-requiring outputs.
 
     Inputs in ``non_leaf`` (the caller's tensor requires grad and is not a leaf) are
@@ -112,7 +113,7 @@ def collect_metadata(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...
     """
     try:
         return _collect(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, non_leaf=non_leaf,
-                        as_views=as_views, uncloned=uncloned, leaf_views=leaf_views)
+                        as_views=as_views, uncloned=uncloned, leaf_views=leaf_views, plain_views=plain_views)
     except RuntimeError as exc:
         # An expanded input is traced on a dense copy (a copy cannot overlap) unless the first run finds it
         # unwritten (see ``overlapping`` in _collect); an error from the copy's layout (``a.transpose_(0, 1)``,
@@ -126,7 +127,7 @@ def collect_metadata(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...
         if expanded and not views_refused and not isinstance(exc, UnsupportedError):
             return collect_metadata(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward,
                                     non_leaf=non_leaf, as_views=as_views, uncloned=uncloned | expanded,
-                                    leaf_views=leaf_views)
+                                    leaf_views=leaf_views, plain_views=plain_views)
         views = frozenset(i for i, a in enumerate(fake_args) if isinstance(a, torch.Tensor) and a._base is not None
                           and not a.requires_grad) - as_views
         if not views_refused or not views or not with_backward:
@@ -136,12 +137,13 @@ def collect_metadata(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...
     # (fuzz seed 1502347: ``t0 = a.unbind(0)[0]; a.requires_grad_(); t0.clamp_(...)``, eager's multi-output
     # view error on a base of its own).
     return collect_metadata(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, non_leaf=non_leaf,
-                            as_views=as_views | views, uncloned=uncloned, leaf_views=leaf_views)
+                            as_views=as_views | views, uncloned=uncloned, leaf_views=leaf_views,
+                            plain_views=plain_views)
 
 
 def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_mode, *, with_backward: bool,
              non_leaf: frozenset[int], as_views: frozenset[int], uncloned: frozenset[int],
-             leaf_views: frozenset[int]) -> TraceMetadata:
+             leaf_views: frozenset[int], plain_views: frozenset[int]) -> TraceMetadata:
     # Note [Unbacked sizes]: the graph is not kept, so neither are the symbols the pass allocates.
     with translate_errors(), rng_state_as_effects(), fake_mode, fresh_symbols_ignored(fake_mode):
         with JointFunctionalMode():
@@ -160,6 +162,7 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
             # seed 802164); the runtime raises eager's error for those (check_view_of_leaf)
             checks.mark_leaf_views([call_args[i] for i in leaf_views if with_backward and not (
                 i in non_leaf and i not in uncloned and has_internal_overlap(fake_args[i]))])
+            checks.mark_plain_views([call_args[i] for i in plain_views if not has_internal_overlap(fake_args[i])])
             # Before the call: an input given another's storage (set_, .data =) shows that storage after
             input_storages = {StorageWeakRef(f.untyped_storage()): i for i, f in enumerate(call_args)
                               if isinstance(f, torch.Tensor)}
@@ -246,7 +249,8 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
         # does not write needs no copy (the joint trace takes an alias where it changes the input's
         # metadata), and a second run classifies its outputs on the input itself.
         return collect_metadata(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, non_leaf=non_leaf,
-                                as_views=as_views, uncloned=uncloned | overlapping, leaf_views=leaf_views)
+                                as_views=as_views, uncloned=uncloned | overlapping, leaf_views=leaf_views,
+                                plain_views=plain_views)
     views = frozenset(i for i, info in enumerate(inputs) if info.requires_grad_set and fake_args[i]._base is not None)
     if views and not as_views and with_backward:
         return _outputs_after_requires_grad(flat_fn, fake_args, roles, fake_mode, inputs, non_leaf, views, uncloned)

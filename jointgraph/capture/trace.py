@@ -121,7 +121,7 @@ def _backward_mutations(f_inputs: list, before: list, infos: list[InputInfo]) ->
 def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode,
                 *, with_backward: bool, names: list[str] | None = None,
                 non_leaf: frozenset[int] = frozenset(), leaf_views: frozenset[int] = frozenset(),
-                decompositions: dict | None = None) -> JointGraph:
+                plain_views: frozenset[int] = frozenset(), decompositions: dict | None = None) -> JointGraph:
     """Trace ``flat_fn`` (forward, and its backward when ``with_backward``) into a JointGraph.
 
     Expects: ``fake_args`` are fake tensors of ``fake_mode`` (leaves with the
@@ -136,7 +136,7 @@ def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fak
     with compiling():
         leaves = LeafSlots(flat_fn, len(fake_args))   # Note [New leaves] in capture/leaves.py
         meta = collect_metadata(leaves, fake_args, roles, fake_mode, with_backward=with_backward, non_leaf=non_leaf,
-                                leaf_views=leaf_views)
+                                leaf_views=leaf_views, plain_views=plain_views)
         if leaves.found:
             fake_args, roles, names = _with_slots(leaves, fake_args, roles, names)
             meta = None
@@ -163,7 +163,7 @@ def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fak
     # written (fuzz seeds 300283, 310639, 503324; with new leaves' slots the metadata is collected again).
     if meta is None:
         meta = collect_metadata(leaves, fake_args, roles, fake_mode, with_backward=True, non_leaf=non_leaf,
-                                leaf_views=leaf_views)
+                                leaf_views=leaf_views, plain_views=plain_views)
     joint = _recorded_storage_sets(joint, meta)   # either way (fuzz seed 1904245)
     multi = tuple((k, meta.outputs[k].view_meta[5] == WRITTEN_AFTER) for k in outputs
                   if k < len(meta.outputs) and meta.outputs[k].view_meta is not None

@@ -246,14 +246,17 @@ def _views_requiring_grad(layout, members: set) -> bool:
 
 
 def _views_of_bases(fn: Callable, spec, views: tuple, duplicates: tuple, returned: dict,
-                    refreshed: set, viewed: dict) -> Callable:
+                    refreshed: set, viewed: dict, detached_bases: frozenset = frozenset()) -> Callable:
     """``fn`` over (bases, other leaves): each view leaf rebuilt from its base, a repeated leaf
     (``duplicates``: (position, first position)) as the same object. ``returned`` receives, at
     trace time, which flat outputs are those rebuilt leaves themselves; ``refreshed``, the positions
     of the leaves whose grad_fn eager regenerated after a recorded write into their storage
     (Note [Writes through a view of an input] in runtime/epilogue.py): the caller's must be too;
     ``viewed``, which flat outputs are views taken from a rebuilt leaf (after any write into it, not through a
-    detach()): its position."""
+    detach()): its position. ``detached_bases``: the groups whose base is no view of a caller's tensor (several
+    autograd roots, none requiring grad)."""
+    group_of = {position: group for position, _, _, _, group, *_ in views}
+
     def call(bases: list, masked: list) -> Any:
         leaves = list(masked)
         rebuilt = {}
@@ -287,9 +290,18 @@ def _views_of_bases(fn: Callable, spec, views: tuple, duplicates: tuple, returne
                 source = checks.viewed_from(v) if isinstance(v, torch.Tensor) and k not in returned else None
                 # a view made before a write into its storage is stale in eager (its grad_fn is regenerated),
                 # and one taken through detach() is no view of the caller's tensor: both kept as they are
-                if source is not None and id(source[0]) in positions and not source[1] \
-                        and not checks.written_since_made(v):
+                if source is None or id(source[0]) not in positions or source[1]:
+                    continue
+                if not checks.written_since_made(v):
                     viewed[k] = positions[id(source[0])]
+                elif group_of[positions[id(source[0])]] in detached_bases:
+                    raise UnsupportedError(
+                        f"output {k} is a view of input {positions[id(source[0])]} taken before a write into the "
+                        "storage it shares with other inputs of another autograd root (none requiring grad): eager's "
+                        "view stays a view of the caller's tensor (a later requires_grad_() on it reaches the view), "
+                        "which a view of their rebuilt common storage cannot follow (fuzz seed 5600480, through "
+                        "Dynamo)", hint='return a .clone() of the view, pass a .clone() of one of the aliased inputs, '
+                                        'or pass on_unsupported="eager"')
         return result
 
     # A cache hit would not trace, and ``returned`` is filled by the trace: never from disk (jointgraph/cache).
@@ -410,8 +422,9 @@ class SyntheticBases:
         # writes autograd records: also those behind the node that raises eager's backward error (fuzz seed
         # 501666, ``t1 = t0 @ a; a.mul_(t0)``), which give the written input a history all the same
         recorded = layout.mutated_with_grad + (layout.backward_error[2] if layout.backward_error is not None else ())
-        # the inputs whose writes move their version (not those through .data, which counts its own)
-        written = set(layout.mutated_inputs) - set(layout.keep_version)
+        # the inputs whose writes move their version (not those through .data, which counts its own), and those
+        # whose version moves with no new data (``b.copy_(b)``: fuzz seed 5601060, through Dynamo after a.set_(b))
+        written = set(layout.mutated_inputs) - set(layout.keep_version) | set(layout.version_bumps)
         bases, views = [], []
         for group in aliased.groups:
             members = [leaves[positions[i]] for i in group]
@@ -435,13 +448,15 @@ class SyntheticBases:
             bases.append(base)
         duplicates = tuple(sorted((p, positions[i]) for p, i in layout.signature.duplicate_of.items()
                                   if i in members_of))
-        key = (tuple(views), duplicates, spec)
+        detached_bases = frozenset(g for g, b in enumerate(bases) if b._base is None)
+        key = (tuple(views), duplicates, spec, detached_bases)
         found = self._inner.get(key)
         if found is None:
             returned: dict[int, int] = {}
             refreshed: set[int] = set()
             viewed: dict[int, int] = {}
-            inner_fn = _views_of_bases(self.fn, spec, tuple(views), duplicates, returned, refreshed, viewed)
+            inner_fn = _views_of_bases(self.fn, spec, tuple(views), duplicates, returned, refreshed, viewed,
+                                       detached_bases)
             found = self._inner[key] = (self.make_compiled(inner_fn), returned, refreshed, viewed)
         inner, returned, refreshed, viewed = found
         masked = list(leaves)

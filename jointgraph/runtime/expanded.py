@@ -31,6 +31,7 @@ import torch.utils._pytree as pytree
 from ..capture.context import has_internal_overlap
 from ..capture.inputs import unflattener
 from ..errors import UnsupportedError
+from .epilogue import RefusedCall
 
 
 def compact(t: torch.Tensor) -> torch.Tensor:
@@ -46,14 +47,34 @@ def compactable(t) -> bool:
     one by ``requires_grad_()``): its ``.grad`` holds a gradient per element of the expand, which the gradient of
     its compact tensor would sum (fuzz seed 5400932, through Dynamo)."""
     return isinstance(t, torch.Tensor) and type(t) is torch.Tensor and t.layout == torch.strided \
-        and not (t.requires_grad and t.is_leaf) \
-        and has_internal_overlap(t) and torch._debug_has_internal_overlap(compact(t)) == 0   # 0: no overlap
+        and has_internal_overlap(t) and not _behind_an_expanded_leaf(t) \
+        and torch._debug_has_internal_overlap(compact(t)) == 0   # 0: no overlap
+
+
+def _behind_an_expanded_leaf(t: torch.Tensor) -> bool:
+    """``t`` requires grad and is an expanded leaf, or a view of one (its history a chain of view nodes ending
+    at the accumulator of a leaf whose elements share memory: review of 59c3014, ``x0.unsqueeze(0)``)."""
+    if not t.requires_grad:
+        return False
+    if t.is_leaf:
+        return True
+    node = t.grad_fn
+    for _ in range(64):   # a chain of views, each node one input
+        edges = [n for n, _ in node.next_functions if n is not None]
+        if len(edges) != 1:
+            return False
+        node = edges[0]
+        variable = getattr(node, "variable", None)   # AccumulateGrad
+        if variable is not None:
+            return variable.layout == torch.strided and has_internal_overlap(variable)
+    return False
 
 
 def expanded_leaf_requiring_grad(leaves: list) -> int | None:
-    """The position of an expanded leaf requiring grad among ``leaves``, if any (see ``compactable``)."""
-    return next((k for k, t in enumerate(leaves) if isinstance(t, torch.Tensor) and t.requires_grad and t.is_leaf
-                 and t.layout == torch.strided and has_internal_overlap(t)), None)
+    """The position of an expanded input that is a leaf requiring grad, or a view of one, among ``leaves``, if
+    any (see ``compactable``)."""
+    return next((k for k, t in enumerate(leaves) if isinstance(t, torch.Tensor) and t.layout == torch.strided
+                 and has_internal_overlap(t) and _behind_an_expanded_leaf(t)), None)
 
 
 def expanded_groups(leaves: list) -> tuple[tuple[int, ...], ...]:
@@ -84,17 +105,22 @@ class ExpandedEntry:
         self._returned: dict[int, int] = {}
         self._inner = make_compiled(_rebuilding(fn, spec, groups, self._returned))
         self._eager = eager
+        self._refused = False   # the inner trace refused: the function runs eagerly from then on
 
     def __call__(self, leaves: list) -> Any:
         leaves = leaves[:self.spec.num_leaves]   # captured tensors are the inner function's to find
         compacts = [compact(leaves[g[0]]) for g in self._groups]
         masked = [None if k in self._masked else leaf for k, leaf in enumerate(leaves)]
+        if self._refused:
+            args, kwargs = unflattener(self.spec)(leaves)
+            return self.fn(*args, **kwargs)
         try:   # a refusal comes before anything ran: at the inner trace, or a per-call check
             result = self._inner(compacts, [tuple(leaves[g[0]].shape) for g in self._groups], masked)
         except UnsupportedError as exc:
             if not self._eager:
                 raise
             warnings.warn(f"jointgraph: running {getattr(self.fn, '__name__', self.fn)} eagerly: {exc}", stacklevel=4)
+            self._refused = not isinstance(exc, RefusedCall)   # the same inputs' trace would refuse again
             args, kwargs = unflattener(self.spec)(leaves)
             return self.fn(*args, **kwargs)
         if not self._returned:
