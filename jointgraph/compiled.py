@@ -32,7 +32,7 @@ from .logs import compile_log, recompiles_log
 from .options import CompileOptions
 from .runtime.aliasing import AliasedInputs, SyntheticBases
 from .runtime.epilogue import RefusedCall
-from .runtime.expanded import ExpandedEntry, expanded_groups, expanded_leaf_requiring_grad
+from .runtime.expanded import ExpandedEntry, expanded_groups, expanded_leaf_refusal
 
 _top_hooks = torch._C._autograd._top_saved_tensors_default_hooks
 
@@ -171,14 +171,8 @@ class CompiledFunction:
                 entry, signature, dynamic = self._subclass_entry(spec, leaf_roles), None, False
             except ExpandedInputWritten:   # Note [Expanded inputs written in place] in runtime/expanded.py
                 groups = expanded_groups(leaves[:spec.num_leaves])
-                if not groups and (k := expanded_leaf_requiring_grad(leaves[:spec.num_leaves])) is not None:
-                    raise UnsupportedError(
-                        f"input {k} is an expanded tensor made a leaf that requires grad (requires_grad_() on an "
-                        "expand), or a view of one, and an expanded input is written in place: the leaf's .grad "
-                        "holds a gradient per element of the expand, which tracing it as an expand of the memory "
-                        "it covers would sum",
-                        hint="call requires_grad_() on the tensor before expand, pass a .clone(), or pass "
-                             'on_unsupported="eager"') from None
+                if not groups and (refusal := expanded_leaf_refusal(leaves[:spec.num_leaves])) is not None:
+                    raise refusal from None
                 if not groups:
                     raise
                 refusing = dataclasses.replace(self.options, on_unsupported="raise")

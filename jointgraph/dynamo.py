@@ -139,10 +139,8 @@ def _compile_flat_or_refuse(gm: Callable, example_inputs: list, options: Compile
                                              leaf_views=views_of_leaves(example_inputs),
                                              plain_views=views_of_plain_tensors(example_inputs),
                                              resharding=resharding)
-        except SubclassOutputs:   # Note [Tensor subclasses]
-            return _compile_per_call(gm, options)
-        except ExpandedInputWritten:   # Note [Expanded inputs written in place]: made per call by aot_function's
-            return _compile_per_call(gm, options)   # entries, which trace such inputs as expands of their memory
+        except (SubclassOutputs, ExpandedInputWritten):   # Notes [Tensor subclasses], [Expanded inputs written
+            return _compile_per_call(gm, options)           # in place]: aot_function's entries of their own
         except Recapture as found:   # Dynamo lifts what a program captures; a real tensor left in its graph is not
             shapes = ", ".join(str(tuple(t.shape)) for t in found.tensors)
             raise UnsupportedError(f"the graph Dynamo handed over reads real tensors that are not graph inputs "

@@ -70,11 +70,19 @@ def _behind_an_expanded_leaf(t: torch.Tensor) -> bool:
     return False
 
 
-def expanded_leaf_requiring_grad(leaves: list) -> int | None:
-    """The position of an expanded input that is a leaf requiring grad, or a view of one, among ``leaves``, if
-    any (see ``compactable``)."""
-    return next((k for k, t in enumerate(leaves) if isinstance(t, torch.Tensor) and t.layout == torch.strided
-                 and has_internal_overlap(t) and _behind_an_expanded_leaf(t)), None)
+def expanded_leaf_refusal(leaves: list) -> UnsupportedError | None:
+    """The refusal for an expanded input among ``leaves`` that is a leaf requiring grad, or a view of one (see
+    ``compactable``), if any."""
+    k = next((k for k, t in enumerate(leaves) if isinstance(t, torch.Tensor) and t.layout == torch.strided
+              and has_internal_overlap(t) and _behind_an_expanded_leaf(t)), None)
+    if k is None:
+        return None
+    return UnsupportedError(f"input {k} is an expanded tensor made a leaf that requires grad (requires_grad_() on an "
+                            "expand), or a view of one, and an expanded input is written in place: the leaf's .grad "
+                            "holds a gradient per element of the expand, which tracing it as an expand of the memory "
+                            "it covers would sum",
+                            hint="call requires_grad_() on the tensor before expand, pass a .clone(), or pass "
+                                 'on_unsupported="eager"')
 
 
 def expanded_groups(leaves: list) -> tuple[tuple[int, ...], ...]:
