@@ -144,6 +144,13 @@ def _in_place_operand(scope: _Scope) -> _Statement | None:
     return _Statement(f"{x}.{scope.rng.choice(('add_', 'mul_'))}({y})") if y else None
 
 
+def _graph_break(scope: _Scope) -> _Statement | None:
+    """``torch._dynamo.graph_break()``: nothing in eager or under aot_function; under torch.compile the values
+    live so far cross from one graph into the next, as graph outputs the next one reads (fuzz seed 5902826:
+    an output its backward reads, written through a detach the next graph returned)."""
+    return _Statement("torch._dynamo.graph_break()") if scope.tensors() else None
+
+
 SEMANTICS12_WRITERS: fuzz.Writers = fuzz.Writers({
     **fuzz.WRITERS,
     "detach_requires_grad": (_detach_requires_grad, 1.5),
@@ -155,5 +162,6 @@ SEMANTICS12_WRITERS: fuzz.Writers = fuzz.Writers({
     "raising": (_raising, 0.6),
     "multi_output_view": (_views_of_outputs, 1.5),
     "in_place_operand": (_in_place_operand, 1.0),
+    "graph_break": (_graph_break, 3.0),
 }, steps=("guard", "mutate_outputs"))
 

@@ -24,7 +24,6 @@ autograd.Function that receive its gradients (Note [New leaves] in capture/leave
 from __future__ import annotations
 
 import dataclasses
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -105,6 +104,7 @@ class EntryLayout:
     # Note [Errors in the backward]
     backward_error: tuple | None = None
     # (user output, tangents it is read for or None): version-checked in the backward
+    # (Note [Version counters of saved outputs])
     outputs_read_by_backward: tuple[tuple[int, tuple[int, ...] | None], ...] = ()
     new_leaves: tuple = ()                      # Note [New leaves]: a slot made per call, after the inputs
     detach_shared: tuple[int, ...] = ()         # non-differentiable outputs sharing a differentiable one's storage
@@ -602,6 +602,30 @@ class RaisesInBackward(torch.autograd.Function):
 # return t``): returned as one object, autograd would send ``t``'s gradient through the mutation's history.
 
 
+# Note [Version counters of saved outputs]
+# ----------------------------------------
+# Eager's saved output keeps the output's version counter, not the tensor (which would make a cycle
+# output -> grad_fn -> output): a write after the call through any alias sharing the counter
+# (``t0.detach().mul_(2)``) makes the backward raise even when the output object itself is gone, as
+# it is at a Dynamo graph break whose next graph returns only ``t0.detach()`` (fuzz seed 5902826).
+# A weak reference to the output, as the runtime held before, lost the check with the output; the
+# output itself, or a view of it, would keep its memory alive where the plan recomputes it. The
+# runtime keeps a token: a detached alias moved onto an empty storage (``set_``), which keeps the
+# output's version counter and nothing else; ``set_`` counts as a write, so the counter is put back.
+
+
+def _version_token(t: torch.Tensor) -> torch.Tensor:
+    """A tensor sharing ``t``'s version counter but not its memory (Note [Version counters of saved outputs])."""
+    token = t.detach()
+    if type(token) is not torch.Tensor:   # a tensor subclass: its set_ is its own; keep the alias
+        return token
+    version = t._version
+    with torch.no_grad():
+        token.set_(torch.empty(0, dtype=t.dtype, device=t.device))
+    torch._C._autograd._unsafe_set_version_counter((token,), (version,))
+    return token
+
+
 def _distinct(outs, positions: tuple[tuple[int, int], ...]) -> list:
     outs = list(outs)
     for k, same in positions:
@@ -704,8 +728,8 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                                  + _epilogue_bumps(inputs, i, meta_mutated, bumped, clocks, saved_at), eager_saves,
                                  tangents)
                                 for s, i, eager_saves, saved_at, tangents in saved_inputs]
-            if read_outputs:   # weakly: a cycle output -> grad_fn -> ctx -> output would outlive the call
-                ctx.output_versions = [(weakref.ref(outs[k]), outs[k]._version, tangents)
+            if read_outputs:   # Note [Version counters of saved outputs]
+                ctx.output_versions = [(_version_token(outs[k]), outs[k]._version, tangents)
                                        for k, tangents in read_outputs]
             if bw_mutated:
                 ctx.bw_targets = [inputs[i] for i in bw_mutated]
@@ -758,11 +782,10 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                         f"operation: an input the compiled function wrote is at version {tensor._version}; "
                         f"expected version {version} instead.")
             if read_outputs:   # as eager's saved-variable check: the backward reads these outputs
-                for output, version, tangents in ctx.output_versions:
-                    tensor = output()
+                for tensor, version, tangents in ctx.output_versions:
                     if tangents is not None and not any(present[t] for t in tangents):
                         continue   # read only for gradients that did not come: eager's node never runs
-                    if tensor is not None and tensor._version != version:
+                    if tensor._version != version:
                         raise RuntimeError(
                             "one of the variables needed for gradient computation has been modified by an "
                             f"inplace operation: an output of the compiled function is at version "
