@@ -385,6 +385,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         else:
             plan_entries.append(view_entry("input_view", (info.input_index, info.view_meta, info.view_replay), fakes))
     saved_inputs, saved_copies, saved_aliases, read_outputs, saved_mutated, detach_shared = [], [], [], [], (), ()
+    saved_outputs, data_checked, saved_geometry = (), (), ()
     own_outputs = ()
     # An input given another storage is saved as an alias of its old one (Note [Inputs given another storage]).
     reshaped = {i for i, info in enumerate(joint.inputs) if info.new_metadata is not None or info.new_storage}
@@ -411,6 +412,17 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         reading_written = _tangents_reading(joint.gm.graph, read, joint_written.get)
         saved_mutated = tuple((i, i in eager_new, reading_written.get(i)) for i in sorted(ours | eager_new))
         read_outputs = _outputs_the_backward_reads(joint.gm.graph, len(tensor_outs), read)
+        # Note [Which op saved a value]: a saved value that is a user output, and how eager saved it
+        returned_as_is = {k for k, i in enumerate(tensor_outs)   # the user's object is the graph's output itself
+                          if outputs[i].view_meta is None and outputs[i].on_input is None
+                          and outputs[i].counter_of is None}
+        styles = {k: style for k, style in _saved_output_styles(joint.gm.graph, len(tensor_outs), read).items()
+                  if k in returned_as_is}
+        saved_outputs = tuple((s, k, styles[k]) for s, node in enumerate(saved_nodes)
+                              for k in range(n_user) if values[k] is node and k in styles)
+        tangents_of = dict(read_outputs)
+        data_checked = tuple((k, next((s for s, j, _ in saved_outputs if j == k), -1), style, tangents_of.get(k))
+                             for k, style in styles.items() if style != "result" and k in tangents_of)
         for s, node in enumerate(saved_nodes):
             root = storage_root(node)
             source = root.meta["input_index"] if root.op == "placeholder" else None
@@ -426,6 +438,8 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         saved_inputs += [(-1, i, True) for i in sorted(eager_plain - kept - set(mutated))]
         reading = _tangents_reading(joint.gm.graph, read, input_index_of)   # the input, or the trace's copy of it
         saved_inputs = [(*entry, reading.get(entry[1])) for entry in saved_inputs]
+        saved_geometry = tuple((s, *geometry) for s, *_ in saved_inputs if s >= 0
+                               and (geometry := _static_geometry(saved_nodes[s])) is not None)
     return EntryLayout(
         num_user_tensors=len(tensor_outs),
         mutated_inputs=mutated,
@@ -462,14 +476,20 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         storage_sets=_storage_sets(joint.inputs, {info.new_value_of: position[k] for k, info in enumerate(outputs)
                                                   if info.new_value_of is not None}),
         saved_input_positions=tuple(saved_inputs),
+        saved_geometry=saved_geometry,
         grad_tangents=_prunable_gradients(graphs.backward, len(tangent_positions)),
         data_views=tuple(k for k, info in enumerate(o for o in outputs if o.carries is None and o.new_value_of is None)
                          if info.via_data),
+        counters_of=tuple((k, info.counter_of) for k, info in enumerate(o for o in outputs if o.carries is None
+                                                                        and o.new_value_of is None)
+                          if info.counter_of is not None),
         distinct_outputs=_distinct_outputs(graphs.forward, [outputs[i] for i in tensor_outs],
                                            [position.get(outputs[i].same_object) for i in tensor_outs],
                                            len(mutated)),
         own_outputs=own_outputs,
         outputs_read_by_backward=tuple(read_outputs),
+        saved_outputs=saved_outputs,
+        data_checked=data_checked,
         read_after_writes=tuple((j, writers) for j, info in enumerate(joint.inputs)
                                 if (read := info.grad_read_at) is not None
                                 and (writers := tuple(i for i, w in enumerate(joint.inputs)
@@ -639,6 +659,33 @@ def _outputs_the_backward_reads(graph, num_user_tensors: int, read: _TangentRead
                if isinstance(node, torch.fx.Node) and node.op != "placeholder"]
     # a view of it read counts (fuzz --semantics12 seed 4504160: ``t0[:2].sin()``, eager saved the view)
     return [(k, read(users)) for k, node, users in outputs if any(u in read.backward for u in users)]
+
+
+def _static_geometry(node) -> tuple | None:
+    """(sizes, strides) of a saved value as traced, when they are plain ints."""
+    val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    if not isinstance(val, torch.Tensor):
+        return None
+    size, stride = tuple(val.shape), tuple(val.stride())
+    return (size, stride) if all(type(x) is int for x in (*size, *stride)) else None
+
+
+def _saved_output_styles(graph, num_user_tensors: int, read: _TangentReader) -> dict[int, str]:
+    """Per user tensor output made by the graph (not an input): how eager's backward reads it (Note [Which op
+    saved a value] in capture/trace.py). "result": only the backward of the op that made it (eager kept a
+    shallow copy; a later ``.data =`` does not reach it), or none; "value": only the backward of ops that
+    read it (eager kept the tensor: ``.data =`` does); "both", or unknown (a backward node not tagged)."""
+    styles = {}
+    made = output_node(graph).meta.get("made_by", ())
+    for k, node in enumerate(output_values(graph)[:num_user_tensors]):
+        if not isinstance(node, torch.fx.Node) or node.op == "placeholder":
+            continue
+        made_by = made[k] if k < len(made) else None
+        readers = [u.meta.get("backward_of") for u in users_through_views(node) if u in read.backward]
+        own = {seq == made_by for seq in readers}
+        unknown = made_by is None or None in readers
+        styles[k] = "both" if unknown or len(own) == 2 else ("value" if own == {False} else "result")
+    return styles
 
 
 def plan(fn_or_module: Any, *example_args: Any, **options: Any) -> Plan:

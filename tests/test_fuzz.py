@@ -347,6 +347,8 @@ def test_semantics12_is_opt_in_and_covers_issue_12():
         assert feature in bodies, feature
     assert {p.guard for p in programs} == {None, *fuzz.GUARDS}
     assert 10 < sum(p.mutate_outputs for p in programs) < 190
+    assert 5 < sum(p.assign_data for p in programs) < 100
+    assert any("torch._dynamo.graph_break()" in p.source for p in programs)
     assert any(re.search(r"return .*\bn\d", p.source) for p in programs)    # non-tensor outputs
 
 

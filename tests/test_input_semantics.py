@@ -726,6 +726,13 @@ SCENARIOS = {
     "same_bytes_other_size_one_strides_of_an_input_is_a_partial_overlap": (
         "def f(a):\n    t0 = a.unsqueeze(0)\n    t1 = a.unsqueeze(1).t()\n    t0.mul_(t1)\n    return a",
         "x = torch.randn(3)\nx,"),
+    # fuzz seed 6004284: Dynamo runs ``b.transpose_`` between its graphs; the backward from ``t1`` alone ran the
+    # first graph's whole backward on the transposed ``b`` (saved for ``t0`` only) and raised a size mismatch
+    # where eager runs nothing of ``t0``'s (Note [Saved inputs no present tangent reads])
+    "saved_input_transposed_after_the_graph_read_only_for_another_output": (
+        "def f(a, b):\n    t0 = b * b\n    t1 = a + a\n    b.transpose_(0, 1)\n    return t1[:, 1:], t0",
+        "base0 = torch.randn(4, 2, requires_grad=True)\nleaf1 = torch.randn(1, 3, 2, requires_grad=True)\n"
+        "base1 = leaf1 * 1\nx1 = base1.expand(4, 3, 2)\nbase0, x1"),
 }
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.
@@ -1108,6 +1115,16 @@ WRITTEN_AFTER_THE_CALL = {
         "def f(b):\n    t0 = b.chunk(2)[0]\n    t2 = t0.detach().requires_grad_()\n"
         "    return b[:-1], b.reshape(-1), t2.unsqueeze(0)",
         "base1 = torch.randn(2)\nbase1,", ()),
+    # --semantics12 seed 6102248: a detach of an input given other data by .data = keeps the input's version
+    # counter: written after the call, it moved the input's version in eager and not compiled
+    "detach_of_an_input_given_other_data_keeps_its_version_counter": (
+        "def f(b):\n    t1 = b.detach()\n    t1.data = t1.data * 2\n    return t1",
+        "base1 = torch.randn(4, 2, requires_grad=True)\nbase1,", ()),
+    # --semantics12 seed 5902826 (through a Dynamo graph break): the output the backward reads is written through
+    # a detach returned beside it; Note [Version counters of saved outputs]
+    "output_the_backward_reads_written_through_its_returned_detach": (
+        "def f(b):\n    t0 = b.tanh()\n    t1 = t0 * 2.0\n    torch._dynamo.graph_break()\n    return t1, t0.detach()",
+        "leaf0 = torch.randn(4, requires_grad=True)\nbase0 = leaf0.clone()\nx0 = base0[1:3]\nx0,", ()),
 }
 
 
@@ -1370,6 +1387,12 @@ THROUGH_DYNAMO_ONLY = {
         "def f(a):\n    t0 = a.exp()\n    t1 = a.t()\n    t1.detach().t().add_(t0)\n    t2 = t1 * t1\n"
         "    t1.data = t1.data * 2\n    return t1",
         "base0 = torch.randn(4, 4, requires_grad=True)\nx0 = base0[::2]\nx0,"),
+    # fuzz seed 5801356 (Dynamo runs the ``.data =`` after its graph): tanh's backward reads its result as eager
+    # saved it, a shallow copy the new data does not reach; the plan's saved output was the object itself
+    # (Note [Which op saved a value] in capture/trace.py)
+    "output_its_op_saved_given_data_after_the_graph": (
+        "def f(a, b):\n    a.square_()\n    t1 = b.tanh()\n    t1.data = t1.data * 2\n    return t1",
+        "leaf0 = torch.randn(4, 3, requires_grad=True)\nbase0 = leaf0 * 1\nbase0[1:3], base0.t()"),
 }
 
 
@@ -1378,6 +1401,18 @@ def test_compiled_through_dynamo_refused_by_aot_function(name):
     program = Program.scenario(*THROUGH_DYNAMO_ONLY[name])
     assert check(program, CONTENDERS["dynamo"]).status == "pass"
     assert check(program, CONTENDERS["mincut"]).status == "refused"
+
+
+def test_output_an_op_read_given_data_after_the_graph_through_dynamo_is_refused_by_name():
+    """Fuzz seed 3603614: Dynamo runs ``t0.data = ...`` after a graph whose backward reads ``t0`` for ``cos``
+    (eager kept the tensor itself: its backward reads the new data) and frees ``t0`` before the backward; the
+    plan recomputes ``t0``: refused at the backward, by name (Note [Which op saved a value])."""
+    program = Program.scenario("def f(a):\n    t0 = a.clone()\n    t1 = t0.cos()\n    t0.data = t0.data * 2\n"
+                               "    return t1.view(-1)",
+                               "leaf0 = torch.randn(1, requires_grad=True)\nbase0 = leaf0 * 1\nbase0.expand(4),")
+    outcome = check(program, CONTENDERS["dynamo"])
+    assert outcome.status == "refused" and "given another storage after the call" in outcome.message, outcome.message
+    assert check(program, CONTENDERS["default"]).status == "pass"
 
 
 def test_written_expanded_leaf_requiring_grad_through_dynamo_is_refused():

@@ -31,8 +31,9 @@ way (the graphs Dynamo handed over already compute it); a mismatch, or an except
 contender did not (or raised in the other phase), ``wrong``; any other exception from the contender ``crash``.
 
 Issue 12's opt-in steps (``fuzz_semantics.SEMANTICS12_WRITERS``, whose ``Writers.steps`` turn them on):
-a program with ``mutate_outputs`` gets ``o.mul_(2)`` on every float output right after the call (an
-exception there is phase ``after``; the state is compared after it); non-tensor outputs must have eager's
+a program with ``mutate_outputs`` gets ``o.mul_(2)`` on every float output right after the call, one with
+``assign_data`` then ``o.data = o.data * 2`` on those that are no views (an exception there is phase
+``after``; the state is compared after it); non-tensor outputs must have eager's
 type (``torch.Size`` stays ``torch.Size``); values computed with bf16 (autocast) compare with bf16's
 tolerances (LOOSE_RTOL / LOOSE_ATOL).
 
@@ -86,6 +87,7 @@ class Program:
     inputs: str
     guard: str | None = None          # a third call under this change (Note [Fuzz guards]), one of GUARDS
     mutate_outputs: bool = False      # float outputs get ``.mul_(2)`` right after the call, before backward
+    assign_data: bool = False         # ... then ``o.data = o.data * 2`` (Note [Which op saved a value])
 
     @classmethod
     def scenario(cls, body: str, inputs: str, mutate_outputs: bool = False) -> Program:
@@ -118,6 +120,9 @@ class Program:
         if self.mutate_outputs:
             then += "for o in torch.utils._pytree.tree_leaves(out):\n    if isinstance(o, torch.Tensor) and " \
                     "o.is_floating_point():\n        o.mul_(2)\n"
+        if self.assign_data:
+            then += "for o in torch.utils._pytree.tree_leaves(out):\n    if isinstance(o, torch.Tensor) and " \
+                    "o.is_floating_point() and not o._is_view():\n        o.data = o.data * 2\n"
         if self.guard is not None:
             then += f"# then again under the guard change {self.guard!r} (Note [Fuzz guards])\n"
         return (f"import torch\n\nSCALE = {SCALE}\n\n{self.inputs}\n\n{self.source}\n\nargs, named = make_inputs()\n"
@@ -559,7 +564,8 @@ def _replay_ending(make_inputs: Callable, params: tuple[str, ...], lines: list[s
 
 
 class Writers(dict):
-    """A writer table that also opts into oracle steps (``"guard"``, ``"mutate_outputs"``) for its programs."""
+    """A writer table that also opts into oracle steps (``"guard"``, ``"mutate_outputs"``, ``"assign_data"``)
+    for its programs."""
 
     def __init__(self, table: dict, steps: tuple[str, ...] = ()):
         super().__init__(table)
@@ -581,7 +587,8 @@ def generate(seed: int, writers: dict | None = None) -> Program:
     steps = getattr(writers, "steps", ())
     guard = rng.choice(GUARDS) if "guard" in steps and rng.random() < 0.7 else None
     mutate_outputs = "mutate_outputs" in steps and rng.random() < 0.4
-    return Program(seed, f"def f({', '.join(params)}):\n{body}", inputs, guard, mutate_outputs)
+    assign_data = "assign_data" in steps and rng.random() < 0.2
+    return Program(seed, f"def f({', '.join(params)}):\n{body}", inputs, guard, mutate_outputs, assign_data)
 
 
 ### Oracle: observe one run
@@ -694,6 +701,9 @@ def _raising_items(program: Program, fn: Callable, context: Callable[[], Any]) -
         args, named = program.make_inputs()
         with context():
             out = fn(*args)
+        if program.mutate_outputs or program.assign_data:   # as observe() did: the state the backward ran on
+            with contextlib.suppress(Exception):
+                _mutate_outputs(out, program)
         return pytree.tree_leaves(out), named
 
     outputs, named = call()
@@ -708,10 +718,15 @@ def _raising_items(program: Program, fn: Callable, context: Callable[[], Any]) -
     return tuple(raising)
 
 
-def _mutate_outputs(out: Any) -> None:
-    for x in pytree.tree_leaves(out):
-        if isinstance(x, torch.Tensor) and x.is_floating_point():
+def _mutate_outputs(out: Any, program: Program) -> None:
+    floats = [x for x in pytree.tree_leaves(out) if isinstance(x, torch.Tensor) and x.is_floating_point()]
+    if program.mutate_outputs:
+        for x in floats:
             x.mul_(2)
+    if program.assign_data:   # not on views: eager regenerates a view's grad_fn from whatever geometry it has then
+        for x in floats:      # (an offset the new data lacks moves its gradient), if nothing read it before
+            if not x._is_view():
+                x.data = x.data * 2
 
 
 def observe(program: Program, fn: Callable, context: Callable[[], Any] = contextlib.nullcontext,
@@ -730,9 +745,9 @@ def observe(program: Program, fn: Callable, context: Callable[[], Any] = context
         except Exception as exc:
             return Observation(error=exc, phase="call", loose=loose)
         after = None
-        if program.mutate_outputs:
+        if program.mutate_outputs or program.assign_data:
             try:
-                _mutate_outputs(out)
+                _mutate_outputs(out, program)
             except Exception as exc:
                 after = exc
         outputs = _snapshot(observation, args, named, versions, out, program.params)

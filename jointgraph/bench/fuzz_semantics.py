@@ -163,5 +163,5 @@ SEMANTICS12_WRITERS: fuzz.Writers = fuzz.Writers({
     "multi_output_view": (_views_of_outputs, 1.5),
     "in_place_operand": (_in_place_operand, 1.0),
     "graph_break": (_graph_break, 3.0),
-}, steps=("guard", "mutate_outputs"))
+}, steps=("guard", "mutate_outputs", "assign_data"))
 

@@ -1100,6 +1100,15 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         """The line of a ``requires_grad_()`` on the input ``t`` after a view of it was made, or None."""
         return self.views_before_requires_grad.get(self._input_storages.get(t, _storage_id(t)))
 
+    def counter_kept_from(self, t: torch.Tensor, inputs: list) -> int | None:
+        """Note [Assigning .data]: the input whose version counter ``t`` kept when ``.data =`` gave it other
+        data (``t = x.detach(); t.data = ...``), or None."""
+        counter = self._kept_counters.get(t)
+        if counter is None:
+            return None
+        return next((i for i, a in enumerate(inputs)
+                     if isinstance(a, torch.Tensor) and self._input_storages.get(a) == counter), None)
+
     def via_data(self, t: torch.Tensor) -> bool:
         """``t`` is ``x.data`` or a view of it: its version counter is its own, not ``x``'s."""
         return bool(self._data_aliases.get(t))

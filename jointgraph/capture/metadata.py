@@ -230,6 +230,11 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
             outputs = [dataclasses.replace(info, via_data=True)
                        if info.kind == "input_view" and isinstance(out, torch.Tensor) and checks.via_data(out) else info
                        for out, info in zip(flat_outs, outputs, strict=True)]
+            # fuzz --semantics12 seed 6102248: ``t = x.detach(); t.data = ...; return t`` keeps x's version counter
+            outputs = [dataclasses.replace(info, counter_of=checks.counter_kept_from(out, call_args))
+                       if info.kind == "tensor" and info.view_meta is None and not info.requires_grad
+                       and isinstance(out, torch.Tensor) else info
+                       for out, info in zip(flat_outs, outputs, strict=True)]
             checks.settle_saves(flat_outs, call_args)   # Note [When eager saved an input] in capture/inplace.py
             for out in flat_outs:
                 checks.refuse_view_made_leaf(out)

@@ -89,6 +89,66 @@ class _BackwardPhase:
         return False
 
 
+def _sequence_nr(t: object) -> int | None:
+    """The sequence number of ``t``'s grad_fn; None for a view (reading a view's grad_fn may regenerate it, or raise
+    eager's error for a stale multi-output view, fuzz seed 310639: its style stays unknown) or no tensor."""
+    if not isinstance(t, torch.Tensor) or t._is_view():
+        return None
+    grad_fn = t.grad_fn
+    return grad_fn._sequence_nr() if grad_fn is not None else None
+
+
+class _BackwardOf:
+    """Tag each node traced while an autograd node's backward runs with ``meta["backward_of"]``, that node's
+    sequence number; the output node's ``meta["made_by"]`` holds that of each user output's grad_fn.
+
+    Note [Which op saved a value]: eager saves a value an op returned for its own backward as a shallow copy
+    (``tanh`` keeps its result), a value an op read as the value itself (``cos`` keeps its argument); a
+    ``.data =`` on the tensor after the call reaches the second and not the first. A backward node whose
+    ``backward_of`` is the output's ``made_by`` read its op's own result (``_saved_output_styles`` in api.py;
+    the proxy's own ``meta["seq_nr"]`` is not used: a view replayed under a view input moves it, fuzz seed
+    5801356).
+    """
+
+    def __init__(self, roots: list):
+        from torch.fx.experimental.proxy_tensor import get_proxy_mode
+
+        mode = get_proxy_mode()
+        self.graph = mode.tracer.graph if mode is not None else None
+        self.roots = [t.grad_fn for t in roots if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+        self.handles: list = []
+
+    def __enter__(self):
+        if self.graph is None:
+            return self
+        seen, stack = set(), list(self.roots)
+        while stack:
+            node = stack.pop()
+            if node is None or node in seen:
+                continue
+            seen.add(node)
+            stack.extend(n for n, _ in node.next_functions)
+            marks: list = []
+            seq = node._sequence_nr()
+            self.handles.append(node.register_prehook(lambda _, marks=marks: marks.append(self._last())))
+            self.handles.append(node.register_hook(lambda *_, marks=marks, seq=seq: self._tag(marks.pop(), seq)))
+        return self
+
+    def _last(self):
+        return next(iter(reversed(self.graph.nodes)), None)
+
+    def _tag(self, mark, seq: int) -> None:
+        for node in reversed(self.graph.nodes):
+            if node is mark:
+                break
+            node.meta.setdefault("backward_of", seq)   # the innermost node's, tagged first
+
+    def __exit__(self, *exc):
+        for handle in self.handles:
+            handle.remove()
+        return False
+
+
 def _mutation_counters(f_inputs: list) -> list:
     counters = []
     for f in f_inputs:
@@ -314,6 +374,7 @@ def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], f
                    else call_inputs[info.new_value_of]   # Note [Inputs given another storage]
                    for info in meta.outputs[len(outs):]]
         outs = [returned(out, info) for out, info in zip(outs, meta.outputs[:len(outs)], strict=True)] + carried
+        made_by[:] = [_sequence_nr(outs[i]) for i in tensor_out_idx]   # Note [Which op saved a value]
         results = [from_fun(outs[i]) for i in tensor_out_idx]
         grads: list = []
         if has_backward:
@@ -327,7 +388,7 @@ def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], f
             before = _mutation_counters(f_inputs)
             # eager's backward runs where the caller calls it, outside the autocast region of the call (its
             # forward's casts are nodes already): traced without autocast (fuzz --semantics12 seed 4901076)
-            with _BackwardPhase(), torch._C._DisableAutocast():
+            with _BackwardPhase(), _BackwardOf(diff_outs), torch._C._DisableAutocast():
                 try:
                     flat_wrt = [w for ws in wrt for w in ws]
                     if probe is not None:
@@ -353,6 +414,7 @@ def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], f
         return [*results, *mutated, *grads]
 
     bw_mutated: list[int] = []   # inputs the backward mutates, found while tracing it
+    made_by: list = []           # per user tensor output: the sequence number of its grad_fn, or None
     hooks = HookTable()
     tangents = list(meta.tangent_examples)
     with fake_mode:
@@ -389,6 +451,7 @@ def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], f
                  + [Role.BACKWARD_MUTATION] * len(bw_mutated))
     out.args = (tuple(out.args[0]),)
     out.meta["roles"] = out_roles
+    out.meta["made_by"] = tuple(made_by)
     gm = lazy_graph_module(gm, gm.graph)   # passes rewrite it; its code is generated only if printed
     inputs = [dataclasses.replace(info, mutated_in_backward=i in bw_mutated) for i, info in enumerate(meta.inputs)]
     return JointGraph(gm=gm, inputs=inputs, outputs=meta.outputs, out_spec=None,

@@ -99,6 +99,9 @@ class OutputInfo:
     same_object: int | None = None
     # An input view taken through ``x.data``: its version counter is its own (regenerated from ``x.data``)
     via_data: bool = False
+    # A "tensor" that ``.data =`` left on this input's version counter (``t = x.detach(); t.data = y``):
+    # returned as a detach of the caller's tensor given the value's data (Note [Assigning .data])
+    counter_of: int | None = None
     # Note [Inputs given another storage] in capture/metadata.py: this "tensor" is no user output but the
     # new value (on a new storage) of input ``new_value_of``, which the runtime sets the input onto.
     new_value_of: int | None = None

@@ -24,6 +24,7 @@ autograd.Function that receive its gradients (Note [New leaves] in capture/leave
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -106,6 +107,13 @@ class EntryLayout:
     # (user output, tangents it is read for or None): version-checked in the backward
     # (Note [Version counters of saved outputs])
     outputs_read_by_backward: tuple[tuple[int, tuple[int, ...] | None], ...] = ()
+    # Note [Which op saved a value] (capture/trace.py): (saved index, user output it is, "result" | "value" |
+    # "both"); and (user output, its saved index or -1, style, tangents it is read for or None) for those whose
+    # ``.data =`` after the call the backward must see or refuse
+    saved_outputs: tuple[tuple[int, int, str], ...] = ()
+    data_checked: tuple[tuple[int, int, str, tuple[int, ...] | None], ...] = ()
+    # (saved index, sizes, strides) of saved inputs as traced: Note [Saved inputs no present tangent reads]
+    saved_geometry: tuple[tuple[int, tuple, tuple], ...] = ()
     new_leaves: tuple = ()                      # Note [New leaves]: a slot made per call, after the inputs
     detach_shared: tuple[int, ...] = ()         # non-differentiable outputs sharing a differentiable one's storage
     # (Function output, input index, size, stride, offset): Note [Detached aliases written with grad]
@@ -121,6 +129,7 @@ class EntryLayout:
     own_outputs: tuple[int, ...] = ()
     distinct_outputs: tuple[tuple[int, int], ...] = ()   # Note [Distinct outputs]
     data_views: tuple[int, ...] = ()            # flat outputs that are views of an input's .data
+    counters_of: tuple[tuple[int, int], ...] = ()   # (flat output, input whose version counter it keeps)
     # per graph input, (InputInfo.saved_at, InputInfo.written_at, saved_at per tangent), where the epilogue
     # bumps versions (or empty)
     version_clocks: tuple[tuple[int | None, int | None, tuple[int | None, ...]], ...] = ()
@@ -265,6 +274,10 @@ class CompiledEntry:
                 flat.append(value(inputs))
             else:
                 flat.append(self._view(kind, value, flat, outs, inputs, pre, data=len(flat) in layout.data_views))
+        for k, i in layout.counters_of:   # OutputInfo.counter_of: as eager's ``.data =`` left it
+            kept = inputs[i].detach()
+            kept.data = flat[k]
+            flat[k] = kept
         for k, j in layout.same_objects:   # a view is regenerated per output: one object, as eager's (seed 3303383)
             flat[k] = flat[j]
         if layout.backward_error is not None:
@@ -662,6 +675,35 @@ def _recomputed_from_written_input(s: int | None, now: int, expected: int) -> Un
              'partitioner="default" keeps what eager keeps, except a copy eager made of an input')
 
 
+def _data_replaced(k: int) -> UnsupportedError:
+    """Note [Which op saved a value]: output ``k`` was given other memory after the call, and the backward reads it."""
+    return UnsupportedError(
+        f"output {k} of the compiled function was given another storage after the call (.data =, set_()) and "
+        "the backward reads it: eager's backward reads the new value where an op kept it as an argument and the "
+        "old one where an op kept it as its own result; the plan keeps one value for both",
+        source=user_source_line(),
+        hint="assign .data after the backward, or write the new values in place under torch.no_grad()")
+
+
+# Note [Saved inputs no present tangent reads]
+# ---------------------------------------------
+# A backward run from some outputs only skips the version checks of saved inputs read only for the others'
+# gradients (eager never runs their nodes), but our one graph still computes those gradients, from zeros,
+# and drops them. A saved input an in-place view op changed after the call (``b.transpose_(0, 1)`` at a
+# Dynamo graph break, fuzz seed 6004284) no longer has the geometry the graph was traced with: the graph
+# raised a size mismatch where eager raises nothing. Such a value is replaced by zeros of its traced
+# geometry: what it computes is dropped anyway.
+
+
+def _stand_in(stash: list, s: int, size: tuple, stride: tuple) -> list:
+    value = stash[s]
+    if tuple(value.shape) == size and tuple(value.stride()) == stride:
+        return stash
+    stash = list(stash)
+    stash[s] = torch.empty_strided(size, stride, dtype=value.dtype, device=value.device).zero_()
+    return stash
+
+
 def _zeros_for_absent(grads: tuple, positions: tuple, like: list) -> list:
     """``grads`` with zeros where autograd passed None (what it does itself by default)."""
     grads = list(grads)
@@ -682,6 +724,9 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
     # group of tangents whose outputs eager saved it for at one clock (Note [When eager saved an input])
     saved_inputs = _by_save_clock(layout.saved_input_positions, layout.version_clocks)
     read_outputs = layout.outputs_read_by_backward
+    geometry = {s: (size, stride) for s, size, stride in layout.saved_geometry}
+    saved_outputs = layout.saved_outputs
+    data_checked = layout.data_checked
     saved_copies = layout.saved_copies
     saved_aliases = layout.saved_aliases
     bw_mutated = layout.backward_mutations
@@ -716,7 +761,17 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                         saved[s] = saved[s].clone()
                 for s in saved_aliases:
                     saved[s] = torch.ops.aten.alias(saved[s])
-            if not hooks_inlined and _top_hooks(False) is not None:
+            hooked = not hooks_inlined and _top_hooks(False) is not None
+            if saved_outputs:   # Note [Which op saved a value]: an op's own result is kept as a shallow copy
+                saved = list(saved)
+                for s, k, style in saved_outputs:
+                    if style == "result" and saved[s] is outs[k]:
+                        saved[s] = saved[s].detach()
+            if data_checked:
+                ctx.data_checks = [(outs[k], weakref.ref(outs[k].untyped_storage()), k, tangents)
+                                   for k, s, style, tangents in data_checked
+                                   if style == "both" or hooked or s < 0 or saved[s] is not outs[k]]
+            if hooked:
                 # Ambient saved_tensors_hooks: let autograd pack/unpack each saved value, as eager does.
                 ctx.save_for_backward(*saved)
                 ctx.stash = _HOOKED
@@ -762,7 +817,9 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
             if saved_inputs:
                 for s, tensor, version, eager_saves, tangents in ctx.versions:
                     if tangents is not None and not any(present[t] for t in tangents):
-                        continue   # read only for gradients that did not come: eager's node never runs
+                        if s in geometry and tensor._version != version:   # eager's node never runs
+                            stash = _stand_in(stash, s, *geometry[s])
+                        continue
                     if tensor._version != version and not eager_saves:
                         raise _recomputed_from_written_input(s, tensor._version, version)
                     if tensor._version != version:
@@ -790,6 +847,13 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                             "one of the variables needed for gradient computation has been modified by an "
                             f"inplace operation: an output of the compiled function is at version "
                             f"{tensor._version}; expected version {version} instead.")
+            for output, storage, k, tangents in getattr(ctx, "data_checks", ()):
+                if tangents is not None and not any(present[t] for t in tangents):
+                    continue
+                if output.untyped_storage() is not storage():
+                    raise _data_replaced(k)
+            if not _keep_graph():
+                ctx.data_checks = ()
             if not _keep_graph() and ctx.stash is not _HOOKED:
                 ctx.stash = None
             args = [*ctx.sizes, *stash]
