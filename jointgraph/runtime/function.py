@@ -623,7 +623,8 @@ class RaisesInBackward(torch.autograd.Function):
 # it is at a Dynamo graph break whose next graph returns only ``t0.detach()`` (fuzz seed 5902826).
 # A weak reference to the output, as the runtime held before, lost the check with the output; the
 # output itself, or a view of it, would keep its memory alive where the plan recomputes it. The
-# runtime keeps a token: a detached alias moved onto an empty storage (``set_``), which keeps the
+# runtime keeps the shallow copy the stash holds of an output its op saved (Note [Which op saved a value]),
+# and for the others a token: a detached alias moved onto an empty storage (``set_``), which keeps the
 # output's version counter and nothing else; ``set_`` counts as a write, so the counter is put back.
 
 
@@ -633,8 +634,7 @@ def _version_token(t: torch.Tensor) -> torch.Tensor:
     if type(token) is not torch.Tensor:   # a tensor subclass: its set_ is its own; keep the alias
         return token
     version = t._version
-    with torch.no_grad():
-        token.set_(torch.empty(0, dtype=t.dtype, device=t.device))
+    token.set_()   # no grad to record: a detached tensor
     torch._C._autograd._unsafe_set_version_counter((token,), (version,))
     return token
 
@@ -762,11 +762,12 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                 for s in saved_aliases:
                     saved[s] = torch.ops.aten.alias(saved[s])
             hooked = not hooks_inlined and _top_hooks(False) is not None
+            holders = {}   # outputs whose shallow copy the stash keeps: it shares their version counter
             if saved_outputs:   # Note [Which op saved a value]: an op's own result is kept as a shallow copy
                 saved = list(saved)
                 for s, k, style in saved_outputs:
                     if style == "result" and saved[s] is outs[k]:
-                        saved[s] = saved[s].detach()
+                        saved[s] = holders[k] = saved[s].detach()
             if data_checked:
                 ctx.data_checks = [(outs[k], weakref.ref(outs[k].untyped_storage()), k, tangents)
                                    for k, s, style, tangents in data_checked
@@ -784,8 +785,8 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                                  tangents)
                                 for s, i, eager_saves, saved_at, tangents in saved_inputs]
             if read_outputs:   # Note [Version counters of saved outputs]
-                ctx.output_versions = [(_version_token(outs[k]), outs[k]._version, tangents)
-                                       for k, tangents in read_outputs]
+                ctx.output_versions = [(holders[k] if k in holders else _version_token(outs[k]), outs[k]._version,
+                                        tangents) for k, tangents in read_outputs]
             if bw_mutated:
                 ctx.bw_targets = [inputs[i] for i in bw_mutated]
             if non_diff:
