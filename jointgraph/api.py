@@ -412,6 +412,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         reading_written = _tangents_reading(joint.gm.graph, read, joint_written.get)
         saved_mutated = tuple((i, i in eager_new, reading_written.get(i)) for i in sorted(ours | eager_new))
         read_outputs = _outputs_the_backward_reads(joint.gm.graph, len(tensor_outs), read)
+        read_outputs += _outputs_eager_saved(outputs, tensor_outs, tangent_positions, {k for k, _ in read_outputs})
         # Note [Which op saved a value]: a saved value that is a user output, and how eager saved it
         returned_as_is = {k for k, i in enumerate(tensor_outs)   # the user's object is the graph's output itself
                           if outputs[i].view_meta is None and outputs[i].on_input is None
@@ -659,6 +660,21 @@ def _outputs_the_backward_reads(graph, num_user_tensors: int, read: _TangentRead
                if isinstance(node, torch.fx.Node) and node.op != "placeholder"]
     # a view of it read counts (fuzz --semantics12 seed 4504160: ``t0[:2].sin()``, eager saved the view)
     return [(k, read(users)) for k, node, users in outputs if any(u in read.backward for u in users)]
+
+
+def _outputs_eager_saved(outputs: list, tensor_outs: list, tangent_positions: tuple, known: set) -> list[tuple]:
+    """(k, tangents) per user tensor output eager saved a tensor sharing the version counter of
+    (``OutputInfo.saved_by``) that the graph's reads do not show, as ``_outputs_the_backward_reads`` gives them."""
+    tangent_of = {i: tangent_positions.index(k) for k, i in enumerate(tensor_outs) if k in tangent_positions}
+    found = []
+    for k, i in enumerate(tensor_outs):
+        saved_by = outputs[i].saved_by
+        if k in known or saved_by == ():
+            continue
+        tangents = None if saved_by is None or any(j not in tangent_of for j in saved_by) else \
+            tuple(sorted({tangent_of[j] for j in saved_by}))
+        found.append((k, tangents))
+    return found
 
 
 def _static_geometry(node) -> tuple | None:

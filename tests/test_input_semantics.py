@@ -1115,6 +1115,16 @@ WRITTEN_AFTER_THE_CALL = {
         "def f(b):\n    t0 = b.chunk(2)[0]\n    t2 = t0.detach().requires_grad_()\n"
         "    return b[:-1], b.reshape(-1), t2.unsqueeze(0)",
         "base1 = torch.randn(2)\nbase1,", ()),
+    # --semantics12 seed 6500307: relu_ through an unfold view (rewritten onto a clone, Note [Writes into expanded
+    # tensors]) saved the view itself in eager: written after the call, eager's backward raises; the functional
+    # form (nn.ReLU(inplace=True)) was refused, its name not being an in-place op's
+    "unfold_view_written_by_relu_then_written_after_the_call": (
+        "def f(c):\n    t0 = c - torch.zeros((2,))\n    t1 = t0.unfold(0, 2, 1)\n    t1.relu_()\n    return t1",
+        "base2 = torch.randn(4, requires_grad=True)\nx2 = base2[1:3]\nx2,", ()),
+    "unfold_view_written_by_functional_relu_then_written_after_the_call": (
+        "def f(c):\n    t0 = c - torch.zeros((2,))\n    t1 = t0.unfold(0, 2, 1)\n"
+        "    torch.nn.ReLU(inplace=True)(t1)\n    return t1",
+        "base2 = torch.randn(4, requires_grad=True)\nx2 = base2[1:3]\nx2,", ()),
     # --semantics12 seed 6102248: a detach of an input given other data by .data = keeps the input's version
     # counter: written after the call, it moved the input's version in eager and not compiled
     "detach_of_an_input_given_other_data_keeps_its_version_counter": (

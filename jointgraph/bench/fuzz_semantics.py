@@ -144,6 +144,21 @@ def _in_place_operand(scope: _Scope) -> _Statement | None:
     return _Statement(f"{x}.{scope.rng.choice(('add_', 'mul_'))}({y})") if y else None
 
 
+def _functional_in_place(scope: _Scope) -> _Statement | None:
+    """``F.relu(x, inplace=True)`` and its kin (``nn.ReLU(inplace=True)``): in-place writes whose names do not end
+    in ``_``, on an input, a view or a value, possibly through ``.detach()``."""
+    target = fuzz._target(scope, scope.tensors(floating=True),
+                          wrap=scope.rng.choice(("", "", ".detach()")))
+    if target is None:
+        return None
+    expr = target[0]
+    call = scope.rng.choice((f"torch.nn.functional.relu({expr}, inplace=True)",
+                             f"torch.nn.functional.hardtanh({expr}, -0.5, 0.5, inplace=True)",
+                             f"torch.nn.functional.leaky_relu({expr}, 0.1, inplace=True)",
+                             f"torch.nn.ReLU(inplace=True)({expr})"))
+    return _Statement(call)
+
+
 def _graph_break(scope: _Scope) -> _Statement | None:
     """``torch._dynamo.graph_break()``: nothing in eager or under aot_function; under torch.compile the values
     live so far cross from one graph into the next, as graph outputs the next one reads (fuzz seed 5902826:
@@ -163,5 +178,6 @@ SEMANTICS12_WRITERS: fuzz.Writers = fuzz.Writers({
     "multi_output_view": (_views_of_outputs, 1.5),
     "in_place_operand": (_in_place_operand, 1.0),
     "graph_break": (_graph_break, 3.0),
+    "functional_in_place": (_functional_in_place, 1.5),
 }, steps=("guard", "mutate_outputs", "assign_data"))
 

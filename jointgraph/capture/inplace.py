@@ -535,7 +535,9 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
         target = args[0] if args and isinstance(args[0], torch.Tensor) else None
-        in_place = target is not None and _is_in_place(name)
+        # F.relu(x, inplace=True), nn.ReLU(inplace=True), F.hardtanh / leaky_relu / dropout (inplace=True): the
+        # functional form writes ``x`` through an in-place op this mode does not see (it runs inside the call)
+        in_place = target is not None and (_is_in_place(name) or kwargs.get("inplace") is True)
         # an in-place op's autograd reads its arguments' grad_fn before its own write moves the version
         before = self._before_write() if self.analyze and (in_place or name in _DUNDER_WRITES) else None
         if name == "__set__" and target is not None and getattr(func, "__self__", None) is _DATA \
@@ -631,6 +633,10 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             via_data = bool(self._data_aliases.get(target))
             if self._expanded.write(func, name, target, args[1:], kwargs, via_data=via_data):
                 self._record_write(target, _recorded(args, kwargs))
+                if self.analyze:   # its grad_fn is regenerated, as after any write to it (fuzz --semantics12 6500307)
+                    self._written_itself[target] = True
+                if self._saving:   # made by the op on its scratch clone: eager's node is the target's
+                    self._attribute_saves(target)
                 return None if name == "__setitem__" else target
             if in_place and self.analyze and name in _OVERLAP_UNCHECKED and has_internal_overlap(target):
                 raise UnsupportedError(f"{name} into a tensor whose elements overlap in memory cannot be compiled "
@@ -883,7 +889,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             self._saving.append((counter, self._clock))
             self._saved_kept_counters.add(counter)
         elif isinstance(t, torch.Tensor) and not self._data_aliases.get(t) and self._set_sources.get(_elem(t)) is None:
-            self._saving.append((_storage_id(t), self._clock))   # .data and set_() count versions of their own
+            storage = _storage_id(t)   # .data and set_() count versions of their own
+            self._saving.append((self._expanded.scratch.get(storage, storage), self._clock))
         return t
 
     def saved_with_kept_counter(self, t: torch.Tensor) -> bool:
@@ -928,6 +935,16 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                         if key in nodes:
                             by[k][storage] = min(clock, by[k].get(storage, clock))
         self._node_saves.clear()
+
+    def saved_by(self, t: torch.Tensor) -> tuple[int, ...] | None:
+        """After ``settle_saves``: the outputs from which eager's backward reaches a node that saved a tensor on
+        ``t``'s storage, sharing its version counter (() where none did); None when one of the others' does."""
+        if self._data_aliases.get(t) or self._set_sources.get(_elem(t)) is not None:
+            return ()   # x.data and set_() count versions of their own
+        storage = _storage_id(t)
+        if any(storage in by for by in self._by_other):
+            return None
+        return tuple(k for k, by in enumerate(self._by_output) if storage in by)
 
     def saved_at(self, t: torch.Tensor) -> tuple[int | None, tuple[int | None, ...], tuple[int | None, ...]]:
         """After ``settle_saves``: when a tensor on the input ``t``'s first storage was first saved (a clock, or
@@ -1226,6 +1243,7 @@ class ExpandedViews:
 
     def __init__(self):
         self._source = _ByTensor()
+        self.scratch = {}   # storage of a clone written in a target's place -> the target's storage
 
     def track(self, func, target, result: torch.Tensor) -> None:
         """Record ``result`` of ``func(target, ...)`` when it is an expand (or an unfold: functionalization refuses
@@ -1284,6 +1302,7 @@ class ExpandedViews:
             overlapping = False   # an unfold's copies of an element all take one value (see the Note)
         if not overlapping:
             new = target.clone()   # the target's new value, on memory of its own
+            self.scratch[_storage_id(new)] = _storage_id(target)   # eager saved the target (relu_ its result)
             func(new, *rest, **kwargs)
             extent = _storage_extent(t, s)
             memory = source.new_zeros(extent).index_put((_offsets(s),), source)

@@ -238,6 +238,12 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
             checks.settle_saves(flat_outs, call_args)   # Note [When eager saved an input] in capture/inplace.py
             for out in flat_outs:
                 checks.refuse_view_made_leaf(out)
+            # fuzz --semantics12 seed 6500307: relu_() on an unfold view returned: eager saved the view, which the
+            # graph's own reads of the output's value (through scatters) do not show
+            outputs = [dataclasses.replace(info, saved_by=checks.saved_by(out))
+                       if info.kind == "tensor" and info.carries is None and info.new_value_of is None
+                       and isinstance(out, torch.Tensor) else info
+                       for out, info in zip(flat_outs, outputs, strict=True)]
             for k, a in enumerate(call_args):
                 if isinstance(a, torch.Tensor):
                     first, by_output, by_new_value = checks.saved_at(a)

@@ -102,6 +102,9 @@ class OutputInfo:
     # A "tensor" that ``.data =`` left on this input's version counter (``t = x.detach(); t.data = y``):
     # returned as a detach of the caller's tensor given the value's data (Note [Assigning .data])
     counter_of: int | None = None
+    # The flat outputs whose backward reaches a node eager saved a tensor sharing this "tensor"'s version counter
+    # with (None: unknown, always): a write to it after the call makes that backward raise
+    saved_by: tuple[int, ...] | None = ()
     # Note [Inputs given another storage] in capture/metadata.py: this "tensor" is no user output but the
     # new value (on a new storage) of input ``new_value_of``, which the runtime sets the input onto.
     new_value_of: int | None = None
