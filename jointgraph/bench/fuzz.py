@@ -32,7 +32,7 @@ contender did not (or raised in the other phase), ``wrong``; any other exception
 
 Issue 12's opt-in steps (``fuzz_semantics.SEMANTICS12_WRITERS``, whose ``Writers.steps`` turn them on):
 a program with ``mutate_outputs`` gets ``o.mul_(2)`` on every float output right after the call, one with
-``assign_data`` then ``o.data = o.data * 2`` on those that are neither views nor share an input's memory
+``assign_data`` then ``o.data =`` its values doubled (on a copy of its storage, its geometry kept: ``_doubled``)
 (an exception there is phase ``after``; the state is compared after it); non-tensor outputs must have eager's
 type (``torch.Size`` stays ``torch.Size``); values computed with bf16 (autocast) compare with bf16's
 tolerances (LOOSE_RTOL / LOOSE_ATOL).
@@ -122,8 +122,7 @@ class Program:
                     "o.is_floating_point():\n        o.mul_(2)\n"
         if self.assign_data:
             then += "for o in torch.utils._pytree.tree_leaves(out):\n    if isinstance(o, torch.Tensor) and " \
-                    "o.is_floating_point() and not o._is_view() and not any(o.untyped_storage().data_ptr() == " \
-                    "t.untyped_storage().data_ptr() for t in named.values()):\n        o.data = o.data * 2\n"
+                    "o.is_floating_point():\n        o.data = _doubled(o)   # fuzz._doubled: its geometry kept\n"
         if self.guard is not None:
             then += f"# then again under the guard change {self.guard!r} (Note [Fuzz guards])\n"
         return (f"import torch\n\nSCALE = {SCALE}\n\n{self.inputs}\n\n{self.source}\n\nargs, named = make_inputs()\n"
@@ -704,7 +703,7 @@ def _raising_items(program: Program, fn: Callable, context: Callable[[], Any]) -
             out = fn(*args)
         if program.mutate_outputs or program.assign_data:   # as observe() did: the state the backward ran on
             with contextlib.suppress(Exception):
-                _mutate_outputs(out, program, named)
+                _mutate_outputs(out, program)
         return pytree.tree_leaves(out), named
 
     outputs, named = call()
@@ -719,18 +718,24 @@ def _raising_items(program: Program, fn: Callable, context: Callable[[], Any]) -
     return tuple(raising)
 
 
-def _mutate_outputs(out: Any, program: Program, named: dict[str, torch.Tensor]) -> None:
+def _mutate_outputs(out: Any, program: Program) -> None:
     floats = [x for x in pytree.tree_leaves(out) if isinstance(x, torch.Tensor) and x.is_floating_point()]
     if program.mutate_outputs:
         for x in floats:
             x.mul_(2)
-    if program.assign_data:   # not on views: eager regenerates a view's grad_fn from whatever geometry it has then
-        # (an offset the new data lacks moves its gradient), if nothing read it before; nor on what shares an
-        # input's memory (whether it is a view in autograd's sense is no part of the comparison)
-        inputs = {t.untyped_storage().data_ptr() for t in named.values()}
+    if program.assign_data:
         for x in floats:
-            if not x._is_view() and x.untyped_storage().data_ptr() not in inputs:
-                x.data = x.data * 2
+            x.data = _doubled(x)
+
+
+def _doubled(x: torch.Tensor) -> torch.Tensor:
+    """``x``'s values doubled, on a copy of its storage with its geometry: eager regenerates a view's grad_fn from
+    the geometry it has when first read after a write, so new data at another offset would move its gradient"""
+    new = torch.empty(0, dtype=x.dtype, device=x.device)
+    new.set_(x.untyped_storage().clone(), x.storage_offset(), x.size(), x.stride())
+    if torch._debug_has_internal_overlap(new) != 1:   # an expand: eager's mul_ refuses it
+        new.mul_(2)
+    return new
 
 
 def observe(program: Program, fn: Callable, context: Callable[[], Any] = contextlib.nullcontext,
@@ -751,7 +756,7 @@ def observe(program: Program, fn: Callable, context: Callable[[], Any] = context
         after = None
         if program.mutate_outputs or program.assign_data:
             try:
-                _mutate_outputs(out, program, named)
+                _mutate_outputs(out, program)
             except Exception as exc:
                 after = exc
         outputs = _snapshot(observation, args, named, versions, out, program.params)

@@ -1282,9 +1282,10 @@ class ExpandedViews:
         t, s = from_fun(target), from_fun(source)
         if not (static(*geometry(t)) and static(*geometry(s))):
             return False   # symbolic geometry: functionalization's own path
-        if t.numel() == 0:
-            if torch.is_grad_enabled() and target.requires_grad:
-                return False   # nothing to write, but autograd records the op (functionalization's path runs it)
+        if t.numel() == 0:   # nothing to write, but autograd records the op (functionalization's path runs it),
+            if torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad   # also where only
+                                               for x in (target, *rest, *kwargs.values())):     # the operand requires
+                return False   # grad: the target then does too (fuzz seed 6302752: b[1:1].copy_(a), b an expand)
             if name == "__setitem__":   # nothing to write, but eager's index checks run (fuzz seed 1100645)
                 target[rest[0]]   # noqa: B018
             return True

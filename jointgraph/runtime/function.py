@@ -660,14 +660,16 @@ def _distinct(outs, positions: tuple[tuple[int, int], ...]) -> list:
 # not by what flowed): a step node called so returns None at once, without its version checks.
 
 
-def _recomputed_from_written_input(s: int | None, now: int, expected: int) -> UnsupportedError:
+def _recomputed_from_written_input(s: int | None, now: int, expected: int, moved: bool = False) -> UnsupportedError:
     """Note [Saved mutated inputs]: the plan saved an input (``s``: its saved index; None: the new value
     the function wrote) to recompute from it in the backward where eager kept a value computed from
-    it; an in-place write after the call destroyed it."""
+    it; an in-place write after the call (or ``moved``: ``.data =`` or ``set_()``) destroyed it."""
     which = f"saved input {s}" if s is not None else "an input the function wrote"
+    what = "given another storage after the call (.data =, set_())" if moved else \
+        f"modified in place after the call (version {now}, expected {expected}: a write, or an in-place view " \
+        "op such as unsqueeze_())"
     return UnsupportedError(
-        f"an input the plan recomputes from in the backward ({which}) was modified in place after the "
-        f"call (version {now}, expected {expected}: a write, or an in-place view op such as unsqueeze_()); "
+        f"an input the plan recomputes from in the backward ({which}) was {what}; "
         "eager kept a copy of it or a value computed from it instead, and the plan cannot tell its old "
         "contents are intact",
         source=user_source_line(),
@@ -782,7 +784,8 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
             if saved_inputs:   # the epilogue's own as_strided_ (a metadata mutation) is not the user's write
                 ctx.versions = [(s, inputs[i], inputs[i]._version + moved.get(i, 0)
                                  + _epilogue_bumps(inputs, i, meta_mutated, bumped, clocks, saved_at), eager_saves,
-                                 tangents)
+                                 tangents,
+                                 None if eager_saves or i in moved else weakref.ref(inputs[i].untyped_storage()))
                                 for s, i, eager_saves, saved_at, tangents in saved_inputs]
             if read_outputs:   # Note [Version counters of saved outputs]
                 ctx.output_versions = [(holders[k] if k in holders else _version_token(outs[k]), outs[k]._version,
@@ -816,13 +819,15 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                     "after they have already been freed). Specify retain_graph=True if you need to backward "
                     "through the graph a second time.")
             if saved_inputs:
-                for s, tensor, version, eager_saves, tangents in ctx.versions:
+                for s, tensor, version, eager_saves, tangents, storage in ctx.versions:
                     if tangents is not None and not any(present[t] for t in tangents):
                         if s in geometry and tensor._version != version:   # eager's node never runs
                             stash = _stand_in(stash, s, *geometry[s])
                         continue
                     if tensor._version != version and not eager_saves:
                         raise _recomputed_from_written_input(s, tensor._version, version)
+                    if storage is not None and tensor.untyped_storage() is not storage():   # .data =, set_()
+                        raise _recomputed_from_written_input(s, tensor._version, version, moved=True)
                     if tensor._version != version:
                         which = f"saved input {s}" if s >= 0 else "an input eager saves"
                         raise RuntimeError(
