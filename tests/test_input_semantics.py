@@ -733,6 +733,20 @@ SCENARIOS = {
         "def f(a, b):\n    t0 = b * b\n    t1 = a + a\n    b.transpose_(0, 1)\n    return t1[:, 1:], t0",
         "base0 = torch.randn(4, 2, requires_grad=True)\nleaf1 = torch.randn(1, 3, 2, requires_grad=True)\n"
         "base1 = leaf1 * 1\nx1 = base1.expand(4, 3, 2)\nbase0, x1"),
+    # --semantics12 seed 7100966: two aliased views of a base that does not require grad, one written with grad then
+    # unsqueeze_()d: the epilogue's as_strided_ took the view for a leaf (its grad_fn stale until read)
+    "aliased_view_written_with_grad_then_unsqueezed": (
+        "def f(a, b, c):\n    t0 = c[:-1]\n    a.mul_(t0)\n    a.unsqueeze_(0)\n    return c",
+        "base0 = torch.randn(5)\nx0 = base0[1:4]\nx1 = base0[1:]\nbase2 = torch.randn(6, requires_grad=True)\n"
+        "x2 = base2[2:]\nx0, x1, x2"),
+    # review: nn.Hardtanh passes inplace=True positionally; F.dropout(inplace=True) writes nothing when not
+    # training (eager runs it on an expanded input, which a write would refuse)
+    "positional_inplace_of_hardtanh_after_a_save": (
+        "def f(a):\n    t = a * 1\n    s = t.sin()\n    torch.nn.Hardtanh(-0.5, 0.5, True)(t)\n    return s, t",
+        "a = torch.randn(3, 2, requires_grad=True)\na,"),
+    "dropout_in_place_not_training_on_an_expanded_input": (
+        "def f(x):\n    torch.nn.functional.dropout(x, 0.5, training=False, inplace=True)\n    return x * 2",
+        "base = torch.randn(1, 2)\nx = base.expand(3, 2)\nx,"),
 }
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.

@@ -57,6 +57,8 @@ frame ``as_strided`` on the functional source is applied in.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import weakref
 from collections.abc import Callable
@@ -102,6 +104,30 @@ _DUNDER_WRITES = frozenset({"__setitem__", "__iadd__", "__isub__", "__imul__", "
                             "__imatmul__"})
 _DATA = torch._C.TensorBase.__dict__["data"]   # the descriptor whose __get__ is `x.data`
 _GET_DATA = torch._C._autograd._get_data_attr   # what Dynamo records for `x.data`
+
+
+# Functional forms whose ``inplace=True`` always writes their input (``F.relu`` and its kin).
+_ALWAYS_WRITE_IN_PLACE = frozenset({
+    "relu", "relu6", "hardtanh", "leaky_relu", "elu", "selu", "celu", "rrelu", "_threshold", "silu", "mish",
+    "hardswish", "hardsigmoid"})
+
+
+def _inplace_argument(func, args: tuple, kwargs: dict):
+    """The ``inplace`` argument of a functional form, by keyword or by position (``nn.Hardtanh`` passes it
+    positionally), or None."""
+    if "inplace" in kwargs:
+        return kwargs["inplace"]
+    position = _inplace_position(func)
+    return args[position] if position is not None and position < len(args) else None
+
+
+@functools.cache
+def _inplace_position(func) -> int | None:
+    try:
+        names = list(inspect.signature(func).parameters)
+    except (TypeError, ValueError):
+        return None
+    return names.index("inplace") if "inplace" in names else None
 
 
 def _is_in_place(name: str) -> bool:
@@ -535,9 +561,11 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
         target = args[0] if args and isinstance(args[0], torch.Tensor) else None
-        # F.relu(x, inplace=True), nn.ReLU(inplace=True), F.hardtanh / leaky_relu / dropout (inplace=True): the
-        # functional form writes ``x`` through an in-place op this mode does not see (it runs inside the call)
-        in_place = target is not None and (_is_in_place(name) or kwargs.get("inplace") is True)
+        # F.relu(x, inplace=True), nn.ReLU(inplace=True), F.hardtanh / leaky_relu (inplace=True): the functional
+        # form writes ``x`` through an in-place op this mode does not see (it runs inside the call); not dropout,
+        # which writes nothing when not training or with p = 0
+        in_place = target is not None and (_is_in_place(name) or name in _ALWAYS_WRITE_IN_PLACE
+                                           and _inplace_argument(func, args, kwargs) is True)
         # an in-place op's autograd reads its arguments' grad_fn before its own write moves the version
         before = self._before_write() if self.analyze and (in_place or name in _DUNDER_WRITES) else None
         if name == "__set__" and target is not None and getattr(func, "__self__", None) is _DATA \

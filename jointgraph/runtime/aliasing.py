@@ -504,6 +504,9 @@ class SyntheticBases:
             with contextlib.ExitStack() as stack:
                 for i in unrecorded:
                     stack.enter_context(torch.autograd._unsafe_preserve_version_counter(leaves[positions[i]]))
+                # a recorded t_() on a view whose base the call wrote with grad: eager's op read its regenerated
+                # grad_fn, stale until read it passes for a leaf (fuzz --semantics12 seed 7100966)
+                _refresh_grad_fns([leaves[positions[m[0]]] for m in metadata if m[-1]])
                 apply_metadata_mutations([leaves[p] for p in positions], metadata)
             if expected:   # eager's recorded t_() came before the op that saved the input: its bump is expected
                 _expected_versions_holder(result).expected_versions = [

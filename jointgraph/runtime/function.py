@@ -677,6 +677,27 @@ def _recomputed_from_written_input(s: int | None, now: int, expected: int, moved
              'partitioner="default" keeps what eager keeps, except a copy eager made of an input')
 
 
+class _DataWatch:
+    """Note [Which op saved a value]: whether output ``k`` was given another storage (``.data =``, ``set_()``) after
+    the call. Held weakly (a strong reference would make a cycle output -> grad_fn -> ctx -> output); when the
+    output dies first (a Dynamo frame's local, fuzz seed 3603614), its weak reference's callback, which runs
+    before the tensor lets go of its storage, records whether that storage was still the one it had."""
+
+    __slots__ = ("output", "storage", "k", "tangents", "moved")
+
+    def __init__(self, output: torch.Tensor, k: int, tangents: tuple[int, ...] | None):
+        self.storage = weakref.ref(output.untyped_storage())
+        self.output = weakref.ref(output, self._died)
+        self.k, self.tangents, self.moved = k, tangents, False
+
+    def _died(self, _ref) -> None:
+        self.moved = self.storage() is None
+
+    def replaced(self) -> bool:
+        output = self.output()
+        return self.moved if output is None else output.untyped_storage() is not self.storage()
+
+
 def _data_replaced(k: int) -> UnsupportedError:
     """Note [Which op saved a value]: output ``k`` was given other memory after the call, and the backward reads it."""
     return UnsupportedError(
@@ -765,14 +786,13 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                     saved[s] = torch.ops.aten.alias(saved[s])
             hooked = not hooks_inlined and _top_hooks(False) is not None
             holders = {}   # outputs whose shallow copy the stash keeps: it shares their version counter
-            if saved_outputs:   # Note [Which op saved a value]: an op's own result is kept as a shallow copy
-                saved = list(saved)
+            if saved_outputs and not hooked:   # Note [Which op saved a value]: an op's own result is kept as a
+                saved = list(saved)            # shallow copy (save_for_backward does so itself for an output)
                 for s, k, style in saved_outputs:
                     if style == "result" and saved[s] is outs[k]:
                         saved[s] = holders[k] = saved[s].detach()
             if data_checked:
-                ctx.data_checks = [(outs[k], weakref.ref(outs[k].untyped_storage()), k, tangents)
-                                   for k, s, style, tangents in data_checked
+                ctx.data_checks = [_DataWatch(outs[k], k, tangents) for k, s, style, tangents in data_checked
                                    if style == "both" or hooked or s < 0 or saved[s] is not outs[k]]
             if hooked:
                 # Ambient saved_tensors_hooks: let autograd pack/unpack each saved value, as eager does.
@@ -821,7 +841,7 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
             if saved_inputs:
                 for s, tensor, version, eager_saves, tangents, storage in ctx.versions:
                     if tangents is not None and not any(present[t] for t in tangents):
-                        if s in geometry and tensor._version != version:   # eager's node never runs
+                        if s in geometry:   # eager's node never runs (a .data = moves no version)
                             stash = _stand_in(stash, s, *geometry[s])
                         continue
                     if tensor._version != version and not eager_saves:
@@ -853,15 +873,13 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                             "one of the variables needed for gradient computation has been modified by an "
                             f"inplace operation: an output of the compiled function is at version "
                             f"{tensor._version}; expected version {version} instead.")
-            for output, storage, k, tangents in getattr(ctx, "data_checks", ()):
-                if tangents is not None and not any(present[t] for t in tangents):
-                    continue
-                if output.untyped_storage() is not storage():
-                    raise _data_replaced(k)
+            for watch in getattr(ctx, "data_checks", ()):
+                if (watch.tangents is None or any(present[t] for t in watch.tangents)) and watch.replaced():
+                    raise _data_replaced(watch.k)
             if not _keep_graph():
-                ctx.data_checks = ()
-            if not _keep_graph() and ctx.stash is not _HOOKED:
-                ctx.stash = None
+                ctx.output_versions = ()   # a holder shares the memory of a saved value: freed with it
+                if ctx.stash is not _HOOKED:
+                    ctx.stash = None
             args = [*ctx.sizes, *stash]
             del stash
             if absent_grads and not all(present):
