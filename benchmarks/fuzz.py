@@ -79,7 +79,7 @@ def print_failures(failures: list[fuzz.Failure], show: int, minimize: bool,
         if program.mutate_outputs:
             print("# then: every float output o.mul_(2), before backward")
         if program.assign_data:
-            print("# then: every float output o.data = its values doubled, its geometry kept (fuzz._doubled)")
+            print("# then: every float output sharing no input's memory: o.data = its values doubled (fuzz._doubled)")
         if program.guard is not None:
             print(f"# then: a third call under the guard change {program.guard!r} (Note [Fuzz guards])")
 

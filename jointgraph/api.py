@@ -438,7 +438,9 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         kept = {i for _, i, _ in saved_inputs}
         saved_inputs += [(-1, i, True) for i in sorted(eager_plain - kept - set(mutated))]
         reading = _tangents_reading(joint.gm.graph, read, input_index_of)   # the input, or the trace's copy of it
-        saved_inputs = [(*entry, reading.get(entry[1])) for entry in saved_inputs]
+        saved_inputs = [(*entry, reading.get(entry[1]) if reading.get(entry[1]) is not None or entry[0] < 0 else
+                         _plan_reading(graphs.backward.graph, entry[0], len(tangent_positions)))
+                        for entry in saved_inputs]
         saved_geometry = tuple((s, *geometry) for s, *_ in saved_inputs if s >= 0
                                and (geometry := _static_geometry(saved_nodes[s])) is not None)
     return EntryLayout(
@@ -649,6 +651,27 @@ def _tangents_reading(graph, read: _TangentReader, source) -> dict[int, tuple[in
         if node not in read.backward and node.op != "output" and (i := source(storage_root(node))) is not None:
             users.setdefault(i, []).extend(node.users)
     return {i: read(found) for i, found in users.items()}
+
+
+def _plan_reading(backward, s: int, num_tangents: int) -> tuple[int, ...] | None:
+    """The tangents the plan's backward reads saved value ``s`` for, where eager's backward never reads the input
+    it is (the plan recomputes from it: ``relu(a)`` for ``threshold_backward``, fuzz seed 7200130); None when
+    unknown. As ``_TangentReader``: the first nodes computed from a tangent on each path from it."""
+    phs = placeholders(backward)
+    saved = [n for n in phs if n.meta.get("role") is Role.SAVED_TENSOR]
+    if sum(1 for n in phs if n.meta.get("role") is Role.TANGENT) != num_tangents or s >= len(saved):
+        return None
+    sources, found, seen, stack = tangent_sources(backward), set(), set(), list(saved[s].users)
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if sources.get(node):
+            found |= sources[node]
+        else:
+            stack.extend(node.users)
+    return tuple(sorted(found)) or None
 
 
 def _outputs_the_backward_reads(graph, num_user_tensors: int, read: _TangentReader) -> list[tuple]:

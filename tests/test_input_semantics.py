@@ -733,6 +733,13 @@ SCENARIOS = {
         "def f(a, b):\n    t0 = b * b\n    t1 = a + a\n    b.transpose_(0, 1)\n    return t1[:, 1:], t0",
         "base0 = torch.randn(4, 2, requires_grad=True)\nleaf1 = torch.randn(1, 3, 2, requires_grad=True)\n"
         "base1 = leaf1 * 1\nx1 = base1.expand(4, 3, 2)\nbase0, x1"),
+    # fuzz seed 7200130: Dynamo runs a.unsqueeze_() between its graphs; the backward from the caller's input
+    # alone reaches the first graph only for t1's gradient, but the saved input the plan recomputes relu from
+    # was checked as if always read (eager never saves a for it): refused where eager runs
+    "saved_input_the_plan_recomputes_from_changed_after_the_graph_read_for_another_output": (
+        "def f(a):\n    t0 = a.relu()\n    t1 = a * -1.0\n    a.unsqueeze_(0)\n    t3 = a @ t0\n    a.add_(t1)\n"
+        "    return t3.select(0, -1)",
+        "leaf0 = torch.randn(7, requires_grad=True)\nbase0 = leaf0 * 1\nx0 = base0[3:]\nx0,"),
     # --semantics12 seed 7100966: two aliased views of a base that does not require grad, one written with grad then
     # unsqueeze_()d: the epilogue's as_strided_ took the view for a leaf (its grad_fn stale until read)
     "aliased_view_written_with_grad_then_unsqueezed": (

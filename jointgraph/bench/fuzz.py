@@ -33,9 +33,9 @@ contender did not (or raised in the other phase), ``wrong``; any other exception
 Issue 12's opt-in steps (``fuzz_semantics.SEMANTICS12_WRITERS``, whose ``Writers.steps`` turn them on):
 a program with ``mutate_outputs`` gets ``o.mul_(2)`` on every float output right after the call, one with
 ``assign_data`` then ``o.data =`` its values doubled (on a copy of its storage, its geometry kept: ``_doubled``)
-(an exception there is phase ``after``; the state is compared after it); non-tensor outputs must have eager's
-type (``torch.Size`` stays ``torch.Size``); values computed with bf16 (autocast) compare with bf16's
-tolerances (LOOSE_RTOL / LOOSE_ATOL).
+on those sharing no input's memory (an exception there is phase ``after``; the state is compared after
+it); non-tensor outputs must have eager's type (``torch.Size`` stays ``torch.Size``); values computed with
+bf16 (autocast) compare with bf16's tolerances (LOOSE_RTOL / LOOSE_ATOL).
 
 Note [Fuzz guards]
 A program with ``guard`` set is called a third time, eager and compiled alike, on fresh inputs under a
@@ -122,7 +122,9 @@ class Program:
                     "o.is_floating_point():\n        o.mul_(2)\n"
         if self.assign_data:
             then += "for o in torch.utils._pytree.tree_leaves(out):\n    if isinstance(o, torch.Tensor) and " \
-                    "o.is_floating_point():\n        o.data = _doubled(o)   # fuzz._doubled: its geometry kept\n"
+                    "o.is_floating_point() and not any(o.untyped_storage().data_ptr() == " \
+                    "t.untyped_storage().data_ptr() for t in named.values()):\n" \
+                    "        o.data = _doubled(o)   # fuzz._doubled: its geometry kept\n"
         if self.guard is not None:
             then += f"# then again under the guard change {self.guard!r} (Note [Fuzz guards])\n"
         return (f"import torch\n\nSCALE = {SCALE}\n\n{self.inputs}\n\n{self.source}\n\nargs, named = make_inputs()\n"
@@ -703,7 +705,7 @@ def _raising_items(program: Program, fn: Callable, context: Callable[[], Any]) -
             out = fn(*args)
         if program.mutate_outputs or program.assign_data:   # as observe() did: the state the backward ran on
             with contextlib.suppress(Exception):
-                _mutate_outputs(out, program)
+                _mutate_outputs(out, program, named)
         return pytree.tree_leaves(out), named
 
     outputs, named = call()
@@ -718,14 +720,16 @@ def _raising_items(program: Program, fn: Callable, context: Callable[[], Any]) -
     return tuple(raising)
 
 
-def _mutate_outputs(out: Any, program: Program) -> None:
+def _mutate_outputs(out: Any, program: Program, named: dict[str, torch.Tensor]) -> None:
     floats = [x for x in pytree.tree_leaves(out) if isinstance(x, torch.Tensor) and x.is_floating_point()]
     if program.mutate_outputs:
         for x in floats:
             x.mul_(2)
-    if program.assign_data:
+    if program.assign_data:   # not on the caller's memory: Note [Which op saved a value] covers what f made
+        inputs = {t.untyped_storage().data_ptr() for t in named.values()}
         for x in floats:
-            x.data = _doubled(x)
+            if x.untyped_storage().data_ptr() not in inputs:
+                x.data = _doubled(x)
 
 
 def _doubled(x: torch.Tensor) -> torch.Tensor:
@@ -756,7 +760,7 @@ def observe(program: Program, fn: Callable, context: Callable[[], Any] = context
         after = None
         if program.mutate_outputs or program.assign_data:
             try:
-                _mutate_outputs(out, program)
+                _mutate_outputs(out, program, named)
             except Exception as exc:
                 after = exc
         outputs = _snapshot(observation, args, named, versions, out, program.params)
