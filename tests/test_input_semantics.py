@@ -1332,6 +1332,20 @@ def test_assigning_data_after_the_call_to_an_input_only_the_plan_recomputes_from
     assert check(program, CONTENDERS["default"]).status == "pass"
 
 
+def test_a_refusal_of_one_items_backward_is_a_refusal_not_a_mismatch():
+    """--semantics12 seed 7300898: eager's backward raises for one output; for another, ours refuses at the
+    backward (min-cut recomputes an output ``sin`` kept as its argument, given new data after the call): the
+    oracle compared which items raise and called the refusal a wrong result."""
+    body = ("def f(a, b):\n    t0 = b + b\n    t1 = a.relu()\n    t1.narrow(0, 1, 1).fill_(0.5)\n"
+            "    t3 = t0.sin() * 0.5\n    return t0, t1, t3.narrow(0, 1, 1)")
+    inputs = ("leaf0 = torch.randn(1, 3, requires_grad=True)\nbase0 = leaf0 * 1\nx0 = base0.expand(4, 3)\n"
+              "base1 = torch.randn(6, 4, 3, requires_grad=True)\nx1 = base1[1:5]\nx0, x1")
+    program = dataclasses.replace(Program.scenario(body, inputs), assign_data=True)
+    outcome = check(program, CONTENDERS["mincut"])
+    assert outcome.status == "refused" and "given another storage after the call" in outcome.message, outcome.message
+    assert check(program, CONTENDERS["default"]).status == "pass"
+
+
 def test_writing_after_the_call_an_input_only_the_plan_recomputes_from_is_refused_by_name():
     """fuzz --semantics12 seed 70184: eager saves the bf16 copy of ``a`` for the matmul, min-cut saves
     ``a`` and recomputes the copy. Writing ``a`` after the call leaves eager's backward intact; ours

@@ -715,7 +715,9 @@ def _raising_items(program: Program, fn: Callable, context: Callable[[], Any]) -
             outputs, named = call()
         try:
             _backward(program.seed, outputs, named, only=k)
-        except Exception:
+        except Exception as exc:
+            if _is_refusal(exc):   # a refusal of one item's backward is the program's answer (seed 7300898)
+                raise
             raising.append(k)
     return tuple(raising)
 
@@ -773,8 +775,10 @@ def observe(program: Program, fn: Callable, context: Callable[[], Any] = context
             observation.error, observation.phase = exc, "backward"
             try:
                 observation.raising = _raising_items(program, fn, context)
-            except Exception:   # a second call that fails is the other comparisons' finding
+            except Exception as again:   # a second call that fails is the other comparisons' finding
                 observation.raising = None
+                if _is_refusal(again):
+                    observation.error = again
             return observation
         observation.grads = {n: None if t.grad is None else t.grad.clone()
                              for n, t in named.items() if t.is_leaf and t.requires_grad}
