@@ -733,6 +733,12 @@ SCENARIOS = {
         "def f(a, b):\n    t0 = b * b\n    t1 = a + a\n    b.transpose_(0, 1)\n    return t1[:, 1:], t0",
         "base0 = torch.randn(4, 2, requires_grad=True)\nleaf1 = torch.randn(1, 3, 2, requires_grad=True)\n"
         "base1 = leaf1 * 1\nx1 = base1.expand(4, 3, 2)\nbase0, x1"),
+    # --semantics12 seed 7703208: a write with grad through a detach of an expand of an input: autograd records it
+    # on the detached alias only, the input stays without grad; the rewrite onto the expand's source recorded it
+    "write_with_grad_through_a_detach_of_an_expand_of_an_input": (
+        "def f(a, b):\n    t1 = a.expand(2, 3, 2)\n    t1.detach()[0].mul_(b)\n    return a",
+        "base0 = torch.randn(2, 3)\nx0 = base0.t()\nbase1 = torch.randn(5, requires_grad=True)\nx1 = base1[2:4]\n"
+        "x0, x1"),
     # fuzz seed 7200130: Dynamo runs a.unsqueeze_() between its graphs; the backward from the caller's input
     # alone reaches the first graph only for t1's gradient, but the saved input the plan recomputes relu from
     # was checked as if always read (eager never saves a for it): refused where eager runs

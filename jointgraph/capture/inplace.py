@@ -130,6 +130,11 @@ def _inplace_position(func) -> int | None:
     return names.index("inplace") if "inplace" in names else None
 
 
+def _root_of(t: torch.Tensor) -> torch.Tensor:
+    """``t``'s autograd base, or ``t`` itself when it is no view (a ``detach()`` is a root of its own)."""
+    return t if t._base is None else t._base
+
+
 def _is_in_place(name: str) -> bool:
     """A method that writes its tensor's elements (``add_``, ``copy_``), not only its metadata."""
     return name.endswith("_") and not name.startswith("_") and name not in _METADATA_ONLY
@@ -1319,8 +1324,10 @@ class ExpandedViews:
             return True
         if via_data:
             source = source.data   # eager's write leaves the version counter the saved tensors check (seed 3005184)
-        elif source.requires_grad and not target.requires_grad:
-            source = source.detach()   # written through a detach(): autograd does not see it, as in eager
+        elif source.requires_grad and not target.requires_grad or _root_of(target) is not _root_of(source):
+            # written through a detach(): autograd records it on the detached alias, never on the source, also
+            # where only the value written requires grad (fuzz --semantics12 seed 7703208)
+            source = source.detach()
         if geometry(t) == geometry(s):
             func(source, *rest, **kwargs)   # the expand added nothing: its memory is exactly the source's
             return True
