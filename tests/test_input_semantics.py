@@ -783,6 +783,12 @@ REFUSED = {
         "def f(a, b):\n    b[1:1].copy_(a)\n    return b[0]",
         "leaf0 = torch.randn(5, requires_grad=True)\nx0 = leaf0.clone()[3:]\n"
         "base1 = torch.randn(1, 2)\nx1 = base1.expand(3, 2)\nx0, x1"),
+    # --semantics12 seed 7900533: requires_grad_() on an input after a view of it was taken, the view written into
+    # another input: the traced backward found no history for an output (a crash; refused by name now)
+    "requires_grad_after_a_view_written_into_another_input": (
+        "def f(b, c):\n    t0 = b[:-1]\n    t1 = t0 * torch.full((1,), 0.5)\n    b.requires_grad_()\n"
+        "    c.add_(t0)\n    return t1",
+        "base0 = torch.randn(2, 3)\nbase1 = torch.randn(5)\nx1 = base1[3:]\nx2 = base0.view(-1)[:1]\nx1, x2"),
     # fuzz seed 1801073: requires_grad_() on an input, a view of it read, then .data = : the gradient through the
     # view was lost (the caller's .grad None), as for an input that requires grad at the call (seeds 100199, 100292)
     "requires_grad_then_a_read_then_assign_data": ("def f(a):\n    a.requires_grad_()\n    t0 = a[0]\n"

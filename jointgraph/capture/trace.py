@@ -63,6 +63,8 @@ from .unbacked import (
     tie_tangents,
 )
 
+_NO_GRAD_FN = "does not require grad and does not have a grad_fn"
+
 
 class _BackwardPhase:
     """Tag every node traced inside the block with ``meta["phase"] = "backward"``.
@@ -403,6 +405,13 @@ def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], f
                         raise stale_view_error("a view taken before an in-place view op on the tensor it views, "
                                                "or on another view of its base, is differentiated: its gradient "
                                                "comes from the new geometry") from exc
+                    if _NO_GRAD_FN in str(exc):   # fuzz --semantics12 seed 7900533: a requires_grad_() on an input
+                        raise UnsupportedError(   # after a view of it was taken, read by a write into another input
+                            "an output the function's autograd state made differentiable has no history in the "
+                            "traced backward (a requires_grad_() on an input after a view of it was taken, and the "
+                            "view written into another input, is one such program): not supported",
+                            hint='call requires_grad_() before taking views of the input, or pass '
+                                 'on_unsupported="eager"') from exc
                     if not _eager_backward_error(exc):
                         raise   # a tracer's own limit (data-dependent op, ...), not an error eager's backward raises
                     raise BackwardRaises(exc, _differentiable_outputs(meta.outputs), tuple(recorded_idx)) from exc
