@@ -752,6 +752,12 @@ SCENARIOS = {
         "def f(a, b, c):\n    t0 = c[:-1]\n    a.mul_(t0)\n    a.unsqueeze_(0)\n    return c",
         "base0 = torch.randn(5)\nx0 = base0[1:4]\nx1 = base0[1:]\nbase2 = torch.randn(6, requires_grad=True)\n"
         "x2 = base2[2:]\nx0, x1, x2"),
+    # fuzz seed 81155: unsqueeze_() of a leaf that requires grad, after views of it were written: eager's leaf error
+    # (at the call), which the refusal of stale views took for its own limit and named as one
+    "unsqueeze_of_a_leaf_after_its_views_were_written": (
+        "def f(a, b):\n    with torch.no_grad():\n        a.sin_()\n    a.detach()[1:1].zero_()\n"
+        "    with torch.no_grad():\n        a.select(0, -1).clamp_(-0.5, 0.5)\n    a.unsqueeze_(0)\n    return a.sum()",
+        "base0 = torch.randn(2, requires_grad=True)\nbase0, base0"),
     # review: nn.Hardtanh passes inplace=True positionally; F.dropout(inplace=True) writes nothing when not
     # training (eager runs it on an expanded input, which a write would refuse)
     "positional_inplace_of_hardtanh_after_a_save": (

@@ -331,6 +331,7 @@ class ExpandedInputWritten(UnsupportedError):
 
 
 VIEW_OF_LEAF = "a view of a leaf Variable that requires grad is being used in an in-place operation"
+LEAF_WRITTEN = "a leaf Variable that requires grad is being used in an in-place operation"
 _MULTI_OUTPUT_NODE = torch._C._autograd.CreationMeta.MULTI_OUTPUT_NODE
 MULTI_OUTPUT_VIEW_WRITTEN = ("A view of a function that returns multiple views (unbind, split, chunk) is being "
                              "modified inplace. Such functions do not allow the output views to be modified inplace. "
@@ -855,8 +856,11 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             raise stale_view_error("a view taken before an in-place view op (or set_()) on the tensor it views is "
                                    "used afterwards; it is regenerated from the new geometry, where eager keeps its "
                                    f"own ({str(exc).splitlines()[0][:120]})") from exc
-        if type(exc) is RuntimeError and _MULTI_OUTPUT_VIEW_STALE in str(exc):
-            return   # eager's own error: a multi-output view made with grad is read after its base changed in place
+        if type(exc) is RuntimeError and (_MULTI_OUTPUT_VIEW_STALE in str(exc)
+                                          or str(exc).startswith((LEAF_WRITTEN, VIEW_OF_LEAF))):
+            # eager's own errors: a multi-output view made with grad read after its base changed in place, an in-place
+            # op on a leaf that requires grad or a view of one (fuzz seed 81155: unsqueeze_() of a leaf, after views)
+            return
         replay_failed = type(exc) is RuntimeError and str(exc).startswith(("The expanded size", "shape '["))
         if self.reshaped_under_views and (type(exc) is RuntimeError or type(exc) is ValueError
                                           and str(exc).startswith("Cannot view a tensor")) \
@@ -1039,7 +1043,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             return
         state = self._plain_views.get(target)
         if state == "null" and torch.is_grad_enabled():
-            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+            raise RuntimeError(LEAF_WRITTEN + ".")
         if recorded:
             self._plain_views[target] = "set"
 
