@@ -385,7 +385,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         else:
             plan_entries.append(view_entry("input_view", (info.input_index, info.view_meta, info.view_replay), fakes))
     saved_inputs, saved_copies, saved_aliases, read_outputs, saved_mutated, detach_shared = [], [], [], [], (), ()
-    saved_outputs, data_checked, saved_geometry = (), (), ()
+    result_outputs, data_checked, saved_geometry = (), (), ()
     own_outputs = ()
     # An input given another storage is saved as an alias of its old one (Note [Inputs given another storage]).
     reshaped = {i for i, info in enumerate(joint.inputs) if info.new_metadata is not None or info.new_storage}
@@ -419,10 +419,11 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
                           and outputs[i].counter_of is None}
         styles = {k: style for k, style in _saved_output_styles(joint.gm.graph, len(tensor_outs), read).items()
                   if k in returned_as_is}
-        saved_outputs = tuple((s, k, styles[k]) for s, node in enumerate(saved_nodes)
-                              for k in range(n_user) if values[k] is node and k in styles)
+        slot = {node: s for s, node in enumerate(saved_nodes)}
+        slot_of = {k: slot[values[k]] for k in styles if values[k] in slot}   # the output the plan saves itself
+        result_outputs = tuple((s, k) for k, s in slot_of.items() if styles[k] == "result")
         tangents_of = dict(read_outputs)
-        data_checked = tuple((k, next((s for s, j, _ in saved_outputs if j == k), -1), style, tangents_of.get(k))
+        data_checked = tuple((k, slot_of.get(k, -1), style, tangents_of[k])
                              for k, style in styles.items() if style != "result" and k in tangents_of)
         for s, node in enumerate(saved_nodes):
             root = storage_root(node)
@@ -491,7 +492,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
                                            len(mutated)),
         own_outputs=own_outputs,
         outputs_read_by_backward=tuple(read_outputs),
-        saved_outputs=saved_outputs,
+        result_outputs=result_outputs,
         data_checked=data_checked,
         read_after_writes=tuple((j, writers) for j, info in enumerate(joint.inputs)
                                 if (read := info.grad_read_at) is not None
@@ -656,22 +657,13 @@ def _tangents_reading(graph, read: _TangentReader, source) -> dict[int, tuple[in
 def _plan_reading(backward, s: int, num_tangents: int) -> tuple[int, ...] | None:
     """The tangents the plan's backward reads saved value ``s`` for, where eager's backward never reads the input
     it is (the plan recomputes from it: ``relu(a)`` for ``threshold_backward``, fuzz seed 7200130); None when
-    unknown. As ``_TangentReader``: the first nodes computed from a tangent on each path from it."""
+    unknown. ``_TangentReader`` over the plan's backward graph, every node of which is backward work."""
     phs = placeholders(backward)
     saved = [n for n in phs if n.meta.get("role") is Role.SAVED_TENSOR]
-    if sum(1 for n in phs if n.meta.get("role") is Role.TANGENT) != num_tangents or s >= len(saved):
+    if s >= len(saved):
         return None
-    sources, found, seen, stack = tangent_sources(backward), set(), set(), list(saved[s].users)
-    while stack:
-        node = stack.pop()
-        if node in seen:
-            continue
-        seen.add(node)
-        if sources.get(node):
-            found |= sources[node]
-        else:
-            stack.extend(node.users)
-    return tuple(sorted(found)) or None
+    known = sum(1 for n in phs if n.meta.get("role") is Role.TANGENT) == num_tangents
+    return _TangentReader(set(backward.nodes), tangent_sources(backward), known)(saved[s].users)
 
 
 def _outputs_the_backward_reads(graph, num_user_tensors: int, read: _TangentReader) -> list[tuple]:

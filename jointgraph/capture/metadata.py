@@ -230,19 +230,10 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
             outputs = [dataclasses.replace(info, via_data=True)
                        if info.kind == "input_view" and isinstance(out, torch.Tensor) and checks.via_data(out) else info
                        for out, info in zip(flat_outs, outputs, strict=True)]
-            # fuzz --semantics12 seed 6102248: ``t = x.detach(); t.data = ...; return t`` keeps x's version counter
-            outputs = [dataclasses.replace(info, counter_of=checks.counter_kept_from(out, call_args))
-                       if info.kind == "tensor" and info.view_meta is None and not info.requires_grad
-                       and isinstance(out, torch.Tensor) else info
-                       for out, info in zip(flat_outs, outputs, strict=True)]
             checks.settle_saves(flat_outs, call_args)   # Note [When eager saved an input] in capture/inplace.py
             for out in flat_outs:
                 checks.refuse_view_made_leaf(out)
-            # fuzz --semantics12 seed 6500307: relu_() on an unfold view returned: eager saved the view, which the
-            # graph's own reads of the output's value (through scatters) do not show
-            outputs = [dataclasses.replace(info, saved_by=checks.saved_by(out))
-                       if info.kind == "tensor" and info.carries is None and info.new_value_of is None
-                       and isinstance(out, torch.Tensor) else info
+            outputs = [_counter_and_saves(info, out, checks, call_args)
                        for out, info in zip(flat_outs, outputs, strict=True)]
             for k, a in enumerate(call_args):
                 if isinstance(a, torch.Tensor):
@@ -768,6 +759,17 @@ def _from_custom_function(out) -> bool:
             return False
         raise
     return isinstance(grad_fn, torch.autograd.function.BackwardCFunction) or type(grad_fn).__name__ == "CppFunction"
+
+
+def _counter_and_saves(info: OutputInfo, out, checks: EagerInPlaceChecks, call_args: list) -> OutputInfo:
+    """A "tensor" output's ``counter_of`` (``t = x.detach(); t.data = ...; return t`` keeps x's version counter,
+    --semantics12 seed 6102248) and ``saved_by`` (relu_() on a returned unfold view: eager saved the view, which
+    the graph's own reads of the output, through scatters, do not show: seed 6500307)."""
+    if info.kind != "tensor" or info.carries is not None or info.new_value_of is not None \
+            or not isinstance(out, torch.Tensor):
+        return info
+    counter = checks.counter_kept_from(out, call_args) if info.view_meta is None and not info.requires_grad else None
+    return dataclasses.replace(info, counter_of=counter, saved_by=checks.saved_by(out))
 
 
 def _detached_alias_with_grad(out, f_args: list) -> bool:

@@ -107,10 +107,10 @@ class EntryLayout:
     # (user output, tangents it is read for or None): version-checked in the backward
     # (Note [Version counters of saved outputs])
     outputs_read_by_backward: tuple[tuple[int, tuple[int, ...] | None], ...] = ()
-    # Note [Which op saved a value] (capture/trace.py): (saved index, user output it is, "result" | "value" |
-    # "both"); and (user output, its saved index or -1, style, tangents it is read for or None) for those whose
-    # ``.data =`` after the call the backward must see or refuse
-    saved_outputs: tuple[tuple[int, int, str], ...] = ()
+    # Note [Which op saved a value] (capture/trace.py): (saved index, user output it is) where the output's op
+    # saved it as its own result; and (user output, its saved index or -1, "value" | "both", tangents it is read
+    # for or None) for those whose ``.data =`` after the call the backward must see or refuse
+    result_outputs: tuple[tuple[int, int], ...] = ()
     data_checked: tuple[tuple[int, int, str, tuple[int, ...] | None], ...] = ()
     # (saved index, sizes, strides) of saved inputs as traced: Note [Saved inputs no present tangent reads]
     saved_geometry: tuple[tuple[int, tuple, tuple], ...] = ()
@@ -748,7 +748,7 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
     saved_inputs = _by_save_clock(layout.saved_input_positions, layout.version_clocks)
     read_outputs = layout.outputs_read_by_backward
     geometry = {s: (size, stride) for s, size, stride in layout.saved_geometry}
-    saved_outputs = layout.saved_outputs
+    result_outputs = layout.result_outputs
     data_checked = layout.data_checked
     saved_copies = layout.saved_copies
     saved_aliases = layout.saved_aliases
@@ -786,10 +786,10 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                     saved[s] = torch.ops.aten.alias(saved[s])
             hooked = not hooks_inlined and _top_hooks(False) is not None
             holders = {}   # outputs whose shallow copy the stash keeps: it shares their version counter
-            if saved_outputs and not hooked:   # Note [Which op saved a value]: an op's own result is kept as a
-                saved = list(saved)            # shallow copy (save_for_backward does so itself for an output)
-                for s, k, style in saved_outputs:
-                    if style == "result" and saved[s] is outs[k]:
+            if result_outputs and not hooked:   # Note [Which op saved a value]: an op's own result is kept as a
+                saved = list(saved)             # shallow copy (save_for_backward does so itself for an output)
+                for s, k in result_outputs:
+                    if saved[s] is outs[k]:
                         saved[s] = holders[k] = saved[s].detach()
             if data_checked:
                 ctx.data_checks = [_DataWatch(outs[k], k, tangents) for k, s, style, tangents in data_checked
