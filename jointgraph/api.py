@@ -535,8 +535,9 @@ def _distinct_outputs(forward: torch.fx.GraphModule, tensor_outputs: list, twins
         if twins[k] is not None:
             if twins[k] in fresh:
                 found.append((k, twins[k]))
-        elif plain[k] and (any(plain[j] and values[j] is value for j in range(k))
-                           or any(m is value for m in mutations)):   # fuzz --semantics12 seed 3301143
+        elif (plain[k] and any(plain[j] and values[j] is value for j in range(k))
+              # a view is regenerated from the base the graph returns, which routes its gradient too
+              or isinstance(value, torch.fx.Node) and any(m is value for m in mutations)):   # 3301143, 7801403
             found.append((k, -1))
             fresh.add(k)
     return tuple(found)

@@ -632,6 +632,12 @@ SCENARIOS = {
     "detach_of_a_written_input_written_with_grad_and_returned": (
         "def f(a):\n    a.mul_(2)\n    t0 = a.detach()\n    t0[0, 1] = a.sum()\n    return t0",
         "leaf = torch.randn(4, 2, requires_grad=True)\nbase = leaf.clone()\nx = base[::2]\nx,"),
+    # fuzz seed 7801403: the same, the detach written with a value requiring grad and returned through a view of it
+    # (the graph returns the base, the same value as the input's new one): the base was not made a tensor of its
+    # own, so the view's gradient went through the input's history (2, where eager's goes through the mul)
+    "view_of_a_detach_of_a_written_input_written_with_grad": (
+        "def f(b):\n    b.add_(b)\n    t0 = b.detach()\n    t0.mul_(b)\n    return t0.select(0, -1)",
+        "leaf = torch.randn(2, 4, requires_grad=True)\nbase = leaf * 1\nbase,"),
     # fuzz seed 3600451: set_() onto an expanded input, then a write through a view: the target was not known to
     # view an expand, and functionalization's inverse of expand (a sum) failed on bool (a crash), or raised nothing
     # where eager's overlap check raises (the second)
@@ -1537,6 +1543,59 @@ def test_view_moved_off_its_base_then_its_base_written_through_dynamo_is_refused
         return leaf.grad
 
     _refused_through_dynamo_then_run_eagerly(f, grads, "no longer shares")
+
+
+@pytest.mark.parametrize("how", ["aot_function", "torch.compile"])
+def test_view_taken_before_its_base_requires_grad_read_after_a_write_is_refused_or_run_eagerly(how):
+    """Fuzz seed 7203776: ``t0 = a[1:]``, then ``a.requires_grad_()`` (in eager, at a Dynamo graph break); the
+    next graph writes ``t0`` through a detach and sums it. ``t0`` requires grad through its base but has no
+    history: eager gives it one (into ``a``) at the read after the write, the graph linked it at the call and
+    the sum's gradient was lost. Read before any write, the gradient goes nowhere in both."""
+    def g(t0):
+        t0.detach().detach().mul_(t0)
+        return t0.sum() * 3 + t0.view(-1).sum()
+
+    def unread(t0):
+        return t0.sum() * 3
+
+    def compiled(fn, **options):
+        torch._dynamo.reset()
+        if how == "aot_function":
+            return jointgraph.aot_function(fn, cache=False, **options)
+        return torch.compile(fn, backend=jointgraph.backend(cache=False, **options))
+
+    def grad(fn):
+        base = torch.randn(3, generator=torch.Generator().manual_seed(0))
+        t0 = base[1:]
+        base.requires_grad_()
+        out = fn(t0)
+        if out.requires_grad:
+            out.backward()
+        return base.grad
+
+    with pytest.raises(jointgraph.UnsupportedError, match="before its base's requires_grad_"):
+        grad(compiled(g))
+    expected = grad(g)
+    assert expected is not None and expected[0] == 0 and (expected[1:] != 0).all()
+    torch.testing.assert_close(grad(compiled(g, on_unsupported="eager")), expected)
+    assert grad(unread) is None and grad(compiled(unread)) is None
+
+
+def test_view_taken_before_its_base_requires_grad_through_dynamo_is_refused():
+    """The program of fuzz seed 7203776 as written: Dynamo breaks the graph at ``a.requires_grad_()``."""
+    def f(a):
+        t0 = a[1:]
+        a.requires_grad_()
+        t0.detach().detach().mul_(t0)
+        return t0.sum(), a, t0.view(-1)
+
+    def grads(fn):
+        base = torch.randn(2, generator=torch.Generator().manual_seed(1))
+        s, a, v = fn(base)
+        (s + (a * torch.tensor([3.0, 5.0])).sum() + v.sum() * 7).backward()
+        return base.grad
+
+    _refused_through_dynamo_then_run_eagerly(f, grads, "before its base's requires_grad_")
 
 
 def test_a_dynamo_graph_refused_at_compile_time_runs_eagerly_under_on_unsupported_eager():

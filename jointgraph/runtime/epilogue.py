@@ -123,8 +123,12 @@ def check_moved_views(inputs: list, read_after_writes: tuple, writers: tuple) ->
         return
     for j, written in read_after_writes:
         t = inputs[j]
-        if t._base is None or not t.requires_grad \
-                or t.untyped_storage().data_ptr() == t._base.untyped_storage().data_ptr():
+        if t._base is None or not t.requires_grad:
+            continue
+        if t.grad_fn is None and t._base.requires_grad:
+            _refuse_view_older_than_its_base_requires_grad(inputs, j, written)
+            continue
+        if t.untyped_storage().data_ptr() == t._base.untyped_storage().data_ptr():
             continue
         for i in written:
             if autograd_root(inputs[i]) is t._base:
@@ -135,6 +139,24 @@ def check_moved_views(inputs: list, read_after_writes: tuple, writers: tuple) ->
                     f"assigned, or set_()), and autograd reads it or a view of it after {after}: eager "
                     "regenerates the view's history from its new geometry at that read, which a compiled graph "
                     "cannot follow", hint='pass a clone of the view, or pass on_unsupported="eager"')
+
+
+def _refuse_view_older_than_its_base_requires_grad(inputs: list, j: int, written: tuple) -> None:
+    """Input ``j`` is a view taken before its base's ``requires_grad_()`` (``t0 = a[1:]; a.requires_grad_()``):
+    it requires grad through its base yet has no history (no grad_fn, and no accumulator of its own, so a read
+    of it sends its gradient nowhere). A write into its storage makes eager regenerate its history at the next
+    read, so autograd's reads after the function wrote it (or an input sharing its version counter) send their
+    gradient into the base, the reads before it nowhere (fuzz seed 7203776, across a Dynamo graph break: ``a``'s
+    ``requires_grad_()`` in eager, then ``t0.detach().mul_(t0); t0.sum()``): the graph, one node whose inputs
+    are linked at the call, cannot follow that."""
+    for i in written:
+        if autograd_root(inputs[i]) is inputs[j]._base:
+            raise RefusedCall(
+                f"input {j} is a view taken before its base's requires_grad_(), and autograd reads it after "
+                f"the function writes {'it' if i == j else f'input {i}, which shares its version counter'}: eager "
+                "gives the view a history only at that read, which a compiled graph cannot follow",
+                hint="call requires_grad_() before taking the view (or pass a clone of it), or pass "
+                     'on_unsupported="eager"')
 
 
 def check_stale_views_of_leaf_views(inputs: list, stale_reads: tuple) -> None:
