@@ -385,7 +385,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         else:
             plan_entries.append(view_entry("input_view", (info.input_index, info.view_meta, info.view_replay), fakes))
     saved_inputs, saved_copies, saved_aliases, read_outputs, saved_mutated, detach_shared = [], [], [], [], (), ()
-    result_outputs, data_checked, saved_geometry = (), (), ()
+    result_outputs, data_checked, saved_geometry, data_read_inputs, stash_as_eager = (), (), (), (), False
     own_outputs = ()
     # An input given another storage is saved as an alias of its old one (Note [Inputs given another storage]).
     reshaped = {i for i, info in enumerate(joint.inputs) if info.new_metadata is not None or info.new_storage}
@@ -403,7 +403,11 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         written = _written_roots(new_values, mutated)
         ours = {written[storage_root(node)] for node in saved_nodes if storage_root(node) in written}
         joint_written = _written_in(joint.gm.graph, mutated)
-        eager_plain, eager_new = _inputs_eager_saves(joint.gm.graph, joint_written)
+        eager_choices = plan_default(joint.gm.graph)
+        eager_plain, eager_new = _inputs_eager_saves(eager_choices, joint.gm.graph, joint_written)
+        eager_itself = frozenset(i for i, info in enumerate(joint.inputs) if info.saved_itself)
+        stash_as_eager = all(v.decision is Decision.SAVE for v in graphs.saved) and \
+            {v.name for v in graphs.saved} == {c.node.name for c in eager_choices}
         # eager saved a tensor `.data =` left on the input's version counter (Note [Assigning .data])
         kept_counter = {i for i, info in enumerate(joint.inputs) if info.saved_with_kept_counter}
         eager_plain, eager_new = eager_plain | (kept_counter - set(mutated)), eager_new | (kept_counter & set(mutated))
@@ -444,6 +448,10 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
                         for entry in saved_inputs]
         saved_geometry = tuple((s, *geometry) for s, *_ in saved_inputs if s >= 0
                                and (geometry := _static_geometry(saved_nodes[s])) is not None)
+        # Note [Inputs given new data after the call]: eager's backward reads these tensors themselves
+        stashed = {i for s, i, *_ in saved_inputs if s >= 0 and s not in saved_aliases}   # the caller's object
+        data_read_inputs = tuple((i, reading_written.get(i) if i in mutated else reading.get(i))
+                                 for i in sorted(eager_itself) if i in mutated or i not in stashed)
     return EntryLayout(
         num_user_tensors=len(tensor_outs),
         mutated_inputs=mutated,
@@ -481,6 +489,9 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
                                                   if info.new_value_of is not None}),
         saved_input_positions=tuple(saved_inputs),
         saved_geometry=saved_geometry,
+        data_read_inputs=data_read_inputs,
+        stash_as_eager=stash_as_eager,
+        watched_views=tuple(k for k, info in enumerate(outputs) if info.saved_itself) if graphs.backward else (),
         grad_tangents=_prunable_gradients(graphs.backward, len(tangent_positions)),
         data_views=tuple(k for k, info in enumerate(o for o in outputs if o.carries is None and o.new_value_of is None)
                          if info.via_data),
@@ -582,15 +593,15 @@ def _written_in(graph, mutated: tuple) -> dict:
                           mutated)
 
 
-def _inputs_eager_saves(graph, written: dict) -> tuple[frozenset, frozenset]:
+def _inputs_eager_saves(choices: list, graph, written: dict) -> tuple[frozenset, frozenset]:
     """Note [Saved mutated inputs] in runtime/function.py: the inputs whose version eager's backward
     checks. The "default" plan keeps what eager keeps: (inputs it saves as they are, or a view of,
     mutated inputs whose new value, or a view of it, it saves). Another plan may save other values
     (an input to recompute from, where eager kept a value computed from it); eager's checks are
-    these, whatever ours saves. ``written``: ``_written_in(graph, mutated)``."""
+    these, whatever ours saves. ``choices``: ``plan_default(graph)``; ``written``: ``_written_in(graph, mutated)``."""
     plain, new = set(), set()
     backward = None
-    for choice in plan_default(graph):
+    for choice in choices:
         root = storage_root(choice.node)
         if root in written:
             new.add(written[root])

@@ -701,6 +701,56 @@ def test_data_assigned_to_an_output_after_the_call_is_read_as_eager_reads_it_or_
         torch.testing.assert_close(step(compiled), expected)
 
 
+# Note [Inputs given new data after the call]: name -> (f, what the compiled step does under "default" and under
+# "mincut" when what f returns first is given new data after the call and the backward runs). "eager": eager's
+# gradient (its backward read the new data where an op saved that tensor itself, and the step's stash holds that
+# tensor too; the old data where it kept a view or an op's own result, as the step's values do); "refused": the
+# step's saved values are not what eager reads then (its own copy of a written input, a regenerated view, or a
+# plan that recomputes from the input), and it refuses by name.
+DATA_AFTER_THE_CALL = {
+    # fuzz --semantics12 seed 7300066: ``a`` written, then saved by the mul that reads it: eager read the new data
+    "written_input_saved_by_a_later_op": ("def f(a):\n    t1 = a * 1\n    a.add_(3.0)\n    return a, (t1 * a).sum()",
+                                          ("refused", "refused")),
+    "input_saved_as_is": ("def f(a):\n    return a, (a * a.cos()).sum()", ("eager", "refused")),
+    "view_of_an_input_saved_as_is": ("def f(a):\n    t0 = a[0]\n    return t0, (t0 * t0.cos()).sum()",
+                                     ("refused", "refused")),
+    "view_of_an_intermediate_saved_as_is": ("def f(a):\n    t0 = (a * 2)[0]\n    return t0, (t0 * t0.cos()).sum()",
+                                            ("refused", "refused")),
+    "written_input_saving_its_own_result": ("def f(a):\n    a.exp_()\n    return a, a.sum()", ("eager", "eager")),
+    "input_saved_through_a_view": ("def f(a):\n    return a, (a.t() @ a.cos()).sum()", ("eager", "refused")),
+}
+
+
+@pytest.mark.parametrize("how", HOW)
+@pytest.mark.parametrize("partitioner", ["default", "mincut"])
+@pytest.mark.parametrize("name", list(DATA_AFTER_THE_CALL))
+def test_data_assigned_after_the_call_to_an_input_or_a_view_is_read_as_eager_reads_it_or_refused(name, partitioner,
+                                                                                                 how):
+    """``.data =`` on a returned input (or a view the runtime regenerates) after the call, then the backward: eager
+    reads the new data where an op saved that tensor itself, the old where it kept a view or an op's own result.
+    The compiled step gives eager's gradient where its saved values are read the same way, else refuses by name;
+    without the ``.data =`` it gives eager's gradient."""
+    body, outcomes = DATA_AFTER_THE_CALL[name]
+    namespace: dict = {"torch": torch}
+    exec(body, namespace)
+    f = namespace["f"]
+
+    def step(fn, assign: bool = True):
+        leaf = torch.randn(3, 3, requires_grad=True, generator=torch.Generator().manual_seed(0))
+        first, loss = fn(leaf * 1)
+        if assign:
+            first.data = first.data * 2
+        loss.backward()
+        return leaf.grad
+
+    if outcomes[partitioner == "mincut"] == "refused":
+        with pytest.raises(jointgraph.UnsupportedError, match="after the call"):
+            step(compile_with(how, f, partitioner=partitioner))
+    else:
+        torch.testing.assert_close(step(compile_with(how, f, partitioner=partitioner)), step(f))
+    torch.testing.assert_close(step(compile_with(how, f, partitioner=partitioner), assign=False), step(f, assign=False))
+
+
 def test_checks_of_saved_outputs_hold_no_output_and_no_memory_after_the_backward():
     """Review of the change: the check of a ``.data =`` on an output holds it weakly (no cycle output -> grad_fn ->
     output: freed without the cycle collector), and the shallow copy checked for an output's version goes with

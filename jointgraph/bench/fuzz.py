@@ -33,7 +33,7 @@ contender did not (or raised in the other phase), ``wrong``; any other exception
 Issue 12's opt-in steps (``fuzz_semantics.SEMANTICS12_WRITERS``, whose ``Writers.steps`` turn them on):
 a program with ``mutate_outputs`` gets ``o.mul_(2)`` on every float output right after the call, one with
 ``assign_data`` then ``o.data =`` its values doubled (on a copy of its storage, its geometry kept: ``_doubled``)
-on those sharing no input's memory (an exception there is phase ``after``; the state is compared after
+on each, inputs and views of them too (an exception there is phase ``after``; the state is compared after
 it); non-tensor outputs must have eager's type (``torch.Size`` stays ``torch.Size``); values computed with
 bf16 (autocast) compare with bf16's tolerances (LOOSE_RTOL / LOOSE_ATOL).
 
@@ -122,9 +122,7 @@ class Program:
                     "o.is_floating_point():\n        o.mul_(2)\n"
         if self.assign_data:
             then += "for o in torch.utils._pytree.tree_leaves(out):\n    if isinstance(o, torch.Tensor) and " \
-                    "o.is_floating_point() and not any(o.untyped_storage().data_ptr() == " \
-                    "t.untyped_storage().data_ptr() for t in named.values()):\n" \
-                    "        o.data = _doubled(o)   # fuzz._doubled: its geometry kept\n"
+                    "o.is_floating_point():\n        o.data = _doubled(o)   # fuzz._doubled: its geometry kept\n"
         if self.guard is not None:
             then += f"# then again under the guard change {self.guard!r} (Note [Fuzz guards])\n"
         return (f"import torch\n\nSCALE = {SCALE}\n\n{self.inputs}\n\n{self.source}\n\nargs, named = make_inputs()\n"
@@ -727,11 +725,9 @@ def _mutate_outputs(out: Any, program: Program, named: dict[str, torch.Tensor]) 
     if program.mutate_outputs:
         for x in floats:
             x.mul_(2)
-    if program.assign_data:   # not on the caller's memory: Note [Which op saved a value] covers what f made
-        inputs = {t.untyped_storage().data_ptr() for t in named.values()}
+    if program.assign_data:   # Notes [Which op saved a value], [Inputs given new data after the call]
         for x in floats:
-            if x.untyped_storage().data_ptr() not in inputs:
-                x.data = _doubled(x)
+            x.data = _doubled(x)
 
 
 def _doubled(x: torch.Tensor) -> torch.Tensor:

@@ -499,9 +499,11 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self._multi_output_storages: set = set()   # storages whose multi-output views (with grad) autograd read
         self._saved_at: dict[int, int] = {}   # storage -> the clock when autograd first saved a tensor on it
         self._saving: list[tuple[int, int]] = []   # (storage, clock) saved by the op running now
+        self._saving_objects: list = []   # the tensors themselves, where the op running now saved an argument
+        self._saved_objects: dict[int, torch.Tensor] = {}   # id -> tensor eager's backward reads as that object
         self._inputs_read: set = set()      # first storages of inputs an op read (not through x.data)
         self.read_before_set: set = set()   # ... of inputs read before set_() or .data = moved them
-        self._node_saves: dict[int, tuple] = {}    # id(node) -> (node, its saves): settled by settle_saves
+        self._node_saves: dict[int, tuple] = {}    # id(node) -> (node, its saves, tensors saved as such): settle_saves
         self._by_output: list[dict[int, int]] = []   # per output: storage -> first save on a path from it
         self._by_other: list[dict[int, int]] = []    # per input's new history: the same
 
@@ -928,6 +930,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         elif isinstance(t, torch.Tensor) and not self._data_aliases.get(t) and self._set_sources.get(_elem(t)) is None:
             storage = _storage_id(t)   # .data and set_() count versions of their own
             self._saving.append((self._expanded.scratch.get(storage, storage), self._clock))
+        if isinstance(t, torch.Tensor):
+            self._saving_objects.append(t)
         return t
 
     def saved_with_kept_counter(self, t: torch.Tensor) -> bool:
@@ -941,8 +945,12 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         where that node is on a path to the function's results (``settle_saves``). Saves no node takes are
         counted as they are."""
         saves, self._saving = self._saving, []
-        first = next((r for r in (result if isinstance(result, (tuple, list)) else (result,))
-                      if isinstance(r, torch.Tensor)), None)
+        results = [r for r in (result if isinstance(result, (tuple, list)) else (result,))
+                   if isinstance(r, torch.Tensor)]
+        # an op's own result is saved as a shallow copy (a later .data = does not reach it): not counted as the object
+        objects = [t for t in self._saving_objects if not any(t is r for r in results)]
+        self._saving_objects = []
+        first = results[0] if results else None
         try:
             node = first.grad_fn if first is not None else None
         except RuntimeError:   # a stale view refusing its grad_fn: count the saves as they are
@@ -950,8 +958,11 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         if node is None:
             for storage, clock in saves:
                 self._saved_at.setdefault(storage, clock)
+            self._saved_objects.update((id(t), t) for t in objects)
         else:
-            self._node_saves.setdefault(id(node), (node, []))[1].extend(saves)
+            entry = self._node_saves.setdefault(id(node), (node, [], []))
+            entry[1].extend(saves)
+            entry[2].extend(objects)
 
     def settle_saves(self, outputs: list, others: list) -> None:
         """Count the saves of the nodes on a path from the function's ``outputs`` (and ``others``: its inputs'
@@ -964,7 +975,9 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         seen = set().union(*reached, *reached_others)
         self._by_output = [{} for _ in outputs]
         self._by_other = [{} for _ in others]
-        for key, (_, saves) in self._node_saves.items():
+        for key, (_, saves, objects) in self._node_saves.items():
+            if key in seen:
+                self._saved_objects.update((id(t), t) for t in objects)
             for storage, clock in saves if key in seen else ():
                 self._saved_at[storage] = min(clock, self._saved_at.get(storage, clock))
                 for paths, by in ((reached, self._by_output), (reached_others, self._by_other)):
@@ -972,6 +985,12 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                         if key in nodes:
                             by[k][storage] = min(clock, by[k].get(storage, clock))
         self._node_saves.clear()
+
+    def saved_itself(self, t: torch.Tensor) -> bool:
+        """After ``settle_saves``: an op on a path from the results saved the tensor ``t`` itself as an argument (not
+        as its own result): eager's backward reads ``t``'s data when it runs, after a ``.data =`` too (Note [Inputs
+        given new data after the call] in runtime/function.py)."""
+        return self._saved_objects.get(id(t)) is t
 
     def saved_by(self, t: torch.Tensor) -> tuple[int, ...] | None:
         """After ``settle_saves``: the outputs from which eager's backward reaches a node that saved a tensor on

@@ -240,7 +240,8 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
                     first, by_output, by_new_value = checks.saved_at(a)
                     inputs[k] = dataclasses.replace(inputs[k], saved_at=first, saved_at_by_output=by_output,
                                                     saved_at_by_new_value=by_new_value,
-                                                    saved_with_kept_counter=checks.saved_with_kept_counter(a))
+                                                    saved_with_kept_counter=checks.saved_with_kept_counter(a),
+                                                    saved_itself=checks.saved_itself(a))
         # Tangents are plain fakes: made outside FunctionalTensorMode.
         tangents = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype, device in tangents]
     overlapping = frozenset(i for i in non_leaf if with_backward and has_internal_overlap(fake_args[i])
@@ -765,6 +766,9 @@ def _counter_and_saves(info: OutputInfo, out, checks: EagerInPlaceChecks, call_a
     """A "tensor" output's ``counter_of`` (``t = x.detach(); t.data = ...; return t`` keeps x's version counter,
     --semantics12 seed 6102248) and ``saved_by`` (relu_() on a returned unfold view: eager saved the view, which
     the graph's own reads of the output, through scatters, do not show: seed 6500307)."""
+    if isinstance(out, torch.Tensor) and info.kind in ("input_view", "output_view", "tensor") \
+            and info.view_meta is not None and checks.saved_itself(out):
+        info = dataclasses.replace(info, saved_itself=True)
     if info.kind != "tensor" or info.carries is not None or info.new_value_of is not None \
             or not isinstance(out, torch.Tensor):
         return info

@@ -50,6 +50,9 @@ class InputInfo:
     saved_at_by_new_value: tuple[int | None, ...] = ()
     # eager saved a tensor ``.data =`` left on its version counter (Note [Assigning .data] in capture/inplace.py)
     saved_with_kept_counter: bool = False
+    # an op eager's backward runs saved this input itself as an argument (not a view of it, not as its own result):
+    # Note [Inputs given new data after the call] in runtime/function.py
+    saved_itself: bool = False
 
     @property
     def mutation_recorded(self) -> bool:
@@ -105,6 +108,10 @@ class OutputInfo:
     # The flat outputs whose backward reaches a node eager saved a tensor sharing this "tensor"'s version counter
     # with (None: unknown, always): a write to it after the call makes that backward raise
     saved_by: tuple[int, ...] | None = ()
+    # A view the runtime regenerates (of an input, or of an intermediate's base) that an op saved as itself:
+    # eager's backward reads its data, given after the call by ``.data =`` too (Note [Inputs given new data after
+    # the call] in runtime/function.py)
+    saved_itself: bool = False
     # Note [Inputs given another storage] in capture/metadata.py: this "tensor" is no user output but the
     # new value (on a new storage) of input ``new_value_of``, which the runtime sets the input onto.
     new_value_of: int | None = None

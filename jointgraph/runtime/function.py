@@ -96,6 +96,10 @@ class EntryLayout:
     # (mutated input, eager saves it): whose new value our backward reads or eager's saves
     # (Note [Saved mutated inputs])
     saved_mutated: tuple[tuple[int, bool, tuple[int, ...] | None], ...] = ()   # and the tangents it is read for
+    # (input, tangents it is read for): Note [Inputs given new data after the call]
+    data_read_inputs: tuple[tuple[int, tuple[int, ...] | None], ...] = ()
+    watched_views: tuple[int, ...] = ()   # flat outputs: OutputInfo.saved_itself
+    stash_as_eager: bool = False   # the plan saves what eager saves: saved inputs are read as eager reads them
     early_views: tuple[int, ...] = ()           # input views (flat positions) made before the epilogue
     set_views: tuple[int, ...] = ()             # ... made after its writes, before it moves inputs (set_)
     # (flat position, input, other inputs written after the view was made): made before the epilogue
@@ -252,6 +256,8 @@ class CompiledEntry:
         expecting = None
         if layout.saved_mutated:   # only entries with a backward save anything
             expecting = _expect_versions(outs, inputs, layout.saved_mutated)
+        if layout.data_read_inputs:
+            _watch_input_storages(outs, inputs, layout.data_read_inputs)
         if layout.moved_onto_inputs:
             _move_onto_inputs(outs, inputs, layout.moved_onto_inputs)
         if layout.backward_error is not None and layout.backward_error[2]:
@@ -280,6 +286,8 @@ class CompiledEntry:
             flat[k] = kept
         for k, j in layout.same_objects:   # a view is regenerated per output: one object, as eager's (seed 3303383)
             flat[k] = flat[j]
+        if layout.watched_views:
+            _watch_views(outs, flat, layout.watched_views)
         if layout.backward_error is not None:
             flat = self._with_raising_backward(flat, inputs)
         return flat
@@ -465,6 +473,42 @@ def _expect_versions(outs, inputs: list, saved_mutated: tuple) -> Any:
         node.expected_versions = [(inputs[i], inputs[i]._version, eager_saves, tangents)
                                   for i, eager_saves, tangents in saved_mutated]
     return node
+
+
+def _watch_input_storages(outs, inputs: list, data_read: tuple) -> None:
+    """Note [Inputs given new data after the call]
+    ---------------------------------------------
+    Eager's backward reads some inputs as the tensors themselves (``t1 * a`` saves ``a``, after ``a.add_(3)`` too),
+    so ``a.data = ...`` (or ``a.set_(...)``) after the call and before the backward makes it read the new data,
+    without a version change; a view eager saved (``a.t()`` for ``mm``) or an op's own result (``a.exp_()``) keeps
+    the old (``EagerInPlaceChecks.saved_itself`` tells them apart, in the metadata pass). Where the step's stash
+    holds a value of its own instead (a written input's new value, or no saved input at all) such a backward
+    raises UnsupportedError rather than read the old data; the storages the inputs have after the epilogue are
+    what it expects (held weakly). The same for a returned view the runtime regenerates that an op saved as
+    itself (``_watch_views``). Where the stash holds the caller's tensor, its backward reads the new data: that is
+    eager's reading when the plan saves what eager saves (``EntryLayout.stash_as_eager``), and otherwise (min-cut
+    recomputing from the input what eager saved) the backward refuses a replaced storage (``ctx.versions``)."""
+    node = next((t.grad_fn for t in outs if isinstance(t, torch.Tensor) and t.grad_fn is not None), None)
+    if node is not None:
+        node.input_storages = [(inputs[i], weakref.ref(inputs[i].untyped_storage()), i, tangents)
+                               for i, tangents in data_read]
+
+
+def _watch_views(outs, flat: list, watched: tuple) -> None:
+    """Note [Inputs given new data after the call]: the same for returned views the runtime regenerates (of an input,
+    or of an intermediate's base) that an op saved as themselves: the stash holds the graph's value, not the view."""
+    node = next((t.grad_fn for t in outs if isinstance(t, torch.Tensor) and t.grad_fn is not None), None)
+    if node is not None:
+        node.view_watches = [_DataWatch(flat[k], k, None) for k in watched if isinstance(flat[k], torch.Tensor)]
+
+
+def _input_data_replaced(i: int) -> UnsupportedError:
+    return UnsupportedError(
+        f"input {i} was given another storage (.data =, set_()) after the call, and eager's backward reads the input "
+        "itself (an op saved it), so it would compute with the new data; the compiled backward saved the values of "
+        "the call: not supported",
+        source=user_source_line(),
+        hint="run the backward before replacing the input's data, or assign to a clone")
 
 
 def _move_onto_inputs(outs, inputs: list, moved: tuple) -> None:
@@ -670,11 +714,19 @@ def _recomputed_from_written_input(s: int | None, now: int, expected: int, moved
         "op such as unsqueeze_())"
     return UnsupportedError(
         f"an input the plan recomputes from in the backward ({which}) was {what}; "
-        "eager kept a copy of it or a value computed from it instead, and the plan cannot tell its old "
-        "contents are intact",
+        "eager kept a copy of it, a view of it or a value computed from it instead, and the plan cannot tell its "
+        "old contents are intact",
         source=user_source_line(),
         hint="run the backward before the in-place op, or modify a clone of the input; "
              'partitioner="default" keeps what eager keeps, except a copy eager made of an input')
+
+
+def _view_data_replaced(k: int) -> UnsupportedError:
+    return UnsupportedError(
+        f"output {k} of the compiled function, a view an op saved as itself, was given another storage after the "
+        "call (.data =, set_()): eager's backward reads its new data, the compiled backward the values of the call: "
+        "not supported", source=user_source_line(),
+        hint="assign .data after the backward, or write the new values in place under torch.no_grad()")
 
 
 class _DataWatch:
@@ -749,6 +801,7 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
     read_outputs = layout.outputs_read_by_backward
     geometry = {s: (size, stride) for s, size, stride in layout.saved_geometry}
     result_outputs = layout.result_outputs
+    stash_as_eager = layout.stash_as_eager   # Note [Inputs given new data after the call]
     data_checked = layout.data_checked
     saved_copies = layout.saved_copies
     saved_aliases = layout.saved_aliases
@@ -805,7 +858,8 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                 ctx.versions = [(s, inputs[i], inputs[i]._version + moved.get(i, 0)
                                  + _epilogue_bumps(inputs, i, meta_mutated, bumped, clocks, saved_at), eager_saves,
                                  tangents,
-                                 None if eager_saves or i in moved else weakref.ref(inputs[i].untyped_storage()))
+                                 None if s < 0 or (stash_as_eager and s not in saved_aliases) or i in moved
+                                 else weakref.ref(inputs[i].untyped_storage()))
                                 for s, i, eager_saves, saved_at, tangents in saved_inputs]
             if read_outputs:   # Note [Version counters of saved outputs]
                 ctx.output_versions = [(holders[k] if k in holders else _version_token(outs[k]), outs[k]._version,
@@ -864,6 +918,11 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                         "one of the variables needed for gradient computation has been modified by an inplace "
                         f"operation: an input the compiled function wrote is at version {tensor._version}; "
                         f"expected version {version} instead.")
+            for tensor, storage, i, tangents in getattr(ctx, "input_storages", ()):
+                if tangents is not None and not any(present[t] for t in tangents):
+                    continue   # read only for gradients that did not come: eager's node never runs
+                if tensor.untyped_storage() is not storage():
+                    raise _input_data_replaced(i)
             if read_outputs:   # as eager's saved-variable check: the backward reads these outputs
                 for tensor, version, tangents in ctx.output_versions:
                     if tangents is not None and not any(present[t] for t in tangents):
@@ -873,6 +932,9 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                             "one of the variables needed for gradient computation has been modified by an "
                             f"inplace operation: an output of the compiled function is at version "
                             f"{tensor._version}; expected version {version} instead.")
+            for watch in getattr(ctx, "view_watches", ()):
+                if watch.replaced():
+                    raise _view_data_replaced(watch.k)
             for watch in getattr(ctx, "data_checks", ()):
                 if (watch.tangents is None or any(present[t] for t in watch.tangents)) and watch.replaced():
                     raise _data_replaced(watch.k)
