@@ -31,7 +31,7 @@ from .capture.unbacked import estimated_sizes, make_fake_mode
 from .hooks import apply_policy, check_policy, user_hook_codecs
 from .ir import NO_RESHARDING, Decision, Plan, Resharding, Role, verify
 from .ir.graph import gradient_tangents, output_node, output_roles, output_values, placeholders, tangent_sources
-from .ir.graph_utils import aliases_input, backward_nodes, input_index_of, storage_root, users_through_views
+from .ir.graph_utils import aliases_input, ancestors, backward_nodes, input_index_of, storage_root, users_through_views
 from .logs import compile_log, configure_from_env, graphs_log, plan_log
 from .options import CompileOptions
 from .passes.pipeline import run_joint_passes, run_split_passes
@@ -385,7 +385,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         else:
             plan_entries.append(view_entry("input_view", (info.input_index, info.view_meta, info.view_replay), fakes))
     saved_inputs, saved_copies, saved_aliases, read_outputs, saved_mutated, detach_shared = [], [], [], [], (), ()
-    result_outputs, data_checked, saved_geometry, data_read_inputs, stash_as_eager = (), (), (), (), False
+    result_outputs, data_checked, saved_geometry, data_read_inputs, read_as_eager = (), (), (), (), ()
     own_outputs = ()
     # An input given another storage is saved as an alias of its old one (Note [Inputs given another storage]).
     reshaped = {i for i, info in enumerate(joint.inputs) if info.new_metadata is not None or info.new_storage}
@@ -406,8 +406,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         eager_choices = plan_default(joint.gm.graph)
         eager_plain, eager_new = _inputs_eager_saves(eager_choices, joint.gm.graph, joint_written)
         eager_itself = frozenset(i for i, info in enumerate(joint.inputs) if info.saved_itself)
-        stash_as_eager = all(v.decision is Decision.SAVE for v in graphs.saved) and \
-            {v.name for v in graphs.saved} == {c.node.name for c in eager_choices}
+        read_as_eager = _inputs_read_as_eager(joint, graphs.saved, eager_choices)
         # eager saved a tensor `.data =` left on the input's version counter (Note [Assigning .data])
         kept_counter = {i for i, info in enumerate(joint.inputs) if info.saved_with_kept_counter}
         eager_plain, eager_new = eager_plain | (kept_counter - set(mutated)), eager_new | (kept_counter & set(mutated))
@@ -490,8 +489,8 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         saved_input_positions=tuple(saved_inputs),
         saved_geometry=saved_geometry,
         data_read_inputs=data_read_inputs,
-        stash_as_eager=stash_as_eager,
-        watched_views=tuple(k for k, info in enumerate(outputs) if info.saved_itself) if graphs.backward else (),
+        inputs_read_as_eager=read_as_eager,
+        watched_views=_watched_views(outputs, tensor_outs, tangent_positions) if graphs.backward is not None else (),
         grad_tangents=_prunable_gradients(graphs.backward, len(tangent_positions)),
         data_views=tuple(k for k, info in enumerate(o for o in outputs if o.carries is None and o.new_value_of is None)
                          if info.via_data),
@@ -615,6 +614,23 @@ def _inputs_eager_saves(choices: list, graph, written: dict) -> tuple[frozenset,
     return frozenset(plain), frozenset(new)
 
 
+def _inputs_read_as_eager(joint, saved: list, eager_choices: list) -> tuple[int, ...]:
+    """Note [Inputs given new data after the call] in runtime/function.py: the inputs whose saved tensor (the
+    caller's object, where the plan saves it) the step's backward reads as eager's does after a ``.data =``: eager
+    saved the input itself and nothing else on its storage (no view, no detach, no shallow copy of an op's own
+    result), and the plan recomputes nothing eager saved from it. A plan storing values otherwise (compressed,
+    offloaded) reads none so."""
+    if any(v.decision in (Decision.COMPRESS, Decision.OFFLOAD) for v in saved):
+        return ()
+    ours = {v.name for v in saved if v.decision is Decision.SAVE}
+    graph_nodes = {n.name: n for n in joint.gm.graph.nodes}
+    missing = [c.node for c in eager_choices if c.node.name not in ours]
+    stop = {graph_nodes[name] for name in ours if name in graph_nodes}
+    recomputed_from = {i for n in ancestors(missing, stop) if (i := input_index_of(n)) is not None}
+    return tuple(i for i, info in enumerate(joint.inputs)
+                 if info.saved_itself and not info.saved_otherwise and i not in recomputed_from)
+
+
 def _storage_sets(inputs: list, new_values: dict) -> tuple:
     """EntryLayout.storage_sets (Note [Inputs given another storage] in capture/metadata.py): onto another
     input (with the view ops from it), or onto the new value the Function returns (``new_values``)."""
@@ -687,6 +703,22 @@ def _outputs_the_backward_reads(graph, num_user_tensors: int, read: _TangentRead
                if isinstance(node, torch.fx.Node) and node.op != "placeholder"]
     # a view of it read counts (fuzz --semantics12 seed 4504160: ``t0[:2].sin()``, eager saved the view)
     return [(k, read(users)) for k, node, users in outputs if any(u in read.backward for u in users)]
+
+
+def _tangents_of(flat: tuple[int, ...] | None, tensor_outs: list, tangent_positions: tuple) -> tuple[int, ...] | None:
+    """The tangents (positions among the Function's) of the flat outputs ``flat``; None when unknown or when one has
+    no tangent of its own (a view of an input, whose backward reaches the step through its base)."""
+    tangent_of = {i: tangent_positions.index(k) for k, i in enumerate(tensor_outs) if k in tangent_positions}
+    if flat is None or any(j not in tangent_of for j in flat):
+        return None
+    return tuple(sorted({tangent_of[j] for j in flat}))
+
+
+def _watched_views(outputs: list, tensor_outs: list, tangent_positions: tuple) -> tuple:
+    """EntryLayout.watched_views: (flat output, the tangents the backward reads it for) per view the runtime
+    regenerates that an op saved as itself (Note [Inputs given new data after the call])."""
+    return tuple((k, _tangents_of(info.saved_itself_by, tensor_outs, tangent_positions))
+                 for k, info in enumerate(outputs) if info.saved_itself_by != ())
 
 
 def _outputs_eager_saved(outputs: list, tensor_outs: list, tangent_positions: tuple, known: set) -> list[tuple]:

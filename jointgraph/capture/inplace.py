@@ -499,8 +499,10 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self._multi_output_storages: set = set()   # storages whose multi-output views (with grad) autograd read
         self._saved_at: dict[int, int] = {}   # storage -> the clock when autograd first saved a tensor on it
         self._saving: list[tuple[int, int]] = []   # (storage, clock) saved by the op running now
-        self._saving_objects: list = []   # the tensors themselves, where the op running now saved an argument
-        self._saved_objects: dict[int, torch.Tensor] = {}   # id -> tensor eager's backward reads as that object
+        self._saving_objects: list = []   # the tensors the op running now saved, themselves
+        # (tensor, saved as its op's own result, the outputs whose backward reaches the node that saved it, or None:
+        # unknown) per tensor a node on a path from the results saved: settle_saves
+        self._saved_objects: list[tuple[torch.Tensor, bool, tuple[int, ...] | None]] = []
         self._inputs_read: set = set()      # first storages of inputs an op read (not through x.data)
         self.read_before_set: set = set()   # ... of inputs read before set_() or .data = moved them
         self._node_saves: dict[int, tuple] = {}    # id(node) -> (node, its saves, tensors saved as such): settle_saves
@@ -671,8 +673,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                 self._record_write(target, _recorded(args, kwargs))
                 if self.analyze:   # its grad_fn is regenerated, as after any write to it (fuzz --semantics12 6500307)
                     self._written_itself[target] = True
-                if self._saving:   # made by the op on its scratch clone: eager's node is the target's
-                    self._attribute_saves(target)
+                if self._saving or self._saving_objects:   # made by the op on its scratch clone: eager's node is
+                    self._attribute_saves(target)           # the target's
                 return None if name == "__setitem__" else target
             if in_place and self.analyze and name in _OVERLAP_UNCHECKED and has_internal_overlap(target):
                 raise UnsupportedError(f"{name} into a tensor whose elements overlap in memory cannot be compiled "
@@ -710,7 +712,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             self._note_reads(args)   # a value computed from them (not x.data, nor requires_grad_() returning x)
         if self.analyze and torch.is_grad_enabled() and _reads_grad_fn(func, name, result):
             self._note_grad_fn_reads(args, kwargs, before)
-        if self._saving:
+        if self._saving or self._saving_objects:
             self._attribute_saves(result)
         if isinstance(result, torch.Tensor):
             self._track(func, name, target, result)
@@ -947,8 +949,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         saves, self._saving = self._saving, []
         results = [r for r in (result if isinstance(result, (tuple, list)) else (result,))
                    if isinstance(r, torch.Tensor)]
-        # an op's own result is saved as a shallow copy (a later .data = does not reach it): not counted as the object
-        objects = [t for t in self._saving_objects if not any(t is r for r in results)]
+        # an op's own result is saved as a shallow copy (a later .data = does not reach it), an argument as itself
+        objects = [(t, any(t is r for r in results)) for t in self._saving_objects]
         self._saving_objects = []
         first = results[0] if results else None
         try:
@@ -958,7 +960,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         if node is None:
             for storage, clock in saves:
                 self._saved_at.setdefault(storage, clock)
-            self._saved_objects.update((id(t), t) for t in objects)
+            self._saved_objects.extend((t, result, None) for t, result in objects)
         else:
             entry = self._node_saves.setdefault(id(node), (node, [], []))
             entry[1].extend(saves)
@@ -977,7 +979,9 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self._by_other = [{} for _ in others]
         for key, (_, saves, objects) in self._node_saves.items():
             if key in seen:
-                self._saved_objects.update((id(t), t) for t in objects)
+                by = None if any(key in nodes for nodes in reached_others) else \
+                    tuple(k for k, nodes in enumerate(reached) if key in nodes)
+                self._saved_objects.extend((t, result, by) for t, result in objects)
             for storage, clock in saves if key in seen else ():
                 self._saved_at[storage] = min(clock, self._saved_at.get(storage, clock))
                 for paths, by in ((reached, self._by_output), (reached_others, self._by_other)):
@@ -990,7 +994,24 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         """After ``settle_saves``: an op on a path from the results saved the tensor ``t`` itself as an argument (not
         as its own result): eager's backward reads ``t``'s data when it runs, after a ``.data =`` too (Note [Inputs
         given new data after the call] in runtime/function.py)."""
-        return self._saved_objects.get(id(t)) is t
+        return self.saved_itself_by(t) != ()
+
+    def saved_itself_by(self, t: torch.Tensor) -> tuple[int, ...] | None:
+        """``saved_itself``'s outputs: those whose backward reaches a node that saved ``t`` itself (() where none
+        did; None: unknown, or a node an input's new history reaches)."""
+        found: set = set()
+        for o, result, by in self._saved_objects:
+            if o is t and not result:
+                if by is None:
+                    return None
+                found.update(by)
+        return tuple(sorted(found))
+
+    def saved_otherwise(self, t: torch.Tensor) -> bool:
+        """After ``settle_saves``: such an op saved another tensor on ``t``'s storage (a view, ``t.detach()``), or ``t``
+        as its own result (a shallow copy): what eager's backward reads of those keeps the data of the call."""
+        storage = _storage_id(t)
+        return any(result or o is not t for o, result, _ in self._saved_objects if o is t or _storage_id(o) == storage)
 
     def saved_by(self, t: torch.Tensor) -> tuple[int, ...] | None:
         """After ``settle_saves``: the outputs from which eager's backward reaches a node that saved a tensor on

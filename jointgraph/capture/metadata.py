@@ -241,7 +241,8 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
                     inputs[k] = dataclasses.replace(inputs[k], saved_at=first, saved_at_by_output=by_output,
                                                     saved_at_by_new_value=by_new_value,
                                                     saved_with_kept_counter=checks.saved_with_kept_counter(a),
-                                                    saved_itself=checks.saved_itself(a))
+                                                    saved_itself=checks.saved_itself(a),
+                                                    saved_otherwise=checks.saved_otherwise(a))
         # Tangents are plain fakes: made outside FunctionalTensorMode.
         tangents = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype, device in tangents]
     overlapping = frozenset(i for i in non_leaf if with_backward and has_internal_overlap(fake_args[i])
@@ -767,8 +768,8 @@ def _counter_and_saves(info: OutputInfo, out, checks: EagerInPlaceChecks, call_a
     --semantics12 seed 6102248) and ``saved_by`` (relu_() on a returned unfold view: eager saved the view, which
     the graph's own reads of the output, through scatters, do not show: seed 6500307)."""
     if isinstance(out, torch.Tensor) and info.kind in ("input_view", "output_view", "tensor") \
-            and info.view_meta is not None and checks.saved_itself(out):
-        info = dataclasses.replace(info, saved_itself=True)
+            and info.view_meta is not None:
+        info = dataclasses.replace(info, saved_itself_by=checks.saved_itself_by(out))
     if info.kind != "tensor" or info.carries is not None or info.new_value_of is not None \
             or not isinstance(out, torch.Tensor):
         return info

@@ -53,6 +53,8 @@ class InputInfo:
     # an op eager's backward runs saved this input itself as an argument (not a view of it, not as its own result):
     # Note [Inputs given new data after the call] in runtime/function.py
     saved_itself: bool = False
+    # ... and another tensor on its storage (a view, a detach), or itself as its op's own result
+    saved_otherwise: bool = False
 
     @property
     def mutation_recorded(self) -> bool:
@@ -108,10 +110,10 @@ class OutputInfo:
     # The flat outputs whose backward reaches a node eager saved a tensor sharing this "tensor"'s version counter
     # with (None: unknown, always): a write to it after the call makes that backward raise
     saved_by: tuple[int, ...] | None = ()
-    # A view the runtime regenerates (of an input, or of an intermediate's base) that an op saved as itself:
-    # eager's backward reads its data, given after the call by ``.data =`` too (Note [Inputs given new data after
-    # the call] in runtime/function.py)
-    saved_itself: bool = False
+    # A view the runtime regenerates (of an input, or of an intermediate's base) that an op saved as itself: the
+    # flat outputs whose backward reaches that op (None: unknown, any). Eager's backward reads its data, given
+    # after the call by ``.data =`` too (Note [Inputs given new data after the call] in runtime/function.py)
+    saved_itself_by: tuple[int, ...] | None = ()
     # Note [Inputs given another storage] in capture/metadata.py: this "tensor" is no user output but the
     # new value (on a new storage) of input ``new_value_of``, which the runtime sets the input onto.
     new_value_of: int | None = None

@@ -98,8 +98,8 @@ class EntryLayout:
     saved_mutated: tuple[tuple[int, bool, tuple[int, ...] | None], ...] = ()   # and the tangents it is read for
     # (input, tangents it is read for): Note [Inputs given new data after the call]
     data_read_inputs: tuple[tuple[int, tuple[int, ...] | None], ...] = ()
-    watched_views: tuple[int, ...] = ()   # flat outputs: OutputInfo.saved_itself
-    stash_as_eager: bool = False   # the plan saves what eager saves: saved inputs are read as eager reads them
+    watched_views: tuple[tuple[int, tuple[int, ...] | None], ...] = ()   # (flat output, tangents): saved_itself_by
+    inputs_read_as_eager: tuple[int, ...] = ()   # a .data = after the call is read as eager reads it: unchecked
     early_views: tuple[int, ...] = ()           # input views (flat positions) made before the epilogue
     set_views: tuple[int, ...] = ()             # ... made after its writes, before it moves inputs (set_)
     # (flat position, input, other inputs written after the view was made): made before the epilogue
@@ -486,12 +486,13 @@ def _watch_input_storages(outs, inputs: list, data_read: tuple) -> None:
     raises UnsupportedError rather than read the old data; the storages the inputs have after the epilogue are
     what it expects (held weakly). The same for a returned view the runtime regenerates that an op saved as
     itself (``_watch_views``). Where the stash holds the caller's tensor, its backward reads the new data: that is
-    eager's reading when the plan saves what eager saves (``EntryLayout.stash_as_eager``), and otherwise (min-cut
-    recomputing from the input what eager saved) the backward refuses a replaced storage (``ctx.versions``)."""
+    eager's reading for an input eager saved itself and nothing else on its storage (no view, no detach, which the
+    functional graph does not tell from the input) from which the plan recomputes nothing eager saved
+    (``EntryLayout.inputs_read_as_eager``); for the others the backward refuses a replaced storage (``ctx.versions``:
+    min-cut recomputing from the input what eager saved, or eager's ``a.detach()`` where the plan saves ``a``)."""
     node = next((t.grad_fn for t in outs if isinstance(t, torch.Tensor) and t.grad_fn is not None), None)
     if node is not None:
-        node.input_storages = [(inputs[i], weakref.ref(inputs[i].untyped_storage()), i, tangents)
-                               for i, tangents in data_read]
+        node.input_storages = [_DataWatch(inputs[i], i, tangents) for i, tangents in data_read]
 
 
 def _watch_views(outs, flat: list, watched: tuple) -> None:
@@ -499,7 +500,8 @@ def _watch_views(outs, flat: list, watched: tuple) -> None:
     or of an intermediate's base) that an op saved as themselves: the stash holds the graph's value, not the view."""
     node = next((t.grad_fn for t in outs if isinstance(t, torch.Tensor) and t.grad_fn is not None), None)
     if node is not None:
-        node.view_watches = [_DataWatch(flat[k], k, None) for k in watched if isinstance(flat[k], torch.Tensor)]
+        node.view_watches = [_DataWatch(flat[k], k, tangents) for k, tangents in watched
+                             if isinstance(flat[k], torch.Tensor)]
 
 
 def _input_data_replaced(i: int) -> UnsupportedError:
@@ -675,8 +677,8 @@ class RaisesInBackward(torch.autograd.Function):
 def _version_token(t: torch.Tensor) -> torch.Tensor:
     """A tensor sharing ``t``'s version counter but not its memory (Note [Version counters of saved outputs])."""
     token = t.detach()
-    if type(token) is not torch.Tensor:   # a tensor subclass: its set_ is its own; keep the alias
-        return token
+    if type(token) is not torch.Tensor or token.layout is not torch.strided:   # a subclass's set_ is its own, a
+        return token   # sparse tensor has none: keep the alias (it holds the memory until the backward)
     version = t._version
     token.set_()   # no grad to record: a detached tensor
     torch._C._autograd._unsafe_set_version_counter((token,), (version,))
@@ -801,7 +803,7 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
     read_outputs = layout.outputs_read_by_backward
     geometry = {s: (size, stride) for s, size, stride in layout.saved_geometry}
     result_outputs = layout.result_outputs
-    stash_as_eager = layout.stash_as_eager   # Note [Inputs given new data after the call]
+    read_as_eager = frozenset(layout.inputs_read_as_eager)   # Note [Inputs given new data after the call]
     data_checked = layout.data_checked
     saved_copies = layout.saved_copies
     saved_aliases = layout.saved_aliases
@@ -858,7 +860,7 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                 ctx.versions = [(s, inputs[i], inputs[i]._version + moved.get(i, 0)
                                  + _epilogue_bumps(inputs, i, meta_mutated, bumped, clocks, saved_at), eager_saves,
                                  tangents,
-                                 None if s < 0 or (stash_as_eager and s not in saved_aliases) or i in moved
+                                 None if s < 0 or (i in read_as_eager and s not in saved_aliases) or i in moved
                                  else weakref.ref(inputs[i].untyped_storage()))
                                 for s, i, eager_saves, saved_at, tangents in saved_inputs]
             if read_outputs:   # Note [Version counters of saved outputs]
@@ -918,11 +920,9 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                         "one of the variables needed for gradient computation has been modified by an inplace "
                         f"operation: an input the compiled function wrote is at version {tensor._version}; "
                         f"expected version {version} instead.")
-            for tensor, storage, i, tangents in getattr(ctx, "input_storages", ()):
-                if tangents is not None and not any(present[t] for t in tangents):
-                    continue   # read only for gradients that did not come: eager's node never runs
-                if tensor.untyped_storage() is not storage():
-                    raise _input_data_replaced(i)
+            for watch in getattr(ctx, "input_storages", ()):   # read only for gradients that came: eager's node ran
+                if (watch.tangents is None or any(present[t] for t in watch.tangents)) and watch.replaced():
+                    raise _input_data_replaced(watch.k)
             if read_outputs:   # as eager's saved-variable check: the backward reads these outputs
                 for tensor, version, tangents in ctx.output_versions:
                     if tangents is not None and not any(present[t] for t in tangents):
@@ -933,7 +933,7 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                             f"inplace operation: an output of the compiled function is at version "
                             f"{tensor._version}; expected version {version} instead.")
             for watch in getattr(ctx, "view_watches", ()):
-                if watch.replaced():
+                if (watch.tangents is None or any(present[t] for t in watch.tangents)) and watch.replaced():
                     raise _view_data_replaced(watch.k)
             for watch in getattr(ctx, "data_checks", ()):
                 if (watch.tangents is None or any(present[t] for t in watch.tangents)) and watch.replaced():
