@@ -385,7 +385,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         else:
             plan_entries.append(view_entry("input_view", (info.input_index, info.view_meta, info.view_replay), fakes))
     saved_inputs, saved_copies, saved_aliases, read_outputs, saved_mutated, detach_shared = [], [], [], [], (), ()
-    result_outputs, data_checked, saved_geometry, data_read_inputs, read_as_eager = (), (), (), (), ()
+    result_outputs, data_checked, saved_geometry, data_read_inputs, storage_checked = (), (), (), (), ()
     own_outputs = ()
     # An input given another storage is saved as an alias of its old one (Note [Inputs given another storage]).
     reshaped = {i for i, info in enumerate(joint.inputs) if info.new_metadata is not None or info.new_storage}
@@ -428,6 +428,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         tangents_of = dict(read_outputs)
         data_checked = tuple((k, slot_of.get(k, -1), style, tangents_of[k])
                              for k, style in styles.items() if style != "result" and k in tangents_of)
+        view_slots = set()
         for s, node in enumerate(saved_nodes):
             root = storage_root(node)
             source = root.meta["input_index"] if root.op == "placeholder" else None
@@ -438,6 +439,9 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
                 saved_aliases.append(s)   # the epilogue's as_strided_ changes its geometry: keep the old one
             if node.op == "placeholder":
                 saved_inputs.append((s, node.meta["input_index"], node.meta["input_index"] in eager_plain))
+            elif source is not None:   # a view of an input: it shares the input's version counter (fuzz seed 8203830:
+                view_slots.add(s)      # the plan recomputed a cast eager kept from a view written after the call)
+                saved_inputs.append((s, source, source in eager_plain))
         # an input eager saves as it is where our plan saves a value computed from it: eager's check still holds
         kept = {i for _, i, _ in saved_inputs}
         saved_inputs += [(-1, i, True) for i in sorted(eager_plain - kept - set(mutated))]
@@ -448,9 +452,13 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         saved_geometry = tuple((s, *geometry) for s, *_ in saved_inputs if s >= 0
                                and (geometry := _static_geometry(saved_nodes[s])) is not None)
         # Note [Inputs given new data after the call]: eager's backward reads these tensors themselves
-        stashed = {i for s, i, *_ in saved_inputs if s >= 0 and s not in saved_aliases}   # the caller's object
+        stashed = {i for s, i, *_ in saved_inputs   # the caller's object
+                   if s >= 0 and s not in saved_aliases and s not in view_slots}
         data_read_inputs = tuple((i, reading_written.get(i) if i in mutated else reading.get(i))
                                  for i in sorted(eager_itself) if i in mutated or i not in stashed)
+        # a saved view keeps the call's storage: read as eager's where eager saved no input itself
+        storage_checked = tuple(s for s, i, *_ in saved_inputs if s >= 0 and (
+            i in eager_itself if s in view_slots else not (i in read_as_eager and s not in saved_aliases)))
     return EntryLayout(
         num_user_tensors=len(tensor_outs),
         mutated_inputs=mutated,
@@ -489,7 +497,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         saved_input_positions=tuple(saved_inputs),
         saved_geometry=saved_geometry,
         data_read_inputs=data_read_inputs,
-        inputs_read_as_eager=read_as_eager,
+        storage_checked=storage_checked,
         watched_views=_watched_views(outputs, tensor_outs, tangent_positions) if graphs.backward is not None else (),
         grad_tangents=_prunable_gradients(graphs.backward, len(tangent_positions)),
         data_views=tuple(k for k, info in enumerate(o for o in outputs if o.carries is None and o.new_value_of is None)

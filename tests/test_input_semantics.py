@@ -632,6 +632,19 @@ SCENARIOS = {
     "detach_of_a_written_input_written_with_grad_and_returned": (
         "def f(a):\n    a.mul_(2)\n    t0 = a.detach()\n    t0[0, 1] = a.sum()\n    return t0",
         "leaf = torch.randn(4, 2, requires_grad=True)\nbase = leaf.clone()\nx = base[::2]\nx,"),
+    # fuzz --semantics12 seed 8201891: relu_ through an unfold of the input (rewritten onto a clone, which relu_
+    # saved), then a write into the input: eager's saved result shares the input's version counter and the
+    # backward of the input's new history raises; the clone's version did not move
+    "relu_through_an_unfold_then_the_input_written": (
+        "def f(a):\n    torch.nn.ReLU(inplace=True)(a.unfold(0, 2, 1))\n    t0 = a @ a.t()\n"
+        "    a.select(0, -1).add_(0.5)\n    return t0.detach()",
+        "leaf = torch.randn(2, 3, requires_grad=True)\nbase = leaf * 1\nbase,"),
+    "relu_through_an_unfold_then_written_through_another_unfold": (
+        "def f(a):\n    torch.relu_(a.unfold(0, 2, 1))\n    a.unfold(0, 2, 1).mul_(2.0)\n    return a.sum()",
+        "leaf = torch.randn(2, 3, requires_grad=True)\nbase = leaf * 1\nbase,"),
+    "relu_through_an_unfold_then_written_through_its_data": (
+        "def f(a):\n    torch.relu_(a.unfold(0, 2, 1))\n    a.data.select(0, -1).add_(0.5)\n    return a.sum()",
+        "leaf = torch.randn(2, 3, requires_grad=True)\nbase = leaf * 1\nbase,"),
     # fuzz seed 7801403: the same, the detach written with a value requiring grad and returned through a view of it
     # (the graph returns the base, the same value as the input's new one): the base was not made a tensor of its
     # own, so the view's gradient went through the input's history (2, where eager's goes through the mul)
@@ -1354,6 +1367,32 @@ def test_assigning_data_after_the_call_to_an_input_only_the_plan_recomputes_from
         if outcome.status == "refused":
             assert "given another storage after the call" in outcome.message, outcome.message
     assert check(program, CONTENDERS["default"]).status == "pass"
+
+
+def test_a_saved_view_of_an_input_written_after_the_call_is_version_checked():
+    """--semantics12 seed 8203830: the budget plan saved a view of the input (``a.t()``) to recompute the bf16 cast
+    eager kept; the caller's write after the call changed what it recomputed from, unchecked (only saved inputs
+    themselves were): a wrong gradient. Now refused by name, as min-cut's plan (which saves the input) was."""
+    body = ("def f(a, b):\n    with torch.autocast('cpu', torch.bfloat16):\n        t0 = b @ b.t().float()\n"
+            "    t1 = t0 * t0\n    return a, t1")
+    inputs = "leaf0 = torch.randn(2, 3, requires_grad=True)\nbase0 = leaf0.clone()\nx0 = base0.t()\nx0, x0"
+    program = Program.scenario(body, inputs, mutate_outputs=True)
+    for name in ("mincut", "budget"):
+        outcome = check(program, CONTENDERS[name])
+        assert outcome.status == "refused" and "modified in place after the call" in outcome.message, outcome.message
+    assert check(program, CONTENDERS["default"]).status == "pass"
+
+
+def test_an_aliased_input_given_new_data_after_the_call_is_refused_by_name():
+    """--semantics12 seed 8202667: ``b`` passed with its view ``a`` (one synthetic base), ``b.sin()`` saved ``b``; a
+    ``b.data = ...`` after the call is what eager's backward reads, where the step's saved values are the base's."""
+    body = "def f(a, b):\n    t1 = b.sin()\n    a.data.view(-1).fill_(2.0)\n    return t1.reshape(-1), b"
+    inputs = "leaf0 = torch.randn(6, requires_grad=True)\nbase0 = leaf0.clone()\nx0 = base0[2:5]\nx0, base0"
+    program = dataclasses.replace(Program.scenario(body, inputs), assign_data=True)
+    for name, contender in CONTENDERS.items():
+        outcome = check(program, contender)
+        assert outcome.status == "refused" and "after the call" in outcome.message, (name, outcome.message)
+    assert all(check(Program.scenario(body, inputs), c).status == "pass" for c in CONTENDERS.values())
 
 
 def test_a_refusal_of_one_items_backward_is_a_refusal_not_a_mismatch():

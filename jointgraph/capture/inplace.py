@@ -670,6 +670,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                 self._check(target, args[1:], kwargs)
             via_data = bool(self._data_aliases.get(target))
             if self._expanded.write(func, name, target, args[1:], kwargs, via_data=via_data):
+                if via_data:
+                    self._expanded.refresh_clones(target)
                 self._record_write(target, _recorded(args, kwargs))
                 if self.analyze:   # its grad_fn is regenerated, as after any write to it (fuzz --semantics12 6500307)
                     self._written_itself[target] = True
@@ -702,7 +704,12 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                 self._refuse_regenerated_gradients(name, target)
         if in_place and self._root_stand_ins and self._root_stand_ins.get(target):
             _as_a_root(target)
+        writes = target is not None and (in_place or name in _DUNDER_WRITES or name in _VERSIONED_METADATA)
+        if writes and not self._data_aliases.get(target):
+            self._expanded.bump_clones(target)
         result = func(*args, **kwargs)
+        if writes and self._data_aliases.get(target):
+            self._expanded.refresh_clones(target)
         if self.analyze and isinstance(result, torch.Tensor) and target is not None and result is not target \
                 and not in_place and _storage_id(result) == _storage_id(target) and not result.is_sparse:
             eager = _eager_view_strides(func, args, kwargs, self._user_stride)   # a view: as eager's view op makes it
@@ -1321,6 +1328,23 @@ class ExpandedViews:
     def __init__(self):
         self._source = _ByTensor()
         self.scratch = {}   # storage of a clone written in a target's place -> the target's storage
+        # the target's storage -> (clone, the view written on it): their versions and values follow the storage's
+        self._clones: dict[int, list] = {}
+
+    def bump_clones(self, target: torch.Tensor) -> None:
+        """Before a write into ``target``'s storage: eager bumps the version counter the values saved through the
+        views written on a clone (``relu_`` keeps its result) share with it, so a backward reaching them raises (fuzz
+        --semantics12 seed 8201891: ``relu_`` through an unfold of ``a``, then ``a[-1].add_(0.5)``); the clones
+        count the write too."""
+        for clone, _ in self._clones.get(_storage_id(target), ()):
+            torch.autograd.graph.increment_version(clone)
+
+    def refresh_clones(self, target: torch.Tensor) -> None:
+        """After a write into ``target``'s storage that moves no version (through ``.data``): eager's saved views
+        read the new values, without an error; the clones take them, their versions kept."""
+        for clone, view in self._clones.get(_storage_id(target), ()):
+            with torch.no_grad():
+                clone.data.copy_(view)
 
     def track(self, func, target, result: torch.Tensor) -> None:
         """Record ``result`` of ``func(target, ...)`` when it is an expand (or an unfold: functionalization refuses
@@ -1359,6 +1383,8 @@ class ExpandedViews:
         t, s = from_fun(target), from_fun(source)
         if not (static(*geometry(t)) and static(*geometry(s))):
             return False   # symbolic geometry: functionalization's own path
+        if not via_data:
+            self.bump_clones(target)
         if t.numel() == 0:   # nothing to write, but autograd records the op (functionalization's path runs it),
             if torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad   # also where only
                                                for x in (target, *rest, *kwargs.values())):     # the operand requires
@@ -1388,6 +1414,7 @@ class ExpandedViews:
             memory = source.new_zeros(extent).index_put((_offsets(s),), source)
             memory = memory.index_put((_offsets(t),), new)
             source.copy_(memory[_offsets(s)])
+            self._clones.setdefault(_storage_id(target), []).append((new, target))
             return True
         value = _fill_value(name, rest, kwargs)
         if value is _NOT_A_FILL and not has_internal_overlap(t):   # overlapping windows of an unfold

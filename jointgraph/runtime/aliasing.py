@@ -234,6 +234,18 @@ def _expected_versions_holder(result: Any) -> Any:
     return None
 
 
+def _watch_members(result: Any, members: list) -> None:
+    """Note [Inputs given new data after the call] in runtime/function.py: the inner step's saved inputs are the
+    synthetic bases (or views rebuilt from them), not the caller's tensors, so its backward cannot read what a
+    ``.data =`` after the call gives a caller's tensor: such a backward refuses by name (fuzz --semantics12 seed
+    8202667: ``b.sin()`` saved ``b``, passed with its view ``a``, then ``b.data = ...``)."""
+    from .function import _DataWatch, step_node  # function.py imports this module
+
+    node = step_node(result)
+    if node is not None and getattr(node, "stash", None) is not None:
+        node.member_storages = [_DataWatch(m, i, None) for i, m in members]
+
+
 def _expected_versions(result: Any) -> list:
     node = _expected_versions_holder(result)
     return list(node.expected_versions) if node is not None else []
@@ -514,6 +526,7 @@ class SyntheticBases:
             if fresh:
                 result = _remade_if_stale(result, fresh)
         _take_recorded_writes(leaves, positions, aliased.groups, bases, recorded)
+        _watch_members(result, [(i, leaves[positions[i]]) for group in aliased.groups for i in group])
         for i in requires_grad_set:
             leaves[positions[i]].requires_grad_()
         if refreshed and torch.is_grad_enabled():

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 from torch.autograd.function import once_differentiable
 
 from ..capture.inputs import unflattener
@@ -99,7 +100,7 @@ class EntryLayout:
     # (input, tangents it is read for): Note [Inputs given new data after the call]
     data_read_inputs: tuple[tuple[int, tuple[int, ...] | None], ...] = ()
     watched_views: tuple[tuple[int, tuple[int, ...] | None], ...] = ()   # (flat output, tangents): saved_itself_by
-    inputs_read_as_eager: tuple[int, ...] = ()   # a .data = after the call is read as eager reads it: unchecked
+    storage_checked: tuple[int, ...] = ()   # saved slots a .data = after the call makes the backward refuse
     early_views: tuple[int, ...] = ()           # input views (flat positions) made before the epilogue
     set_views: tuple[int, ...] = ()             # ... made after its writes, before it moves inputs (set_)
     # (flat position, input, other inputs written after the view was made): made before the epilogue
@@ -488,11 +489,29 @@ def _watch_input_storages(outs, inputs: list, data_read: tuple) -> None:
     itself (``_watch_views``). Where the stash holds the caller's tensor, its backward reads the new data: that is
     eager's reading for an input eager saved itself and nothing else on its storage (no view, no detach, which the
     functional graph does not tell from the input) from which the plan recomputes nothing eager saved
-    (``EntryLayout.inputs_read_as_eager``); for the others the backward refuses a replaced storage (``ctx.versions``:
+    (``_inputs_read_as_eager`` in api.py); for the others the backward refuses a replaced storage (``ctx.versions``,
+    ``EntryLayout.storage_checked``:
     min-cut recomputing from the input what eager saved, or eager's ``a.detach()`` where the plan saves ``a``)."""
     node = next((t.grad_fn for t in outs if isinstance(t, torch.Tensor) and t.grad_fn is not None), None)
     if node is not None:
         node.input_storages = [_DataWatch(inputs[i], i, tangents) for i, tangents in data_read]
+
+
+def step_node(result: Any) -> Any:
+    """The compiled step's backward node behind ``result``'s tensors (through the view nodes of outputs the runtime
+    regenerates), or None."""
+    for t in pytree.tree_leaves(result):
+        try:
+            node = t.grad_fn if isinstance(t, torch.Tensor) else None
+        except RuntimeError:   # a stale multi-output view refusing its grad_fn
+            continue
+        for _ in range(3):
+            if node is None or hasattr(node, "stash"):
+                break
+            node = next((n for n, _ in node.next_functions if n is not None), None)
+        if node is not None and hasattr(node, "stash"):
+            return node
+    return None
 
 
 def _watch_views(outs, flat: list, watched: tuple) -> None:
@@ -502,6 +521,15 @@ def _watch_views(outs, flat: list, watched: tuple) -> None:
     if node is not None:
         node.view_watches = [_DataWatch(flat[k], k, tangents) for k, tangents in watched
                              if isinstance(flat[k], torch.Tensor)]
+
+
+def _member_data_replaced(i: int) -> UnsupportedError:
+    return UnsupportedError(
+        f"input {i}, which shares its storage with another input the function writes, was given another storage "
+        "(.data =, set_()) after the call: the compiled step ran on one base of those inputs, and its backward "
+        "cannot read what eager's reads of the new data: not supported",
+        source=user_source_line(),
+        hint="run the backward before replacing the input's data, or pass distinct tensors (e.g. .clone())")
 
 
 def _input_data_replaced(i: int) -> UnsupportedError:
@@ -803,7 +831,7 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
     read_outputs = layout.outputs_read_by_backward
     geometry = {s: (size, stride) for s, size, stride in layout.saved_geometry}
     result_outputs = layout.result_outputs
-    read_as_eager = frozenset(layout.inputs_read_as_eager)   # Note [Inputs given new data after the call]
+    storage_checked = frozenset(layout.storage_checked)   # Note [Inputs given new data after the call]
     data_checked = layout.data_checked
     saved_copies = layout.saved_copies
     saved_aliases = layout.saved_aliases
@@ -860,8 +888,8 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                 ctx.versions = [(s, inputs[i], inputs[i]._version + moved.get(i, 0)
                                  + _epilogue_bumps(inputs, i, meta_mutated, bumped, clocks, saved_at), eager_saves,
                                  tangents,
-                                 None if s < 0 or (i in read_as_eager and s not in saved_aliases) or i in moved
-                                 else weakref.ref(inputs[i].untyped_storage()))
+                                 weakref.ref(inputs[i].untyped_storage()) if s in storage_checked and i not in moved
+                                 else None)
                                 for s, i, eager_saves, saved_at, tangents in saved_inputs]
             if read_outputs:   # Note [Version counters of saved outputs]
                 ctx.output_versions = [(holders[k] if k in holders else _version_token(outs[k]), outs[k]._version,
@@ -920,6 +948,9 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                         "one of the variables needed for gradient computation has been modified by an inplace "
                         f"operation: an input the compiled function wrote is at version {tensor._version}; "
                         f"expected version {version} instead.")
+            for watch in getattr(ctx, "member_storages", ()):   # inputs run through a synthetic base
+                if watch.replaced():
+                    raise _member_data_replaced(watch.k)
             for watch in getattr(ctx, "input_storages", ()):   # read only for gradients that came: eager's node ran
                 if (watch.tangents is None or any(present[t] for t in watch.tangents)) and watch.replaced():
                     raise _input_data_replaced(watch.k)
