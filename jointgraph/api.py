@@ -386,6 +386,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
             plan_entries.append(view_entry("input_view", (info.input_index, info.view_meta, info.view_replay), fakes))
     saved_inputs, saved_copies, saved_aliases, read_outputs, saved_mutated, detach_shared = [], [], [], [], (), ()
     result_outputs, data_checked, saved_geometry, data_read_inputs, storage_checked = (), (), (), (), ()
+    itself_read = ()
     own_outputs = ()
     # An input given another storage is saved as an alias of its old one (Note [Inputs given another storage]).
     reshaped = {i for i, info in enumerate(joint.inputs) if info.new_metadata is not None or info.new_storage}
@@ -410,6 +411,9 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         # eager saved a tensor `.data =` left on the input's version counter (Note [Assigning .data])
         kept_counter = {i for i, info in enumerate(joint.inputs) if info.saved_with_kept_counter}
         eager_plain, eager_new = eager_plain | (kept_counter - set(mutated)), eager_new | (kept_counter & set(mutated))
+        # eager saved a tensor on a written input's storage the graph does not show there (a write through an unfold,
+        # rewritten onto a clone, that saved its result: capture/inplace.py ExpandedViews.scratch)
+        eager_new |= {i for i in mutated if joint.inputs[i].saved_at is not None}
         # checked after the epilogue: what our plan reads, and what eager saved though our plan does not
         read = _TangentReader.of(joint.gm.graph, len(tangent_positions))
         reading_written = _tangents_reading(joint.gm.graph, read, joint_written.get)
@@ -446,16 +450,17 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         kept = {i for _, i, _ in saved_inputs}
         saved_inputs += [(-1, i, True) for i in sorted(eager_plain - kept - set(mutated))]
         reading = _tangents_reading(joint.gm.graph, read, input_index_of)   # the input, or the trace's copy of it
-        saved_inputs = [(*entry, reading.get(entry[1]) if reading.get(entry[1]) is not None or entry[0] < 0 else
-                         _plan_reading(graphs.backward.graph, entry[0], len(tangent_positions)))
-                        for entry in saved_inputs]
+        saved_inputs = [checked for entry in saved_inputs
+                        for checked in _saved_input_checks(entry, reading.get(entry[1]), graphs.backward.graph,
+                                                           len(tangent_positions))]
         saved_geometry = tuple((s, *geometry) for s, *_ in saved_inputs if s >= 0
                                and (geometry := _static_geometry(saved_nodes[s])) is not None)
         # Note [Inputs given new data after the call]: eager's backward reads these tensors themselves
         stashed = {i for s, i, *_ in saved_inputs   # the caller's object
                    if s >= 0 and s not in saved_aliases and s not in view_slots}
-        data_read_inputs = tuple((i, reading_written.get(i) if i in mutated else reading.get(i))
-                                 for i in sorted(eager_itself) if i in mutated or i not in stashed)
+        itself_read = tuple((i, reading_written.get(i) if i in mutated else reading.get(i))
+                            for i in sorted(eager_itself))
+        data_read_inputs = tuple((i, tangents) for i, tangents in itself_read if i in mutated or i not in stashed)
         # a saved view keeps the call's storage: read as eager's where eager saved no input itself
         storage_checked = tuple(s for s, i, *_ in saved_inputs if s >= 0 and (
             i in eager_itself if s in view_slots else not (i in read_as_eager and s not in saved_aliases)))
@@ -498,6 +503,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         saved_geometry=saved_geometry,
         data_read_inputs=data_read_inputs,
         storage_checked=storage_checked,
+        inputs_saved_itself=itself_read,
         watched_views=_watched_views(outputs, tensor_outs, tangent_positions) if graphs.backward is not None else (),
         grad_tangents=_prunable_gradients(graphs.backward, len(tangent_positions)),
         data_views=tuple(k for k, info in enumerate(o for o in outputs if o.carries is None and o.new_value_of is None)
@@ -700,6 +706,24 @@ def _plan_reading(backward, s: int, num_tangents: int) -> tuple[int, ...] | None
         return None
     known = sum(1 for n in phs if n.meta.get("role") is Role.TANGENT) == num_tangents
     return _TangentReader(set(backward.nodes), tangent_sources(backward), known)(saved[s].users)
+
+
+def _saved_input_checks(entry: tuple, joint: tuple[int, ...] | None, backward, num_tangents: int) -> list[tuple]:
+    """EntryLayout.saved_input_positions for ``entry`` (saved index, input, eager saves it): the tangents each check
+    is made for. ``joint``: those eager's backward reads the input for (``_tangents_reading``); where the plan's
+    backward reads the saved value for others too (it recomputes from the input what eager saved a copy of), a
+    write after the call is the plan's loss there, not eager's error (review of 5751014: ``(b.t() * 2).sin()`` under
+    min-cut, ``b`` written after the call, the backward run from that output alone)."""
+    s, i, eager_saves = entry
+    if s < 0:
+        return [(s, i, eager_saves, joint)]
+    plan = _plan_reading(backward, s, num_tangents)
+    if joint is None:
+        return [(s, i, eager_saves, plan)]
+    if not eager_saves:
+        return [(s, i, False, None if plan is None else tuple(sorted({*joint, *plan})))]
+    extra = None if plan is None else tuple(t for t in plan if t not in joint)
+    return [(s, i, True, joint)] + ([(s, i, False, extra)] if extra is None or extra else [])
 
 
 def _outputs_the_backward_reads(graph, num_user_tensors: int, read: _TangentReader) -> list[tuple]:

@@ -553,8 +553,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             and self._set_sources.get(_elem(target)) is None   # x.data and set_() count versions of their own
         counter = self._kept_counters.get(target, before if shares_input_counter else None)
         source = value.detach()
-        if self.analyze:   # set_() shares the storage, not the version counter (see __torch_function__)
-            self._set_sources[_elem(target)] = self._set_sources.get(_elem(value), _storage_id(_elem(value)))
+        # set_() shares the storage, not the version counter (see __torch_function__); also in the joint trace
+        self._set_sources[_elem(target)] = self._set_sources.get(_elem(value), _storage_id(_elem(value)))
         with torch.no_grad(), torch.autograd._unsafe_preserve_version_counter(target):
             target.set_(source)
         if self.analyze:
@@ -589,7 +589,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                 self._expanded.note_set(target, args[1])
             if self._views.get(_storage_id(target)):   # views made before: regenerated from the new geometry
                 self.set_under_views = True            # (Note [Views made before an in-place view op])
-            if self.analyze and len(args) > 1 and isinstance(args[1], torch.Tensor):
+            if len(args) > 1 and isinstance(args[1], torch.Tensor):   # also in the joint trace (_follow_clones)
                 # set_() shares the storage, not the version counter: writes through ``target`` leave
                 # the source's version as is, like writes through ``.data``. The user's set_() is not
                 # seen here, only functionalization's, on the tensors its wrappers hold (``elem``).
@@ -644,6 +644,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             # .requires_grad_())`` gives ``a`` a history): traced as a copy.
             self._record_write(target)
             torch.autograd.graph.increment_version(target)
+            self._follow_clones(target)
             return target
         if self.analyze and target is not None and (in_place or name in _VERSIONED_METADATA) \
                 and target.requires_grad and torch.is_grad_enabled() and self._of_an_input(target):
@@ -670,13 +671,13 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                 self._check(target, args[1:], kwargs)
             via_data = bool(self._data_aliases.get(target))
             if self._expanded.write(func, name, target, args[1:], kwargs, via_data=via_data):
-                if via_data:
-                    self._expanded.refresh_clones(target)
+                self._follow_clones(target, self._expanded.fresh)
                 self._record_write(target, _recorded(args, kwargs))
                 if self.analyze:   # its grad_fn is regenerated, as after any write to it (fuzz --semantics12 6500307)
                     self._written_itself[target] = True
-                if self._saving or self._saving_objects:   # made by the op on its scratch clone: eager's node is
-                    self._attribute_saves(target)           # the target's
+                if self._saving or self._saving_objects:   # made by the op on its scratch clone, whose node the
+                    fresh = self._expanded.fresh            # input's new history reaches (eager's: the target's)
+                    self._attribute_saves(target if fresh is None else fresh)
                 return None if name == "__setitem__" else target
             if in_place and self.analyze and name in _OVERLAP_UNCHECKED and has_internal_overlap(target):
                 raise UnsupportedError(f"{name} into a tensor whose elements overlap in memory cannot be compiled "
@@ -705,11 +706,9 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         if in_place and self._root_stand_ins and self._root_stand_ins.get(target):
             _as_a_root(target)
         writes = target is not None and (in_place or name in _DUNDER_WRITES or name in _VERSIONED_METADATA)
-        if writes and not self._data_aliases.get(target):
-            self._expanded.bump_clones(target)
         result = func(*args, **kwargs)
-        if writes and self._data_aliases.get(target):
-            self._expanded.refresh_clones(target)
+        if writes:
+            self._follow_clones(target)
         if self.analyze and isinstance(result, torch.Tensor) and target is not None and result is not target \
                 and not in_place and _storage_id(result) == _storage_id(target) and not result.is_sparse:
             eager = _eager_view_strides(func, args, kwargs, self._user_stride)   # a view: as eager's view op makes it
@@ -942,6 +941,16 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         if isinstance(t, torch.Tensor):
             self._saving_objects.append(t)
         return t
+
+    def _follow_clones(self, target: torch.Tensor, made: torch.Tensor | None = None) -> None:
+        """After a write into ``target``'s storage: the clones writes through unfold views were rewritten onto
+        follow it as eager's saved views would (``ExpandedViews.bump_clones``): their version moves with a write
+        through a tensor sharing the storage's counter; a write through one with a counter of its own (``x.data``,
+        a tensor ``set_()`` onto the storage) moves none, and they take its values."""
+        if self._data_aliases.get(target) or self._set_sources.get(_elem(target)) is not None:
+            self._expanded.refresh_clones(target, made)
+        else:
+            self._expanded.bump_clones(target, made)
 
     def saved_with_kept_counter(self, t: torch.Tensor) -> bool:
         """After ``settle_saves``: eager saved a tensor that ``.data =`` left on the input ``t``'s version counter
@@ -1330,21 +1339,24 @@ class ExpandedViews:
         self.scratch = {}   # storage of a clone written in a target's place -> the target's storage
         # the target's storage -> (clone, the view written on it): their versions and values follow the storage's
         self._clones: dict[int, list] = {}
+        self.fresh = None   # the clone the last write() made, if it made one
 
-    def bump_clones(self, target: torch.Tensor) -> None:
-        """Before a write into ``target``'s storage: eager bumps the version counter the values saved through the
+    def bump_clones(self, target: torch.Tensor, made: torch.Tensor | None = None) -> None:
+        """A write into ``target``'s storage: eager bumps the version counter the values saved through the
         views written on a clone (``relu_`` keeps its result) share with it, so a backward reaching them raises (fuzz
         --semantics12 seed 8201891: ``relu_`` through an unfold of ``a``, then ``a[-1].add_(0.5)``); the clones
         count the write too."""
         for clone, _ in self._clones.get(_storage_id(target), ()):
-            torch.autograd.graph.increment_version(clone)
+            if clone is not made:   # the write made that one: its own op moved its version
+                torch.autograd.graph.increment_version(clone)
 
-    def refresh_clones(self, target: torch.Tensor) -> None:
+    def refresh_clones(self, target: torch.Tensor, made: torch.Tensor | None = None) -> None:
         """After a write into ``target``'s storage that moves no version (through ``.data``): eager's saved views
         read the new values, without an error; the clones take them, their versions kept."""
         for clone, view in self._clones.get(_storage_id(target), ()):
-            with torch.no_grad():
-                clone.data.copy_(view)
+            if clone is not made:
+                with torch.no_grad():
+                    clone.data.copy_(view)
 
     def track(self, func, target, result: torch.Tensor) -> None:
         """Record ``result`` of ``func(target, ...)`` when it is an expand (or an unfold: functionalization refuses
@@ -1373,6 +1385,7 @@ class ExpandedViews:
         when the write is not one this rewrite expresses (eager's checks decide about it). ``via_data``:
         ``target`` is ``x.data`` or a view of it, which counts its own versions; so does the write."""
         source = self._source.get(target)
+        self.fresh = None
         if source is None:
             return False
         if torch.is_grad_enabled() and multi_output_view(target):
@@ -1383,8 +1396,6 @@ class ExpandedViews:
         t, s = from_fun(target), from_fun(source)
         if not (static(*geometry(t)) and static(*geometry(s))):
             return False   # symbolic geometry: functionalization's own path
-        if not via_data:
-            self.bump_clones(target)
         if t.numel() == 0:   # nothing to write, but autograd records the op (functionalization's path runs it),
             if torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad   # also where only
                                                for x in (target, *rest, *kwargs.values())):     # the operand requires
@@ -1415,6 +1426,7 @@ class ExpandedViews:
             memory = memory.index_put((_offsets(t),), new)
             source.copy_(memory[_offsets(s)])
             self._clones.setdefault(_storage_id(target), []).append((new, target))
+            self.fresh = new
             return True
         value = _fill_value(name, rest, kwargs)
         if value is _NOT_A_FILL and not has_internal_overlap(t):   # overlapping windows of an unfold

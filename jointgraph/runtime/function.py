@@ -101,6 +101,8 @@ class EntryLayout:
     data_read_inputs: tuple[tuple[int, tuple[int, ...] | None], ...] = ()
     watched_views: tuple[tuple[int, tuple[int, ...] | None], ...] = ()   # (flat output, tangents): saved_itself_by
     storage_checked: tuple[int, ...] = ()   # saved slots a .data = after the call makes the backward refuse
+    # (input, tangents it is read for) per input an op saved as itself: runtime/aliasing.py's _watch_members
+    inputs_saved_itself: tuple[tuple[int, tuple[int, ...] | None], ...] = ()
     early_views: tuple[int, ...] = ()           # input views (flat positions) made before the epilogue
     set_views: tuple[int, ...] = ()             # ... made after its writes, before it moves inputs (set_)
     # (flat position, input, other inputs written after the view was made): made before the epilogue
@@ -497,19 +499,21 @@ def _watch_input_storages(outs, inputs: list, data_read: tuple) -> None:
         node.input_storages = [_DataWatch(inputs[i], i, tangents) for i, tangents in data_read]
 
 
-def step_node(result: Any) -> Any:
-    """The compiled step's backward node behind ``result``'s tensors (through the view nodes of outputs the runtime
-    regenerates), or None."""
+def step_node(result: Any, inputs: list) -> Any:
+    """The compiled step's backward node behind ``result``'s tensors (through the view nodes of the outputs the
+    runtime regenerates), never reached through an input's history (``inputs``: an input returned as it is, or a
+    view of one, leads to the node of the step that made it), or None."""
+    theirs = {id(t.grad_fn) for t in inputs if isinstance(t, torch.Tensor) and t.grad_fn is not None}
     for t in pytree.tree_leaves(result):
         try:
             node = t.grad_fn if isinstance(t, torch.Tensor) else None
         except RuntimeError:   # a stale multi-output view refusing its grad_fn
             continue
         for _ in range(3):
-            if node is None or hasattr(node, "stash"):
+            if node is None or id(node) in theirs or hasattr(node, "stash"):
                 break
             node = next((n for n, _ in node.next_functions if n is not None), None)
-        if node is not None and hasattr(node, "stash"):
+        if node is not None and id(node) not in theirs and hasattr(node, "stash"):
             return node
     return None
 
@@ -525,9 +529,9 @@ def _watch_views(outs, flat: list, watched: tuple) -> None:
 
 def _member_data_replaced(i: int) -> UnsupportedError:
     return UnsupportedError(
-        f"input {i}, which shares its storage with another input the function writes, was given another storage "
-        "(.data =, set_()) after the call: the compiled step ran on one base of those inputs, and its backward "
-        "cannot read what eager's reads of the new data: not supported",
+        f"input {i}, which shares its storage with another input the function writes and which an op saved as "
+        "itself, was given another storage (.data =, set_()) after the call: eager's backward reads the new data, "
+        "the compiled step ran on one base of those inputs and saved the values of the call: not supported",
         source=user_source_line(),
         hint="run the backward before replacing the input's data, or pass distinct tensors (e.g. .clone())")
 
@@ -949,7 +953,7 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                         f"operation: an input the compiled function wrote is at version {tensor._version}; "
                         f"expected version {version} instead.")
             for watch in getattr(ctx, "member_storages", ()):   # inputs run through a synthetic base
-                if watch.replaced():
+                if (watch.tangents is None or any(present[t] for t in watch.tangents)) and watch.replaced():
                     raise _member_data_replaced(watch.k)
             for watch in getattr(ctx, "input_storages", ()):   # read only for gradients that came: eager's node ran
                 if (watch.tangents is None or any(present[t] for t in watch.tangents)) and watch.replaced():
