@@ -413,7 +413,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         eager_plain, eager_new = eager_plain | (kept_counter - set(mutated)), eager_new | (kept_counter & set(mutated))
         # eager saved a tensor on a written input's storage the graph does not show there (a write through an unfold,
         # rewritten onto a clone, that saved its result: capture/inplace.py ExpandedViews.scratch)
-        eager_new |= {i for i in mutated if joint.inputs[i].saved_at is not None}
+        eager_new |= {i for i in mutated if joint.inputs[i].saved_on_clone}
         # checked after the epilogue: what our plan reads, and what eager saved though our plan does not
         read = _TangentReader.of(joint.gm.graph, len(tangent_positions))
         reading_written = _tangents_reading(joint.gm.graph, read, joint_written.get)

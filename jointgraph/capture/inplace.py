@@ -500,6 +500,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self._saved_at: dict[int, int] = {}   # storage -> the clock when autograd first saved a tensor on it
         self._saving: list[tuple[int, int]] = []   # (storage, clock) saved by the op running now
         self._saving_objects: list = []   # the tensors the op running now saved, themselves
+        self.saved_on_clones: set = set()   # storages whose unfold-written clones (ExpandedViews.scratch) saved a value
         # (tensor, saved as its op's own result, the outputs whose backward reaches the node that saved it, or None:
         # unknown) per tensor a node on a path from the results saved: settle_saves
         self._saved_objects: list[tuple[torch.Tensor, bool, tuple[int, ...] | None]] = []
@@ -937,6 +938,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             self._saved_kept_counters.add(counter)
         elif isinstance(t, torch.Tensor) and not self._data_aliases.get(t) and self._set_sources.get(_elem(t)) is None:
             storage = _storage_id(t)   # .data and set_() count versions of their own
+            if storage in self._expanded.scratch:   # a write through an unfold, made on a clone, saved its result
+                self.saved_on_clones.add(self._expanded.scratch[storage])
             self._saving.append((self._expanded.scratch.get(storage, storage), self._clock))
         if isinstance(t, torch.Tensor):
             self._saving_objects.append(t)
@@ -1022,6 +1025,11 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                     return None
                 found.update(by)
         return tuple(sorted(found))
+
+    def saved_on_clone(self, t: torch.Tensor) -> bool:
+        """An op saved its result written through an unfold of the input ``t``, on the clone the trace wrote: eager's
+        saved result shares ``t``'s version counter, which the graph does not show."""
+        return self._input_storages.get(t) in self.saved_on_clones
 
     def saved_otherwise(self, t: torch.Tensor) -> bool:
         """After ``settle_saves``: such an op saved another tensor on ``t``'s storage (a view, ``t.detach()``), or ``t``

@@ -242,7 +242,8 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
                                                     saved_at_by_new_value=by_new_value,
                                                     saved_with_kept_counter=checks.saved_with_kept_counter(a),
                                                     saved_itself=checks.saved_itself(a),
-                                                    saved_otherwise=checks.saved_otherwise(a))
+                                                    saved_otherwise=checks.saved_otherwise(a),
+                                                    saved_on_clone=checks.saved_on_clone(a))
         # Tangents are plain fakes: made outside FunctionalTensorMode.
         tangents = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype, device in tangents]
     overlapping = frozenset(i for i in non_leaf if with_backward and has_internal_overlap(fake_args[i])

@@ -55,6 +55,8 @@ class InputInfo:
     saved_itself: bool = False
     # ... and another tensor on its storage (a view, a detach), or itself as its op's own result
     saved_otherwise: bool = False
+    # an op saved its result written through an unfold of it, on the clone the trace writes (capture/inplace.py)
+    saved_on_clone: bool = False
 
     @property
     def mutation_recorded(self) -> bool:
