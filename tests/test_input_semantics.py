@@ -795,10 +795,6 @@ SCENARIOS = {
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.
 REFUSED = {
-    # fuzz seed 8700226: set_() of an input onto a view of itself (eager raises set_'s missing derivative, the view
-    # requiring grad): functionalization regenerated the view from the new geometry, an IndexError of its own
-    "set_onto_a_view_of_itself": ("def f(a):\n    t0 = a[0]\n    t0.requires_grad_()\n    a.set_(t0)\n    return a",
-                                  "x = torch.randn(2)\nx,"),
     # fuzz seed 5600480 (through Dynamo, which calls b.requires_grad_() after the graph): ``t0``, a view of ``b``
     # written through, is returned; ``a`` (a detach of b's storage) beside it: eager's t0 stays a view of b
     "stale_output_view_of_an_input_beside_a_detach_of_its_storage": (

@@ -53,13 +53,6 @@ class JointFunctionalMode(FunctionalTensorMode):
             return None
         if func in _RESIZES:
             func, args, kwargs = _as_resize(func, args, kwargs or {})
-        if func is _SET_SOURCE and isinstance(args[0], FunctionalTensor) and isinstance(args[1], FunctionalTensor) \
-                and args[0] is not args[1] and args[0].untyped_storage()._cdata == args[1].untyped_storage()._cdata:
-            # fuzz seed 8700226: ``a.set_(a[0])``: functionalization regenerates the view from the new geometry
-            # (an IndexError of its own), where eager gives ``a`` the view's geometry on the same memory
-            raise UnsupportedError("set_() of a tensor onto a view of its own storage is not supported",
-                                   source=user_source_line(),
-                                   hint='use x = x[...] (a new view) instead, or pass on_unsupported="eager"')
         if func is _SET_SOURCE and isinstance(args[0], FunctionalTensor) and not hasattr(args[0], OLD_STORAGE):
             # Note [Inputs given another storage]: the first storage's value, where it was written
             old = super().__torch_dispatch__(torch.ops.aten.alias.default, types, (args[0],), {}) \
