@@ -651,6 +651,13 @@ SCENARIOS = {
     "save_before_a_write_and_unsqueeze_of_the_input": (
         "def f(a):\n    t0 = a.cos()\n    a[::2] = 3.0\n    a.unsqueeze_(0)\n    return t0.expand(2, 2), a[:, 1:]",
         "leaf = torch.randn(2, requires_grad=True)\nbase = leaf * 1\nbase,"),
+    # fuzz --semantics12 seed 8802812 (through Dynamo, which passes the split view into its next graph): an input
+    # that is a stale multi-output view refuses its grad_fn; the synthetic-base watch read it (a crash at the call)
+    "stale_split_view_input_beside_a_written_input": (
+        "def f(a, b):\n    t0 = b.split(1)[1]\n    torch._dynamo.graph_break()\n    t0.detach().mul_(-1.0)\n"
+        "    a.clamp_(-0.5, 0.5)\n    t1 = b @ b.t()\n    a[a > 0] = 2.0\n    return b, t1[:, :1]",
+        "base0 = torch.randn(8, 3)\nx0 = base0[::2]\nleaf1 = torch.randn(3, 2, requires_grad=True)\n"
+        "base1 = leaf1.clone()\nx0, base1"),
     # fuzz seed 7801403: the same, the detach written with a value requiring grad and returned through a view of it
     # (the graph returns the base, the same value as the input's new one): the base was not made a tensor of its
     # own, so the view's gradient went through the input's history (2, where eager's goes through the mul)

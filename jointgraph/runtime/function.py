@@ -503,7 +503,13 @@ def step_node(result: Any, inputs: list) -> Any:
     """The compiled step's backward node behind ``result``'s tensors (through the view nodes of the outputs the
     runtime regenerates), never reached through an input's history (``inputs``: an input returned as it is, or a
     view of one, leads to the node of the step that made it), or None."""
-    theirs = {id(t.grad_fn) for t in inputs if isinstance(t, torch.Tensor) and t.grad_fn is not None}
+    theirs = set()
+    for t in inputs:
+        try:
+            if isinstance(t, torch.Tensor) and t.grad_fn is not None:
+                theirs.add(id(t.grad_fn))
+        except RuntimeError:   # a stale multi-output view refuses its grad_fn (fuzz --semantics12 seed 8802812)
+            continue
     for t in pytree.tree_leaves(result):
         try:
             node = t.grad_fn if isinstance(t, torch.Tensor) else None
