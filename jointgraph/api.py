@@ -450,9 +450,9 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         kept = {i for _, i, _ in saved_inputs}
         saved_inputs += [(-1, i, True) for i in sorted(eager_plain - kept - set(mutated))]
         reading = _tangents_reading(joint.gm.graph, read, input_index_of)   # the input, or the trace's copy of it
+        plan_reading = _plan_reading(graphs.backward.graph, len(tangent_positions))
         saved_inputs = [checked for entry in saved_inputs
-                        for checked in _saved_input_checks(entry, reading.get(entry[1]), graphs.backward.graph,
-                                                           len(tangent_positions))]
+                        for checked in _saved_input_checks(entry, reading.get(entry[1]), plan_reading)]
         saved_geometry = tuple((s, *geometry) for s, *_ in saved_inputs if s >= 0
                                and (geometry := _static_geometry(saved_nodes[s])) is not None)
         # Note [Inputs given new data after the call]: eager's backward reads these tensors themselves
@@ -696,19 +696,19 @@ def _tangents_reading(graph, read: _TangentReader, source) -> dict[int, tuple[in
     return {i: read(found) for i, found in users.items()}
 
 
-def _plan_reading(backward, s: int, num_tangents: int) -> tuple[int, ...] | None:
-    """The tangents the plan's backward reads saved value ``s`` for, where eager's backward never reads the input
-    it is (the plan recomputes from it: ``relu(a)`` for ``threshold_backward``, fuzz seed 7200130); None when
-    unknown. ``_TangentReader`` over the plan's backward graph, every node of which is backward work."""
+def _plan_reading(backward, num_tangents: int) -> Callable[[int], tuple[int, ...] | None]:
+    """For saved value ``s``: the tangents the plan's backward reads it for (also where eager's backward never reads
+    the input it is: the plan recomputes from it, ``relu(a)`` for ``threshold_backward``, fuzz seed 7200130); None
+    when unknown. ``_TangentReader`` over the plan's backward graph, every node of which is backward work, made
+    once per graph."""
     phs = placeholders(backward)
     saved = [n for n in phs if n.meta.get("role") is Role.SAVED_TENSOR]
-    if s >= len(saved):
-        return None
     known = sum(1 for n in phs if n.meta.get("role") is Role.TANGENT) == num_tangents
-    return _TangentReader(set(backward.nodes), tangent_sources(backward), known)(saved[s].users)
+    read = _TangentReader(set(backward.nodes), tangent_sources(backward), known)
+    return lambda s: read(saved[s].users) if s < len(saved) else None
 
 
-def _saved_input_checks(entry: tuple, joint: tuple[int, ...] | None, backward, num_tangents: int) -> list[tuple]:
+def _saved_input_checks(entry: tuple, joint: tuple[int, ...] | None, plan_reading: Callable) -> list[tuple]:
     """EntryLayout.saved_input_positions for ``entry`` (saved index, input, eager saves it): the tangents each check
     is made for. ``joint``: those eager's backward reads the input for (``_tangents_reading``); where the plan's
     backward reads the saved value for others too (it recomputes from the input what eager saved a copy of), a
@@ -717,7 +717,7 @@ def _saved_input_checks(entry: tuple, joint: tuple[int, ...] | None, backward, n
     s, i, eager_saves = entry
     if s < 0:
         return [(s, i, eager_saves, joint)]
-    plan = _plan_reading(backward, s, num_tangents)
+    plan = plan_reading(s)
     if joint is None:
         return [(s, i, eager_saves, plan)]
     if not eager_saves:
@@ -756,16 +756,8 @@ def _watched_views(outputs: list, tensor_outs: list, tangent_positions: tuple) -
 def _outputs_eager_saved(outputs: list, tensor_outs: list, tangent_positions: tuple, known: set) -> list[tuple]:
     """(k, tangents) per user tensor output eager saved a tensor sharing the version counter of
     (``OutputInfo.saved_by``) that the graph's reads do not show, as ``_outputs_the_backward_reads`` gives them."""
-    tangent_of = {i: tangent_positions.index(k) for k, i in enumerate(tensor_outs) if k in tangent_positions}
-    found = []
-    for k, i in enumerate(tensor_outs):
-        saved_by = outputs[i].saved_by
-        if k in known or saved_by == ():
-            continue
-        tangents = None if saved_by is None or any(j not in tangent_of for j in saved_by) else \
-            tuple(sorted({tangent_of[j] for j in saved_by}))
-        found.append((k, tangents))
-    return found
+    return [(k, _tangents_of(outputs[i].saved_by, tensor_outs, tangent_positions))
+            for k, i in enumerate(tensor_outs) if k not in known and outputs[i].saved_by != ()]
 
 
 def _static_geometry(node) -> tuple | None:

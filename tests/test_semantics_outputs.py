@@ -832,7 +832,7 @@ def test_a_sparse_output_the_backward_reads_keeps_eagers_version_check(write_aft
     expected = step(f)
     got = step(jointgraph.aot_function(f))
     if write_after:
-        assert got == expected
+        assert expected is True and got is True   # both backwards raise the version error
     else:
         torch.testing.assert_close(got, expected)
 

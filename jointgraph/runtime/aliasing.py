@@ -240,11 +240,11 @@ def _watch_members(result: Any, leaves: list, members: list) -> None:
     ``.data =`` after the call gives a caller's tensor an op saved itself (``members``: (input, tensor, tangents it
     is read for)): such a backward refuses by name (fuzz --semantics12 seed 8202667: ``b.sin()`` saved ``b``, passed
     with its view ``a``, then ``b.data = ...``)."""
-    from .function import _DataWatch, step_node  # function.py imports this module
+    from .function import _DataWatch, _member_data_replaced, add_watches, step_node  # function.py imports this module
 
     node = step_node(result, leaves)
     if node is not None and getattr(node, "stash", None) is not None:
-        node.member_storages = [_DataWatch(m, i, tangents) for i, m, tangents in members]
+        add_watches(node, [_DataWatch(m, i, tangents, _member_data_replaced) for i, m, tangents in members])
 
 
 def _expected_versions(result: Any) -> list:

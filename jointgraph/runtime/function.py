@@ -471,7 +471,7 @@ def _expect_versions(outs, inputs: list, saved_mutated: tuple) -> Any:
     value computed from it) cannot be read back once written: that raises UnsupportedError,
     naming ``partitioner="default"``, never a version error eager would not raise. Backward
     nodes no gradient needs (the backward of a value no output reaches) save nothing."""
-    node = next((t.grad_fn for t in outs if isinstance(t, torch.Tensor) and t.grad_fn is not None), None)
+    node = _node_of(outs)
     if node is not None:
         node.expected_versions = [(inputs[i], inputs[i]._version, eager_saves, tangents)
                                   for i, eager_saves, tangents in saved_mutated]
@@ -494,9 +494,18 @@ def _watch_input_storages(outs, inputs: list, data_read: tuple) -> None:
     (``_inputs_read_as_eager`` in api.py); for the others the backward refuses a replaced storage (``ctx.versions``,
     ``EntryLayout.storage_checked``:
     min-cut recomputing from the input what eager saved, or eager's ``a.detach()`` where the plan saves ``a``)."""
-    node = next((t.grad_fn for t in outs if isinstance(t, torch.Tensor) and t.grad_fn is not None), None)
-    if node is not None:
-        node.input_storages = [_DataWatch(inputs[i], i, tangents) for i, tangents in data_read]
+    add_watches(_node_of(outs), [_DataWatch(inputs[i], i, tangents, _input_data_replaced) for i, tangents in data_read])
+
+
+def _node_of(outs) -> Any:
+    """The step's backward node: the ``grad_fn`` of the Function's first output that has one (or None)."""
+    return next((t.grad_fn for t in outs if isinstance(t, torch.Tensor) and t.grad_fn is not None), None)
+
+
+def add_watches(node: Any, watches: list) -> None:
+    """Give the step's backward ``node`` (if any) more ``_DataWatch``es: its backward refuses where one fires."""
+    if node is not None and watches:
+        node.watches = [*getattr(node, "watches", ()), *watches]
 
 
 def step_node(result: Any, inputs: list) -> Any:
@@ -527,10 +536,8 @@ def step_node(result: Any, inputs: list) -> Any:
 def _watch_views(outs, flat: list, watched: tuple) -> None:
     """Note [Inputs given new data after the call]: the same for returned views the runtime regenerates (of an input,
     or of an intermediate's base) that an op saved as themselves: the stash holds the graph's value, not the view."""
-    node = next((t.grad_fn for t in outs if isinstance(t, torch.Tensor) and t.grad_fn is not None), None)
-    if node is not None:
-        node.view_watches = [_DataWatch(flat[k], k, tangents) for k, tangents in watched
-                             if isinstance(flat[k], torch.Tensor)]
+    add_watches(_node_of(outs), [_DataWatch(flat[k], k, tangents, _view_data_replaced) for k, tangents in watched
+                                 if isinstance(flat[k], torch.Tensor)])
 
 
 def _member_data_replaced(i: int) -> UnsupportedError:
@@ -770,17 +777,23 @@ def _view_data_replaced(k: int) -> UnsupportedError:
 
 
 class _DataWatch:
-    """Note [Which op saved a value]: whether output ``k`` was given another storage (``.data =``, ``set_()``) after
-    the call. Held weakly (a strong reference would make a cycle output -> grad_fn -> ctx -> output); when the
-    output dies first (a Dynamo frame's local, fuzz seed 3603614), its weak reference's callback, which runs
-    before the tensor lets go of its storage, records whether that storage was still the one it had."""
+    """Notes [Which op saved a value], [Inputs given new data after the call]: whether output (or input) ``k`` was
+    given another storage (``.data =``, ``set_()``) after the call; ``error(k)`` is the refusal the backward raises
+    then, where one of ``tangents`` (None: any) came. Held weakly (a strong reference would make a cycle output ->
+    grad_fn -> ctx -> output); when the tensor dies first (a Dynamo frame's local, fuzz seed 3603614), its weak
+    reference's callback, which runs before the tensor lets go of its storage, records whether that storage was
+    still the one it had."""
 
-    __slots__ = ("output", "storage", "k", "tangents", "moved")
+    __slots__ = ("output", "storage", "k", "tangents", "error", "moved")
 
-    def __init__(self, output: torch.Tensor, k: int, tangents: tuple[int, ...] | None):
+    def __init__(self, output: torch.Tensor, k: int, tangents: tuple[int, ...] | None,
+                 error: Callable[[int], UnsupportedError]):
         self.storage = weakref.ref(output.untyped_storage())
         self.output = weakref.ref(output, self._died)
-        self.k, self.tangents, self.moved = k, tangents, False
+        self.k, self.tangents, self.error, self.moved = k, tangents, error, False
+
+    def fires(self, present: list) -> bool:
+        return (self.tangents is None or any(present[t] for t in self.tangents)) and self.replaced()
 
     def _died(self, _ref) -> None:
         self.moved = self.storage() is None
@@ -885,8 +898,9 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                     if saved[s] is outs[k]:
                         saved[s] = holders[k] = saved[s].detach()
             if data_checked:
-                ctx.data_checks = [_DataWatch(outs[k], k, tangents) for k, s, style, tangents in data_checked
-                                   if style == "both" or hooked or s < 0 or saved[s] is not outs[k]]
+                ctx.watches = [_DataWatch(outs[k], k, tangents, _data_replaced)
+                               for k, s, style, tangents in data_checked
+                               if style == "both" or hooked or s < 0 or saved[s] is not outs[k]]
             if hooked:
                 # Ambient saved_tensors_hooks: let autograd pack/unpack each saved value, as eager does.
                 ctx.save_for_backward(*saved)
@@ -958,12 +972,6 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                         "one of the variables needed for gradient computation has been modified by an inplace "
                         f"operation: an input the compiled function wrote is at version {tensor._version}; "
                         f"expected version {version} instead.")
-            for watch in getattr(ctx, "member_storages", ()):   # inputs run through a synthetic base
-                if (watch.tangents is None or any(present[t] for t in watch.tangents)) and watch.replaced():
-                    raise _member_data_replaced(watch.k)
-            for watch in getattr(ctx, "input_storages", ()):   # read only for gradients that came: eager's node ran
-                if (watch.tangents is None or any(present[t] for t in watch.tangents)) and watch.replaced():
-                    raise _input_data_replaced(watch.k)
             if read_outputs:   # as eager's saved-variable check: the backward reads these outputs
                 for tensor, version, tangents in ctx.output_versions:
                     if tangents is not None and not any(present[t] for t in tangents):
@@ -973,12 +981,9 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                             "one of the variables needed for gradient computation has been modified by an "
                             f"inplace operation: an output of the compiled function is at version "
                             f"{tensor._version}; expected version {version} instead.")
-            for watch in getattr(ctx, "view_watches", ()):
-                if (watch.tangents is None or any(present[t] for t in watch.tangents)) and watch.replaced():
-                    raise _view_data_replaced(watch.k)
-            for watch in getattr(ctx, "data_checks", ()):
-                if (watch.tangents is None or any(present[t] for t in watch.tangents)) and watch.replaced():
-                    raise _data_replaced(watch.k)
+            for watch in getattr(ctx, "watches", ()):   # Notes [Which op saved a value], [Inputs given new data ...]
+                if watch.fires(present):   # read only for gradients that came: eager's node ran
+                    raise watch.error(watch.k)
             if not _keep_graph():
                 ctx.output_versions = ()   # a holder shares the memory of a saved value: freed with it
                 if ctx.stash is not _HOOKED:
