@@ -908,6 +908,12 @@ REFUSED = {
     "leaf_view_moved_into_the_graph_interior": (
         "def f(a):\n    t0 = a.select(0, -1)\n    t0.requires_grad_()\n    a[0] = t0.sum()\n    return t0.data * 2",
         "base = torch.randn(5, requires_grad=True)\nx = base[1:].detach()\nx,"),
+    # fuzz seed 8700226: a leaf made from a view of an input, then set_() of the input onto that leaf; eager's
+    # result has a set_ grad_fn whose backward raises. Reading the leaf's grad_fn regenerated it from the input's
+    # new 0-dim geometry (a functionalization IndexError at the call); refused by name
+    "leaf_view_the_input_is_then_set_onto": (
+        "def f(a):\n    t0 = a[0]\n    t0.requires_grad_()\n    a.set_(t0)\n    return a",
+        "x = torch.randn(2)\nx,"),
     # fuzz --semantics12 seed 702738: requires_grad_() on one of two overlapping slices, whose output's backward
     # raises eager's error (the slice is written through a detach after sin() saved it): compiled without a
     # backward, the output came back not requiring grad; refused by name like the case with a backward

@@ -102,7 +102,7 @@ def _refuse_moved_leaves(leaves: list, sources: list) -> None:
     for leaf, where in zip(leaves, sources, strict=True):
         try:
             moved = leaf.grad_fn is not None
-        except RuntimeError:   # a view whose grad_fn eager refuses to regenerate: its own error, later
+        except (RuntimeError, IndexError):   # a view whose grad_fn eager refuses to regenerate: its own error, later
             continue
         if moved:
             raise UnsupportedError("a leaf made inside the compiled function (requires_grad_()) is a view whose base "
