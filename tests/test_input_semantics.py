@@ -908,6 +908,15 @@ REFUSED = {
     "leaf_view_moved_into_the_graph_interior": (
         "def f(a):\n    t0 = a.select(0, -1)\n    t0.requires_grad_()\n    a[0] = t0.sum()\n    return t0.data * 2",
         "base = torch.randn(5, requires_grad=True)\nx = base[1:].detach()\nx,"),
+    # fuzz --semantics12 seed 8802387: a write with grad through a detach of an expand, the detach then returned:
+    # eager's detach requires grad with the write's history, the rewrite onto the expand's source recorded it on
+    # a detach of the source (the output did not require grad); refused by name where the detach is used after
+    "detach_of_an_expand_written_with_grad_then_returned": (
+        "def f(a):\n    t2 = a.expand(2, 3, 2).detach()\n    t2[0] = a.sum()\n    return t2.expand(2, 2, 3, 2)",
+        "base0 = torch.randn(2, 3, requires_grad=True)\nx0 = base0.t()\nx0,"),
+    "detach_of_an_expand_written_with_grad_then_read": (
+        "def f(a, w):\n    t2 = a.expand(2, 3).detach()\n    t2[1:].mul_(w)\n    return t2 * 2",
+        "x = torch.randn(3)\nw = torch.randn(3, requires_grad=True)\nx, w"),
     # fuzz seed 8700226: a leaf made from a view of an input, then set_() of the input onto that leaf; eager's
     # result has a set_ grad_fn whose backward raises. Reading the leaf's grad_fn regenerated it from the input's
     # new 0-dim geometry (a functionalization IndexError at the call); refused by name

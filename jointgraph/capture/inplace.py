@@ -617,6 +617,9 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                         source=user_source_line(),
                         hint="put the new data in a new variable (t = v.data * 2) rather than assigning .data, "
                              'or pass on_unsupported="eager"')
+        if differentiates and self._expanded.any_unrecorded:
+            for arg in (t for a in (*args, *kwargs.values()) for t in (a if isinstance(a, (list, tuple)) else (a,))):
+                self.refuse_unrecorded_history(arg)
         if differentiates and self._views_made_leaves:
             tensors = [t for arg in (*args, *kwargs.values()) for t in (arg if isinstance(arg, (list, tuple))
                                                                          else (arg,)) if isinstance(t, torch.Tensor)]
@@ -760,6 +763,21 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         for ref in self._views.get(_storage_id(leaf), ()):
             if (v := ref()) is not None and v is not leaf and v._base is leaf and not v.requires_grad:
                 self._views_made_leaves[v] = user_source_line()
+
+    def refuse_unrecorded_history(self, t) -> None:
+        """Refuse the use of ``t`` (as a result, or an argument of an op autograd records) when it is, or views,
+        a detached alias of an expand that a write with grad went through (Note [Writes into expanded tensors]):
+        eager's alias then requires grad, with the write's history; the rewrite recorded it elsewhere."""
+        if not self._expanded.any_unrecorded or not isinstance(t, torch.Tensor):
+            return
+        line = self._expanded.unrecorded.get(_root_of(t))
+        if line is not None:
+            raise UnsupportedError("a detach() (or .data) of an expanded tensor, written in place with a value that "
+                                   f"requires grad at {line}, is used afterwards: eager records that write in its "
+                                   "autograd history, and the compiled write into the expand's memory cannot; not "
+                                   "supported", source=user_source_line(),
+                                   hint="write into a clone (t = x.expand(...).clone()), or pass "
+                                        'on_unsupported="eager"')
 
     def refuse_view_made_leaf(self, t) -> None:
         """Refuse the use of ``t`` (as a result, or an argument of an op autograd would record, with no other
@@ -1348,6 +1366,10 @@ class ExpandedViews:
         # the target's storage -> (clone, the view written on it): their versions and values follow the storage's
         self._clones: dict[int, list] = {}
         self.fresh = None   # the clone the last write() made, if it made one
+        # roots (a detach, a .data) a write with grad went through whose history eager records and the rewrite
+        # does not -> the line of that write
+        self.unrecorded = _ByTensor()
+        self.any_unrecorded = False
 
     def bump_clones(self, target: torch.Tensor, made: torch.Tensor | None = None) -> None:
         """A write into ``target``'s storage: eager bumps the version counter the values saved through the
@@ -1411,12 +1433,19 @@ class ExpandedViews:
             if name == "__setitem__":   # nothing to write, but eager's index checks run (fuzz seed 1100645)
                 target[rest[0]]   # noqa: B018
             return True
-        if via_data:
-            source = source.data   # eager's write leaves the version counter the saved tensors check (seed 3005184)
-        elif source.requires_grad and not target.requires_grad or _root_of(target) is not _root_of(source):
-            # written through a detach(): autograd records it on the detached alias, never on the source, also
-            # where only the value written requires grad (fuzz --semantics12 seed 7703208)
-            source = source.detach()
+        # written through .data or a detach(): autograd records it on that alias, never on the source, also where
+        # only the value written requires grad (fuzz --semantics12 seed 7703208); .data leaves the version counter
+        # the saved tensors check (fuzz seed 3005184)
+        aliased = via_data or source.requires_grad and not target.requires_grad \
+            or _root_of(target) is not _root_of(source)
+        if aliased:
+            source = source.data if via_data else source.detach()
+        if aliased and torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad
+                                                       for x in (*rest, *kwargs.values())):
+            # eager's detached alias now requires grad, its history into the value written (fuzz --semantics12
+            # seed 8802387); the rewrite's is on a detach of the source: its later use is refused by name
+            self.unrecorded[_root_of(target)] = user_source_line()
+            self.any_unrecorded = True
         if geometry(t) == geometry(s):
             func(source, *rest, **kwargs)   # the expand added nothing: its memory is exactly the source's
             return True

@@ -233,6 +233,7 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
             checks.settle_saves(flat_outs, call_args)   # Note [When eager saved an input] in capture/inplace.py
             for out in flat_outs:
                 checks.refuse_view_made_leaf(out)
+                checks.refuse_unrecorded_history(out)
             outputs = [_counter_and_saves(info, out, checks, call_args)
                        for out, info in zip(flat_outs, outputs, strict=True)]
             for k, a in enumerate(call_args):
