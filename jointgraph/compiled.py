@@ -12,12 +12,13 @@ from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from .api import COMPILE_LOCK, build_entry
 from .cache import function_source
 from .capture.captured import CapturedSources, lift_captured
 from .capture.guards import ClosureGuard, ambient_state, closure_guard
-from .capture.inplace import ExpandedInputWritten
+from .capture.inplace import LEAF_WRITTEN, VIEW_OF_LEAF, ExpandedInputWritten
 from .capture.inputs import (
     _PLAIN_TENSOR_TYPES,
     dynamic_key,
@@ -36,6 +37,34 @@ from .runtime.expanded import ExpandedEntry, expanded_groups, expanded_leaf_refu
 
 _top_hooks = torch._C._autograd._top_saved_tensors_default_hooks
 
+
+
+def leaf_error_of_aliased_leaf(exc: RuntimeError, leaves: list) -> bool:
+    """``exc``, raised while tracing on the arguments as distinct tensors, is eager's error for an in-place op on a
+    leaf that requires grad, on an argument made such a leaf by ``requires_grad_()`` inside or before (a view that
+    is a leaf: Dynamo runs ``requires_grad_()`` between its graphs), which shares a storage with another argument:
+    eager's write through that other argument can make it a view with a history first (fuzz seed 9100260)."""
+    if not str(exc).startswith((LEAF_WRITTEN, VIEW_OF_LEAF)):
+        return False
+    by_storage: dict = {}
+    for t in leaves:
+        if isinstance(t, torch.Tensor) and t.numel() > 0:
+            by_storage.setdefault(StorageWeakRef(t.untyped_storage()), []).append(t)
+    shared = [t for group in by_storage.values() if len(group) > 1 for t in group]
+    return bool(shared) and (getattr(exc, "input_made_leaf", False)
+                             or any(t.is_leaf and t.requires_grad and t._base is not None for t in shared))
+
+
+def leaf_error_of_distinct_inputs(exc: RuntimeError) -> UnsupportedError:
+    """An entry is traced first on its inputs as distinct tensors (Note [Aliased inputs] in runtime/aliasing.py).
+    Eager's error for an in-place op on a leaf that requires grad, raised there, need not be eager's for inputs
+    that share a storage: ``b.requires_grad_(); a[0].mul_(b); b[...] = 1`` with ``b = a[0]`` makes ``b`` a
+    view with a history in eager (fuzz seed 9100260), whose in-place op runs. Refused by name."""
+    return UnsupportedError(f"tracing on the arguments as distinct tensors raised {str(exc).splitlines()[0]!r}, "
+                            "but arguments share a storage, and eager's write through one can make another a view "
+                            "with a history (no leaf); not supported",
+                            hint='pass distinct tensors (e.g. .clone()), call requires_grad_() before the compiled '
+                                 'function, or pass on_unsupported="eager"')
 
 class _EagerEntry:
     """Runs the original function (on_unsupported="eager")."""
@@ -179,6 +208,10 @@ class CompiledFunction:
                 entry = ExpandedEntry(self.fn, spec, groups, lambda inner: CompiledFunction(inner, refusing),
                                       eager=self.options.on_unsupported == "eager")
                 signature, dynamic = None, False
+            except RuntimeError as exc:
+                if leaf_error_of_aliased_leaf(exc, leaves[:spec.num_leaves]):
+                    raise leaf_error_of_distinct_inputs(exc) from exc
+                raise
         except UnsupportedError as exc:
             if self.options.on_unsupported != "eager":
                 raise

@@ -94,7 +94,7 @@ def _compile_flat_or_refuse(gm: Callable, example_inputs: list, options: Compile
     from .capture.inplace import ExpandedInputWritten
     from .capture.inputs import FlatSignature, make_flat_fn
     from .capture.subclasses import SubclassOutputs, any_subclass
-    from .compiled import CompiledFunction
+    from .compiled import CompiledFunction, leaf_error_of_aliased_leaf, leaf_error_of_distinct_inputs
     from .errors import UnsupportedError
     from .runtime.aliasing import AliasedInputs, SyntheticBases
     from .runtime.epilogue import RefusedCall
@@ -141,6 +141,10 @@ def _compile_flat_or_refuse(gm: Callable, example_inputs: list, options: Compile
                                              resharding=resharding)
         except (SubclassOutputs, ExpandedInputWritten):   # Notes [Tensor subclasses], [Expanded inputs written
             return _compile_per_call(gm, options)           # in place]: aot_function's entries of their own
+        except RuntimeError as exc:
+            if leaf_error_of_aliased_leaf(exc, example_inputs):
+                raise leaf_error_of_distinct_inputs(exc) from exc
+            raise
         except Recapture as found:   # Dynamo lifts what a program captures; a real tensor left in its graph is not
             shapes = ", ".join(str(tuple(t.shape)) for t in found.tensors)
             raise UnsupportedError(f"the graph Dynamo handed over reads real tensors that are not graph inputs "

@@ -26,6 +26,15 @@ SCENARIOS = {
     "expand_fill": ("def f(x):\n    x.expand(2, 3).fill_(2.)\n    return x * 1", "x = torch.zeros(3)\nx,"),
     "bool_expand_as_fill": ("def f(x):\n    x.expand_as(x).fill_(True)\n    return x.clone()",
                             "x = torch.zeros(3, dtype=torch.bool)\nx,"),
+    # fuzz --semantics12 seed 9001862: a clone of an input slice written through a slice and returned (or set_()
+    # onto): the clone was removed ahead of select_scatter, which copies its base's whole storage with its
+    # offset: the output came back with the input's storage offset (Note [Scatters keep their base's storage])
+    "clone_of_an_offset_input_written_and_returned": (
+        "def f(a):\n    t = a.clone()\n    t[0] = 1.0\n    t[:, 1:].mul_(2.0)\n    return t",
+        "base0 = torch.randn(4, 3, requires_grad=True)\nx0 = base0[1:]\nx0,"),
+    "input_set_onto_its_clone_then_written": (
+        "def f(a):\n    t1 = a.clone()\n    a.set_(t1)\n    a[-1] = 3.0\n    return t1",
+        "base0 = torch.randn(4, 3)\nx0 = base0[1:].detach()\nx0,"),
     # fuzz --semantics12 seeds 500638, 401079: inputs sharing one version counter (a view and a detach of one
     # base, never aliased in the trace, since no value changes); a version bump through one after eager saved
     # the other makes eager's backward raise, and one before the save does not
@@ -917,6 +926,12 @@ REFUSED = {
     "detach_of_an_expand_written_with_grad_then_read": (
         "def f(a, w):\n    t2 = a.expand(2, 3).detach()\n    t2[1:].mul_(w)\n    return t2 * 2",
         "x = torch.randn(3)\nw = torch.randn(3, requires_grad=True)\nx, w"),
+    # fuzz seed 9100260: requires_grad_() on an input that is a view of another, its base then written with it:
+    # eager's view is then no leaf, and its own in-place op runs (the backward raises); the trace on distinct
+    # inputs raised eager's leaf error at the call. Refused by name when the arguments share a storage
+    "view_input_made_a_leaf_then_its_base_written_with_it": (
+        "def f(a, b):\n    b.requires_grad_()\n    a[0].mul_(b)\n    b[...] = b.sum()\n    return b.expand(2)",
+        "base0 = torch.randn(2)\nx1 = base0[0]\nbase0, x1"),
     # fuzz seed 8700226: a leaf made from a view of an input, then set_() of the input onto that leaf; eager's
     # result has a set_ grad_fn whose backward raises. Reading the leaf's grad_fn regenerated it from the input's
     # new 0-dim geometry (a functionalization IndexError at the call); refused by name
@@ -1273,6 +1288,13 @@ DYNAMO_REFUSES = {"copy_between_rows_of_an_expanded_input",   # Dynamo's own fak
 @pytest.mark.parametrize("name", list(REFUSED))
 def test_uncompilable_input_scenario_is_refused(name):
     outcome = check(Program.scenario(*REFUSED[name]), CONTENDERS["mincut"])
+    assert outcome.status == "refused", outcome.message
+
+
+@pytest.mark.parametrize("name", ["view_input_made_a_leaf_then_its_base_written_with_it",
+                                  "detach_of_an_expand_written_with_grad_then_returned"])
+def test_uncompilable_input_scenario_is_refused_through_dynamo(name):
+    outcome = check(Program.scenario(*REFUSED[name]), CONTENDERS["dynamo"])
     assert outcome.status == "refused", outcome.message
 
 

@@ -605,7 +605,7 @@ class TensorState:
     has_grad_fn: bool | str
     same_object_as: str | None                # outputs: the argument it is
     shares_storage_with: tuple[str, ...]
-    storage_offset: int | None                # inputs, and outputs sharing an input's storage
+    storage_offset: int
     storage_bytes: int | None                 # inputs
     version_changed: bool | None              # inputs
     values: torch.Tensor
@@ -642,14 +642,13 @@ def _state(t: torch.Tensor, owners: dict[int, list[str]], own_name: str, *, same
            version_before: int | None = None) -> TensorState:
     shares = tuple(sorted({n for n in owners.get(_storage_key(t), []) if n != own_name}))
     is_input = version_before is not None
-    aliases_input = any(not n.startswith("output") for n in shares)
     return TensorState(
         dtype=t.dtype, shape=tuple(t.shape),
         strides=tuple(s if n > 1 else None for n, s in zip(t.shape, t.stride(), strict=True)),
         requires_grad=t.requires_grad, is_leaf=_attribute(t, "is_leaf"),
         has_grad_fn=_attribute(t, "grad_fn", lambda g: g is not None),
         same_object_as=same_object_as, shares_storage_with=shares,
-        storage_offset=t.storage_offset() if is_input or aliases_input else None,
+        storage_offset=t.storage_offset(),
         storage_bytes=t.untyped_storage().nbytes() if is_input else None,
         version_changed=t._version != version_before if is_input else None,
         values=t.detach().clone())

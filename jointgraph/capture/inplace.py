@@ -490,6 +490,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         # on it); "set": its grad_fn was set or regenerated, never null again (see mark_plain_views)
         self._input_storages = _ByTensor()    # input -> its storage when the call began
         self._input_bytes: dict[int, int] = {}   # an input's storage -> its size in bytes when the call began
+        self._inputs_made_leaves = _ByTensor()   # inputs given requires_grad_() inside
         self._views_made_leaves = _ByTensor()   # views of a tensor made inside, taken before its requires_grad_()
         self._views_given_data = _ByTensor()   # views of an input given other data by .data =: see _assign_data
         self._set_writes: dict[int, int] = {}   # storage set_() gave a tensor -> writes through such tensors
@@ -710,7 +711,14 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         if in_place and self._root_stand_ins and self._root_stand_ins.get(target):
             _as_a_root(target)
         writes = target is not None and (in_place or name in _DUNDER_WRITES or name in _VERSIONED_METADATA)
-        result = func(*args, **kwargs)
+        if self.analyze and name == "requires_grad_" and target is not None and self._of_an_input(target):
+            self._inputs_made_leaves[target] = True
+        try:
+            result = func(*args, **kwargs)
+        except RuntimeError as exc:
+            if writes and str(exc).startswith(LEAF_WRITTEN) and self._inputs_made_leaves.get(target):
+                exc.input_made_leaf = True   # compiled.leaf_error_of_distinct_inputs (fuzz seed 9100260)
+            raise
         if writes:
             self._follow_clones(target)
         if self.analyze and isinstance(result, torch.Tensor) and target is not None and result is not target \

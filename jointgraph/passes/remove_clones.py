@@ -8,6 +8,18 @@ import torch.fx
 from ..ir.graph import output_node
 from ..ir.graph_utils import storage_root
 
+# Note [Scatters keep their base's storage]
+# -----------------------------------------
+# ``select_scatter(x, v, ...)`` (and ``slice_``, ``diagonal_``, ``as_strided_scatter``) copies ``x``
+# with its storage as it is: offset, strides and the whole storage's size. Run on ``x.clone()``, its
+# result is compact; run on ``x`` itself, an input that is a slice of a larger buffer (or a view),
+# it is a copy of that whole buffer with ``x``'s offset: more memory than eager's, and a returned
+# ``t = a.clone(); t[0] = 1; return t`` came back with ``a``'s storage offset (fuzz --semantics12
+# seed 9001862). Such a clone is kept.
+_SCATTERS_KEEPING_STORAGE = frozenset((torch.ops.aten.select_scatter.default, torch.ops.aten.slice_scatter.default,
+                                       torch.ops.aten.diagonal_scatter.default,
+                                       torch.ops.aten.as_strided_scatter.default))
+
 
 def remove_clones(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     """Replace ``clone(x)`` by ``x`` where only values matter.
@@ -35,6 +47,9 @@ def remove_clones(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
             continue
         if before.stride() != after.stride() or before.dtype != after.dtype:
             continue
+        if (source.op == "placeholder" or storage_root(source) is not source) \
+                and any(u.target in _SCATTERS_KEEPING_STORAGE and u.args[0] is node for u in node.users):
+            continue   # Note [Scatters keep their base's storage]
         if source.op == "placeholder":
             source.meta["read_through_clone"] = source.meta.get("read_through_clone", frozenset()) \
                 | {u.name for u in node.users if source not in u.all_input_nodes}   # not ``a * a.clone()``
