@@ -26,6 +26,13 @@ SCENARIOS = {
     "expand_fill": ("def f(x):\n    x.expand(2, 3).fill_(2.)\n    return x * 1", "x = torch.zeros(3)\nx,"),
     "bool_expand_as_fill": ("def f(x):\n    x.expand_as(x).fill_(True)\n    return x.clone()",
                             "x = torch.zeros(3, dtype=torch.bool)\nx,"),
+    # fuzz seed 8904356: a write through .data, then .data = on a view of the input and a write through that view:
+    # the view keeps the input's version counter, so eager's input version moves; ours kept it as a write through
+    # .data only
+    "write_through_a_view_given_data_moves_the_inputs_version": (
+        "def f(a):\n    t0 = a[::2]\n    a.data[0] = a.sum()\n    t0.data = t0.data * 2\n    with torch.no_grad():\n"
+        "        t0.unsqueeze(0).clamp_(-0.5, 0.5)\n    return a * 2",
+        "leaf0 = torch.randn(5, requires_grad=True)\nbase0 = leaf0.clone()\nx0 = base0[1:].detach()\nx0,"),
     # fuzz --semantics12 seed 9001862: a clone of an input slice written through a slice and returned (or set_()
     # onto): the clone was removed ahead of select_scatter, which copies its base's whole storage with its
     # offset: the output came back with the input's storage offset (Note [Scatters keep their base's storage])

@@ -348,7 +348,9 @@ def _eager_counters(info: InputInfo, f_arg, version: int | None, checks: EagerIn
         view_reads=checks.view_reads(f_arg),
         stale_view_read=checks.stale_view_read(f_arg),
         multi_output_viewed=checks.multi_output_viewed(f_arg),
-        mutated_via_data=info.mutates_data and checks.only_via_data(f_arg),   # .data counts its own versions
+        # .data counts its own versions; a write through a view given other data by .data = does not (the view
+        # keeps the input's counter: fuzz seed 8904356), which only _version sees
+        mutated_via_data=info.mutates_data and checks.only_via_data(f_arg) and _version(f_arg) == version,
         # an in-place op with no new value (t_() of a view), or set_() on a detach(), which only _version sees
         version_bumped=not info.mutates_data and info.new_metadata is None
         and (checks.written(f_arg) or _version(f_arg) != version),
