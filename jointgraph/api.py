@@ -387,7 +387,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
     saved_inputs, saved_copies, saved_aliases, read_outputs, saved_mutated, detach_shared = [], [], [], [], (), ()
     result_outputs, data_checked, saved_geometry, data_read_inputs, storage_checked = (), (), (), (), ()
     itself_read = ()
-    own_outputs = ()
+    own_outputs = plan_read_outputs = ()
     # An input given another storage is saved as an alias of its old one (Note [Inputs given another storage]).
     reshaped = {i for i, info in enumerate(joint.inputs) if info.new_metadata is not None or info.new_storage}
     if graphs.backward is not None:
@@ -420,6 +420,8 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         saved_mutated = tuple((i, i in eager_new, reading_written.get(i)) for i in sorted(ours | eager_new))
         read_outputs = _outputs_the_backward_reads(joint.gm.graph, len(tensor_outs), read)
         read_outputs += _outputs_eager_saved(outputs, tensor_outs, tangent_positions, {k for k, _ in read_outputs})
+        plan_read_outputs = _outputs_only_the_plan_reads(values, saved_nodes, own_outputs, len(tensor_outs),
+                                                         {k for k, _ in read_outputs})
         # Note [Which op saved a value]: a saved value that is a user output, and how eager saved it
         returned_as_is = {k for k, i in enumerate(tensor_outs)   # the user's object is the graph's output itself
                           if outputs[i].view_meta is None and outputs[i].on_input is None
@@ -516,6 +518,7 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
                                            len(mutated)),
         own_outputs=own_outputs,
         outputs_read_by_backward=tuple(read_outputs),
+        outputs_only_the_plan_reads=plan_read_outputs,
         result_outputs=result_outputs,
         data_checked=data_checked,
         read_after_writes=tuple((j, writers) for j, info in enumerate(joint.inputs)
@@ -735,6 +738,15 @@ def _outputs_the_backward_reads(graph, num_user_tensors: int, read: _TangentRead
                if isinstance(node, torch.fx.Node) and node.op != "placeholder"]
     # a view of it read counts (fuzz --semantics12 seed 4504160: ``t0[:2].sin()``, eager saved the view)
     return [(k, read(users)) for k, node, users in outputs if any(u in read.backward for u in users)]
+
+
+def _outputs_only_the_plan_reads(values: list, saved_nodes: list, own_outputs: tuple, num_user_tensors: int,
+                                 eager_read: set) -> tuple[int, ...]:
+    """Note [Outputs only the plan reads]: user tensor outputs whose memory a saved value of the plan shares (the
+    output, its base, a view of it) where eager's backward reads no tensor on it."""
+    saved_roots = {storage_root(node) for node in saved_nodes}
+    return tuple(k for k in own_outputs if k < num_user_tensors and k not in eager_read
+                 and storage_root(values[k]) in saved_roots)
 
 
 def _tangents_of(flat: tuple[int, ...] | None, tensor_outs: list, tangent_positions: tuple) -> tuple[int, ...] | None:

@@ -1263,6 +1263,19 @@ def test_outputs_written_after_the_call_then_backward_as_eager(name, contender):
         assert outcome.status == "pass", outcome.message
 
 
+def test_an_output_only_the_plan_reads_written_after_the_call_is_refused_by_name():
+    """Fuzz --semantics12 seed 9001724 (Note [Outputs only the plan reads]): through Dynamo the plan saves the
+    returned ``t0`` and recomputes relu's result from it, where eager saved that result; ``o.mul_(2)`` after the
+    call gave wrong gradients. Refused by name at the backward; without the write the program runs."""
+    body = ("def f(b):\n    with torch.autocast('cpu', torch.bfloat16):\n        t0 = b @ b\n    b.add_(t0)\n"
+            "    torch.nn.ReLU(inplace=True)(b.unsqueeze(0))\n    return t0.transpose(0, 1)")
+    inputs = "leaf0 = torch.randn(3, 2, requires_grad=True)\nbase0 = leaf0 * 1\nx1 = base0[1:]\nx1,"
+    written = check(Program.scenario(body, inputs, True), CONTENDERS["dynamo"])
+    assert written.status == "refused" and "recomputes from its memory" in written.message, written.message
+    outcome = check(Program.scenario(body, inputs), CONTENDERS["dynamo"])
+    assert outcome.status == "pass", outcome.message
+
+
 @pytest.mark.parametrize("contender", ["default", "mincut", "budget"])
 @pytest.mark.parametrize("body", [
     # not read after the write: eager's b stays stale, and writing it after the call raises the leaf error

@@ -114,6 +114,7 @@ class EntryLayout:
     # (user output, tangents it is read for or None): version-checked in the backward
     # (Note [Version counters of saved outputs])
     outputs_read_by_backward: tuple[tuple[int, tuple[int, ...] | None], ...] = ()
+    outputs_only_the_plan_reads: tuple[int, ...] = ()   # Note [Outputs only the plan reads]
     # Note [Which op saved a value] (capture/trace.py): (saved index, user output it is) where the output's op
     # saved it as its own result; and (user output, its saved index or -1, "value" | "both", tangents it is read
     # for or None) for those whose ``.data =`` after the call the backward must see or refuse
@@ -540,6 +541,25 @@ def _watch_views(outs, flat: list, watched: tuple) -> None:
                                  if isinstance(flat[k], torch.Tensor)])
 
 
+# Note [Outputs only the plan reads]
+# ---------------------------------
+# A plan may save a user output (or its base, or a view of it: the user holds that memory anyway) and
+# recompute from it what eager saved itself, where eager's backward reads nothing on the output's memory
+# (fuzz --semantics12 seed 9001724, through Dynamo: ``t0 = b @ b`` returned, relu's result recomputed from
+# it). An in-place write into the output after the call is then no error in eager, and its backward reads
+# the values of the call; ours would read the new ones. The runtime keeps a token of each such output's
+# version counter (Note [Version counters of saved outputs]); a backward that finds it moved refuses by
+# name rather than compute with the written values.
+
+
+def _output_only_the_plan_reads_written(k: int) -> UnsupportedError:
+    return UnsupportedError(
+        f"output {k} of the compiled function was modified in place after the call, and the compiled backward "
+        "recomputes from its memory what eager saved apart from it: eager's backward reads the values of the "
+        "call, ours would read the new ones: not supported", source=user_source_line(),
+        hint="modify a clone of the output (out = out.clone()), or run the backward first")
+
+
 def _member_data_replaced(i: int) -> UnsupportedError:
     return UnsupportedError(
         f"input {i}, which shares its storage with another input the function writes and which an op saved as "
@@ -852,6 +872,7 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
     # group of tangents whose outputs eager saved it for at one clock (Note [When eager saved an input])
     saved_inputs = _by_save_clock(layout.saved_input_positions, layout.version_clocks)
     read_outputs = layout.outputs_read_by_backward
+    plan_read_outputs = layout.outputs_only_the_plan_reads
     geometry = {s: (size, stride) for s, size, stride in layout.saved_geometry}
     result_outputs = layout.result_outputs
     storage_checked = frozenset(layout.storage_checked)   # Note [Inputs given new data after the call]
@@ -918,6 +939,8 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
             if read_outputs:   # Note [Version counters of saved outputs]
                 ctx.output_versions = [(holders[k] if k in holders else _version_token(outs[k]), outs[k]._version,
                                         tangents) for k, tangents in read_outputs]
+            if plan_read_outputs:   # Note [Outputs only the plan reads]
+                ctx.plan_output_versions = [(k, _version_token(outs[k]), outs[k]._version) for k in plan_read_outputs]
             if bw_mutated:
                 ctx.bw_targets = [inputs[i] for i in bw_mutated]
             if non_diff:
@@ -981,6 +1004,9 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                             "one of the variables needed for gradient computation has been modified by an "
                             f"inplace operation: an output of the compiled function is at version "
                             f"{tensor._version}; expected version {version} instead.")
+            for k, tensor, version in getattr(ctx, "plan_output_versions", ()):
+                if tensor._version != version:
+                    raise _output_only_the_plan_reads_written(k)
             for watch in getattr(ctx, "watches", ()):   # Notes [Which op saved a value], [Inputs given new data ...]
                 if watch.fires(present):   # read only for gradients that came: eager's node ran
                     raise watch.error(watch.k)
