@@ -1263,6 +1263,25 @@ def test_outputs_written_after_the_call_then_backward_as_eager(name, contender):
         assert outcome.status == "pass", outcome.message
 
 
+def test_a_view_of_an_intermediate_returned_beside_its_detach_is_no_view_of_that_detach():
+    """Fuzz --semantics12 seed 8800242: ``t1 = a.sin(); return t1.detach(), t1[1:]`` without grad: the view was
+    taken from the very object returned as the detach, so ``requires_grad_()`` on that one (Dynamo runs it at a
+    graph break) made the view require grad too; eager's view has the hidden ``t1`` as base."""
+    def g(a):
+        t1 = a.sin()
+        return t1.detach(), a * a, t1[1:]
+
+    x = torch.randn(4)[2:]
+    detached, _, view = jointgraph.aot_function(g)(x)
+    assert view._base is not detached
+    detached.requires_grad_()
+    assert not view.requires_grad
+    body = ("def f(a):\n    t0 = a * a\n    t1 = a.sin()\n    t2 = t1[1:]\n"
+            "    t3 = t1.detach().requires_grad_() * 0.5\n    return t2.sum(), t0[0], t3")
+    outcome = check(Program.scenario(body, "base0 = torch.randn(4)\nx0 = base0[2:]\nx0,"), CONTENDERS["dynamo"])
+    assert outcome.status == "pass", outcome.message
+
+
 def test_an_output_only_the_plan_reads_written_after_the_call_is_refused_by_name():
     """Fuzz --semantics12 seed 9001724 (Note [Outputs only the plan reads]): through Dynamo the plan saves the
     returned ``t0`` and recomputes relu's result from it, where eager saved that result; ``o.mul_(2)`` after the
