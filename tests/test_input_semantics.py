@@ -823,6 +823,12 @@ REFUSED = {
     "stale_output_view_of_an_input_beside_a_detach_of_its_storage": (
         "def f(a, b):\n    t0 = b.narrow(0, 1, 1)\n    t1 = a + -1.0\n    t0.select(0, -1).add_(3.0)\n    return t0",
         "base0 = torch.randn(5)\nx0 = base0[1:].detach()\nx0, base0"),
+    # fuzz --semantics12 seed 9001758: the same with ``a`` requiring grad (its base rebuilt differentiable into
+    # a's root, ``b`` rebuilt detached): the returned split view was one of b's rebuilt alias, which a later
+    # b.requires_grad_() (Dynamo's graph break) does not reach, where eager's view then raises when read
+    "stale_split_view_of_an_input_beside_another_root_requiring_grad": (
+        "def f(a, b):\n    t0 = b.split(1)[1]\n    a.mul_(b)\n    return t0",
+        "leaf0 = torch.randn(2, requires_grad=True)\nbase0 = leaf0.clone()\nx1 = base0.detach()\nbase0, x1"),
     # fuzz seed 5400932 (Dynamo passes the leaf requires_grad_() made of an expand): its .grad is per element of
     # the expand, which tracing it as an expand of its compact memory summed (x.grad [8, 0, 0, 0], eager [2] * 4)
     "written_expanded_leaf_requiring_grad": ("def f(a):\n    a.detach()[0].square_()\n    return a * 2",

@@ -674,7 +674,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             if in_place and self.analyze and name not in _OVERLAP_UNCHECKED \
                     and not (name == "copy_" and len(args) > 1 and _same_data(target, args[1])):
                 self._check(target, args[1:], kwargs)
-            via_data = bool(self._data_aliases.get(target))
+            # a tensor set_() gave the storage counts its versions apart from the storage's tensors too
+            via_data = bool(self._data_aliases.get(target)) or self._set_sources.get(_elem(target)) is not None
             if self._expanded.write(func, name, target, args[1:], kwargs, via_data=via_data):
                 self._follow_clones(target, self._expanded.fresh)
                 self._record_write(target, _recorded(args, kwargs))

@@ -307,10 +307,13 @@ def _views_of_bases(fn: Callable, spec, views: tuple, duplicates: tuple, returne
                     continue
                 if not checks.written_since_made(v):
                     viewed[k] = positions[id(source[0])]
-                elif group_of[positions[id(source[0])]] in detached_bases:
+                elif group_of[positions[id(source[0])]] in detached_bases or not source[0].requires_grad:
+                    # also a member without grad rebuilt detached beside one that requires grad (fuzz --semantics12
+                    # seed 9001758: ``t0 = b.split(1)[1]; a.mul_(b)``, then b.requires_grad_() at a graph break)
                     raise UnsupportedError(
                         f"output {k} is a view of input {positions[id(source[0])]} taken before a write into the "
-                        "storage it shares with other inputs of another autograd root (none requiring grad): eager's "
+                        "storage it shares with other inputs of another autograd root (that input requiring no "
+                        "grad): eager's "
                         "view stays a view of the caller's tensor (a later requires_grad_() on it reaches the view), "
                         "which a view of their rebuilt common storage cannot follow (fuzz seed 5600480, through "
                         "Dynamo)", hint='return a .clone() of the view, pass a .clone() of one of the aliased inputs, '
