@@ -342,3 +342,35 @@ def test_mutation_scenarios_through_both_entry_points(scenario, how):
     torch.testing.assert_close(x_c.grad, x_e.grad)
     assert b_c.shape == b_e.shape and b_c.stride() == b_e.stride()
     torch.testing.assert_close(b_c, b_e)
+
+
+def _clones(compiled) -> int:
+    return sum(n.target is torch.ops.aten.clone.default
+               for plan in jointgraph.plans(compiled) for n in plan.forward.graph.nodes)
+
+
+def test_a_returned_clone_of_an_input_slice_written_through_a_slice_is_compact_and_a_written_input_gets_no_clone():
+    """Note [Scatters keep their base's storage]: select_scatter copies its base's whole storage. A returned
+    clone written through slices stays a compact tensor of its own, as eager's; an input written through a
+    slice is written without a clone of it (its new value is copied into the input, whatever its layout)."""
+    def returned(a):
+        t = a.clone()
+        t[0] = 1.0
+        t[:, 1:].mul_(2.0)
+        return t
+
+    def written(a):
+        a[0] = 1.0
+        return a * 2
+
+    buffer = torch.randn(4, 3)
+    compiled = jointgraph.aot_function(returned)
+    out, expected = compiled(buffer[1:]), returned(buffer[1:])
+    torch.testing.assert_close(out, expected)
+    assert out.storage_offset() == 0 and out.untyped_storage().nbytes() == expected.untyped_storage().nbytes()
+    compiled = jointgraph.aot_function(written)
+    leaf = torch.randn(4, 3, requires_grad=True)
+    x, y = (leaf * 1)[1:], (leaf * 1)[1:]   # traced on a copy (a non-leaf that requires grad)
+    torch.testing.assert_close(compiled(x), written(y))
+    torch.testing.assert_close(x, y)
+    assert _clones(compiled) == 0

@@ -7,6 +7,7 @@ import torch.fx
 
 from ..ir.graph import output_node
 from ..ir.graph_utils import storage_root
+from ..ir.roles import Role
 
 # Note [Scatters keep their base's storage]
 # -----------------------------------------
@@ -15,10 +16,23 @@ from ..ir.graph_utils import storage_root
 # result is compact; run on ``x`` itself, an input that is a slice of a larger buffer (or a view),
 # it is a copy of that whole buffer with ``x``'s offset: more memory than eager's, and a returned
 # ``t = a.clone(); t[0] = 1; return t`` came back with ``a``'s storage offset (fuzz --semantics12
-# seed 9001862). Such a clone is kept.
+# seed 9001862). Such a clone is kept where the scatter's result is (the storage of) a user output;
+# an input's new value only is copied into the input, whatever its layout.
 _SCATTERS_KEEPING_STORAGE = frozenset((torch.ops.aten.select_scatter.default, torch.ops.aten.slice_scatter.default,
                                        torch.ops.aten.diagonal_scatter.default,
                                        torch.ops.aten.as_strided_scatter.default))
+
+
+def _scattered_into(node: torch.fx.Node) -> set:
+    """The scatters that copy ``node``'s storage as it is, and those that copy their results, and so on."""
+    found, todo = set(), [node]
+    while todo:
+        base = todo.pop()
+        for user in base.users:
+            if user.target in _SCATTERS_KEEPING_STORAGE and user.args[0] is base and user not in found:
+                found.add(user)
+                todo.append(user)
+    return found
 
 
 def remove_clones(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
@@ -38,6 +52,10 @@ def remove_clones(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     graph = gm.graph
     returned = [v for v in output_node(graph).args[0] if isinstance(v, torch.fx.Node)]
     outputs = {storage_root(v) for v in returned}   # a returned clone is its own storage root
+    out = output_node(graph)
+    roles = out.meta.get("roles", ())
+    user_roots = {storage_root(v) for v, role in zip(out.args[0], roles, strict=False)
+                  if isinstance(v, torch.fx.Node) and role is Role.USER_OUTPUT}
     for node in list(graph.nodes):
         if node.op != "call_function" or node.target is not torch.ops.aten.clone.default or node in outputs:
             continue
@@ -47,8 +65,7 @@ def remove_clones(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
             continue
         if before.stride() != after.stride() or before.dtype != after.dtype:
             continue
-        if (source.op == "placeholder" or storage_root(source) is not source) \
-                and any(u.target in _SCATTERS_KEEPING_STORAGE and u.args[0] is node for u in node.users):
+        if (source.op == "placeholder" or storage_root(source) is not source) and _scattered_into(node) & user_roots:
             continue   # Note [Scatters keep their base's storage]
         if source.op == "placeholder":
             source.meta["read_through_clone"] = source.meta.get("read_through_clone", frozenset()) \
