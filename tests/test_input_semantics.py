@@ -33,6 +33,12 @@ SCENARIOS = {
         "def f(a):\n    t0 = a[::2]\n    a.data[0] = a.sum()\n    t0.data = t0.data * 2\n    with torch.no_grad():\n"
         "        t0.unsqueeze(0).clamp_(-0.5, 0.5)\n    return a * 2",
         "leaf0 = torch.randn(5, requires_grad=True)\nbase0 = leaf0.clone()\nx0 = base0[1:].detach()\nx0,"),
+    # fuzz seed 9200933: .data = on an input, then a write through an expand of it: the input keeps its version
+    # counter, which the write moves, as eager's (a write through a tensor set_() onto another's storage does not
+    # move that other's: write_after_set_onto_an_expanded_bool_input)
+    "write_through_an_expand_of_an_input_given_data": (
+        "def f(a):\n    a.data = a.data * 2\n    t0 = a.expand(2, 4)\n    t0[0, 1] = 2.0\n    return a.sum()",
+        "leaf0 = torch.randn(5, requires_grad=True)\nbase0 = leaf0 * 1\nx0 = base0[1:].detach()\nx0,"),
     # fuzz --semantics12 seed 9001862: a clone of an input slice written through a slice and returned (or set_()
     # onto): the clone was removed ahead of select_scatter, which copies its base's whole storage with its
     # offset: the output came back with the input's storage offset (Note [Scatters keep their base's storage])

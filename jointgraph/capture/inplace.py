@@ -674,9 +674,9 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             if in_place and self.analyze and name not in _OVERLAP_UNCHECKED \
                     and not (name == "copy_" and len(args) > 1 and _same_data(target, args[1])):
                 self._check(target, args[1:], kwargs)
-            # a tensor set_() gave the storage counts its versions apart from the storage's tensors too
-            via_data = bool(self._data_aliases.get(target)) or self._set_sources.get(_elem(target)) is not None
-            if self._expanded.write(func, name, target, args[1:], kwargs, via_data=via_data):
+            via_data = bool(self._data_aliases.get(target))
+            via_set = self._set_sources.get(_elem(target)) is not None
+            if self._expanded.write(func, name, target, args[1:], kwargs, via_data=via_data, via_set=via_set):
                 self._follow_clones(target, self._expanded.fresh)
                 self._record_write(target, _recorded(args, kwargs))
                 if self.analyze:   # its grad_fn is regenerated, as after any write to it (fuzz --semantics12 6500307)
@@ -1418,11 +1418,15 @@ class ExpandedViews:
         """``target.set_(source)``: ``target`` now views what ``source`` views (an expand's memory, or not)."""
         self._source[target] = self._source.get(source)
 
-    def write(self, func, name: str, target: torch.Tensor, rest: tuple, kwargs: dict, via_data: bool = False) -> bool:
+    def write(self, func, name: str, target: torch.Tensor, rest: tuple, kwargs: dict, via_data: bool = False,
+              via_set: bool = False) -> bool:
         """Apply ``func(target, *rest, **kwargs)``, a write, to the source of the expand ``target``
         views (Note [Writes into expanded tensors]). False when ``target`` views no expand, or
         when the write is not one this rewrite expresses (eager's checks decide about it). ``via_data``:
-        ``target`` is ``x.data`` or a view of it, which counts its own versions; so does the write."""
+        ``target`` is ``x.data`` or a view of it, which counts its own versions; so does the write. ``via_set``:
+        ``target`` (or what it views) was given its storage by ``set_()`` or ``.data =``; written through another
+        autograd root than the source's, its counter is its own too (fuzz seed 9200933: ``a.data = ...`` then a
+        write through ``a.expand(...)`` moves ``a``'s)."""
         source = self._source.get(target)
         self.fresh = None
         if source is None:
@@ -1445,10 +1449,10 @@ class ExpandedViews:
         # written through .data or a detach(): autograd records it on that alias, never on the source, also where
         # only the value written requires grad (fuzz --semantics12 seed 7703208); .data leaves the version counter
         # the saved tensors check (fuzz seed 3005184)
-        aliased = via_data or source.requires_grad and not target.requires_grad \
-            or _root_of(target) is not _root_of(source)
+        apart = _root_of(target) is not _root_of(source)
+        aliased = via_data or source.requires_grad and not target.requires_grad or apart
         if aliased:
-            source = source.data if via_data else source.detach()
+            source = source.data if via_data or via_set and apart else source.detach()
         if aliased and torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad
                                                        for x in (*rest, *kwargs.values())):
             # eager's detached alias now requires grad, its history into the value written (fuzz --semantics12
