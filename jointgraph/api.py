@@ -564,7 +564,11 @@ def _distinct_outputs(forward: torch.fx.GraphModule, tensor_outputs: list, twins
                 found.append((k, twins[k]))
         elif (plain[k] and any(plain[j] and values[j] is value for j in range(k))
               # a view is regenerated from the base the graph returns, which routes its gradient too
-              or isinstance(value, torch.fx.Node) and any(m is value for m in mutations)):   # 3301143, 7801403
+              or isinstance(value, torch.fx.Node) and any(m is value for m in mutations)   # 3301143, 7801403
+              # the base of a view of an intermediate returned as a plain output too (``t1.detach(), t1[1:]``):
+              # eager's view has the hidden intermediate as base (fuzz --semantics12 seed 8800242)
+              or tensor_outputs[k].kind == "tensor" and not plain[k] and isinstance(value, torch.fx.Node)
+              and any(plain[j] and values[j] is value for j in range(n))):
             found.append((k, -1))
             fresh.add(k)
     return tuple(found)

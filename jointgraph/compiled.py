@@ -18,7 +18,7 @@ from .api import COMPILE_LOCK, build_entry
 from .cache import function_source
 from .capture.captured import CapturedSources, lift_captured
 from .capture.guards import ClosureGuard, ambient_state, closure_guard
-from .capture.inplace import LEAF_WRITTEN, VIEW_OF_LEAF, ExpandedInputWritten
+from .capture.inplace import ExpandedInputWritten
 from .capture.inputs import (
     _PLAIN_TENSOR_TYPES,
     dynamic_key,
@@ -41,18 +41,13 @@ _top_hooks = torch._C._autograd._top_saved_tensors_default_hooks
 
 def leaf_error_of_aliased_leaf(exc: RuntimeError, leaves: list) -> bool:
     """``exc``, raised while tracing on the arguments as distinct tensors, is eager's error for an in-place op on a
-    leaf that requires grad, on an argument made such a leaf by ``requires_grad_()`` inside or before (a view that
-    is a leaf: Dynamo runs ``requires_grad_()`` between its graphs), which shares a storage with another argument:
-    eager's write through that other argument can make it a view with a history first (fuzz seed 9100260)."""
-    if not str(exc).startswith((LEAF_WRITTEN, VIEW_OF_LEAF)):
+    leaf that requires grad (or a view of one), an input, after a write autograd recorded into another input, and
+    arguments share a storage: eager's write through the other argument can make the leaf a view with a history
+    first (fuzz seed 9100260)."""
+    if not getattr(exc, "after_a_recorded_write", False):
         return False
-    by_storage: dict = {}
-    for t in leaves:
-        if isinstance(t, torch.Tensor) and t.numel() > 0:
-            by_storage.setdefault(StorageWeakRef(t.untyped_storage()), []).append(t)
-    shared = [t for group in by_storage.values() if len(group) > 1 for t in group]
-    return bool(shared) and (getattr(exc, "input_made_leaf", False)
-                             or any(t.is_leaf and t.requires_grad and t._base is not None for t in shared))
+    storages = [StorageWeakRef(t.untyped_storage()) for t in leaves if isinstance(t, torch.Tensor) and t.numel() > 0]
+    return len(set(storages)) < len(storages)
 
 
 def leaf_error_of_distinct_inputs(exc: RuntimeError) -> UnsupportedError:

@@ -130,6 +130,13 @@ def _inplace_position(func) -> int | None:
     return names.index("inplace") if "inplace" in names else None
 
 
+def _differentiable_result(result) -> bool:
+    """The op's (first) result can require grad: a floating-point or complex tensor (not a comparison's or an
+    index's)."""
+    first = result[0] if isinstance(result, (tuple, list)) and result else result
+    return isinstance(first, torch.Tensor) and (first.is_floating_point() or first.is_complex())
+
+
 def _root_of(t: torch.Tensor) -> torch.Tensor:
     """``t``'s autograd base, or ``t`` itself when it is no view (a ``detach()`` is a root of its own)."""
     return t if t._base is None else t._base
@@ -490,7 +497,6 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         # on it); "set": its grad_fn was set or regenerated, never null again (see mark_plain_views)
         self._input_storages = _ByTensor()    # input -> its storage when the call began
         self._input_bytes: dict[int, int] = {}   # an input's storage -> its size in bytes when the call began
-        self._inputs_made_leaves = _ByTensor()   # inputs given requires_grad_() inside
         self._views_made_leaves = _ByTensor()   # views of a tensor made inside, taken before its requires_grad_()
         self._views_given_data = _ByTensor()   # views of an input given other data by .data =: see _assign_data
         self._set_writes: dict[int, int] = {}   # storage set_() gave a tensor -> writes through such tensors
@@ -618,9 +624,6 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                         source=user_source_line(),
                         hint="put the new data in a new variable (t = v.data * 2) rather than assigning .data, "
                              'or pass on_unsupported="eager"')
-        if differentiates and self._expanded.any_unrecorded:
-            for arg in (t for a in (*args, *kwargs.values()) for t in (a if isinstance(a, (list, tuple)) else (a,))):
-                self.refuse_unrecorded_history(arg)
         if differentiates and self._views_made_leaves:
             tensors = [t for arg in (*args, *kwargs.values()) for t in (arg if isinstance(arg, (list, tuple))
                                                                          else (arg,)) if isinstance(t, torch.Tensor)]
@@ -712,16 +715,21 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         if in_place and self._root_stand_ins and self._root_stand_ins.get(target):
             _as_a_root(target)
         writes = target is not None and (in_place or name in _DUNDER_WRITES or name in _VERSIONED_METADATA)
-        if self.analyze and name == "requires_grad_" and target is not None and self._of_an_input(target):
-            self._inputs_made_leaves[target] = True
         try:
             result = func(*args, **kwargs)
         except RuntimeError as exc:
-            if writes and str(exc).startswith(LEAF_WRITTEN) and self._inputs_made_leaves.get(target):
-                exc.input_made_leaf = True   # compiled.leaf_error_of_distinct_inputs (fuzz seed 9100260)
+            if writes and self.analyze and str(exc).startswith((LEAF_WRITTEN, VIEW_OF_LEAF)) \
+                    and self._of_an_input(target) \
+                    and (self._recorded_on_input | self._recorded_on_views) - {_storage_id(target)}:
+                # another input was written with autograd recording it first: where the two share a storage,
+                # eager's target is a view with a history by then (fuzz seed 9100260; compiled.py)
+                exc.after_a_recorded_write = True
             raise
         if writes:
             self._follow_clones(target)
+        if differentiates and self._expanded.any_unrecorded and _differentiable_result(result):
+            for arg in (t for a in (*args, *kwargs.values()) for t in (a if isinstance(a, (list, tuple)) else (a,))):
+                self.refuse_unrecorded_history(arg)
         if self.analyze and isinstance(result, torch.Tensor) and target is not None and result is not target \
                 and not in_place and _storage_id(result) == _storage_id(target) and not result.is_sparse:
             eager = _eager_view_strides(func, args, kwargs, self._user_stride)   # a view: as eager's view op makes it

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import torch
 import torch.fx
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from ..ir.graph import output_node
-from ..ir.graph_utils import storage_root
+from ..ir.graph_utils import _views_of, storage_root
 from ..ir.roles import Role
 
 # Note [Scatters keep their base's storage]
@@ -16,23 +17,40 @@ from ..ir.roles import Role
 # result is compact; run on ``x`` itself, an input that is a slice of a larger buffer (or a view),
 # it is a copy of that whole buffer with ``x``'s offset: more memory than eager's, and a returned
 # ``t = a.clone(); t[0] = 1; return t`` came back with ``a``'s storage offset (fuzz --semantics12
-# seed 9001862). Such a clone is kept where the scatter's result is (the storage of) a user output;
-# an input's new value only is copied into the input, whatever its layout.
+# seed 9001862). Such a clone is kept where the scatter's result is (the storage of) a user output
+# and ``x`` sits inside a larger storage; an input's new value only is copied into the input, whatever
+# its layout, and a compact ``x`` gives a compact copy. The layout read is the traced one (the first
+# call's for an input); entries are not guarded on storage offsets, so a later call on a slice may
+# still return its offset.
 _SCATTERS_KEEPING_STORAGE = frozenset((torch.ops.aten.select_scatter.default, torch.ops.aten.slice_scatter.default,
                                        torch.ops.aten.diagonal_scatter.default,
                                        torch.ops.aten.as_strided_scatter.default))
 
 
 def _scattered_into(node: torch.fx.Node) -> set:
-    """The scatters that copy ``node``'s storage as it is, and those that copy their results, and so on."""
-    found, todo = set(), [node]
+    """The scatters that copy ``node``'s storage as it is (through views of it too), and those that copy their
+    results, and so on."""
+    found, seen, todo = set(), {node}, [node]
     while todo:
         base = todo.pop()
         for user in base.users:
-            if user.target in _SCATTERS_KEEPING_STORAGE and user.args[0] is base and user not in found:
-                found.add(user)
+            scatter = user.target in _SCATTERS_KEEPING_STORAGE and user.args[0] is base
+            if (scatter or _views_of(base, user)) and user not in seen:
+                seen.add(user)
                 todo.append(user)
+                if scatter:
+                    found.add(user)
     return found
+
+
+def _inside_a_larger_storage(t: torch.Tensor) -> bool:
+    """``t`` (a traced value) does not start at its storage's beginning, or its storage holds more than its own
+    elements (a slice of a buffer); True where that is not known statically. The entry's later calls keep the
+    layout its first one had: an offset is not guarded (Note [Scatters keep their base's storage])."""
+    extent = 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride(), strict=True)) \
+        if t.numel() else 0
+    return not (statically_known_true(t.storage_offset() == 0)
+                and statically_known_true(t.untyped_storage().nbytes() == extent * t.element_size()))
 
 
 def remove_clones(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
@@ -65,7 +83,7 @@ def remove_clones(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
             continue
         if before.stride() != after.stride() or before.dtype != after.dtype:
             continue
-        if (source.op == "placeholder" or storage_root(source) is not source) and _scattered_into(node) & user_roots:
+        if _inside_a_larger_storage(before) and _scattered_into(node) & user_roots:
             continue   # Note [Scatters keep their base's storage]
         if source.op == "placeholder":
             source.meta["read_through_clone"] = source.meta.get("read_through_clone", frozenset()) \

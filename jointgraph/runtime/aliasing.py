@@ -269,6 +269,7 @@ def _views_of_bases(fn: Callable, spec, views: tuple, duplicates: tuple, returne
     detach()): its position. ``detached_bases``: the groups whose base is no view of a caller's tensor (several
     autograd roots, none requiring grad)."""
     group_of = {position: group for position, _, _, _, group, *_ in views}
+    detached_members = {position for position, _, _, _, _, detached, _ in views if detached}
 
     def call(bases: list, masked: list) -> Any:
         leaves = list(masked)
@@ -307,9 +308,11 @@ def _views_of_bases(fn: Callable, spec, views: tuple, duplicates: tuple, returne
                     continue
                 if not checks.written_since_made(v):
                     viewed[k] = positions[id(source[0])]
-                elif group_of[positions[id(source[0])]] in detached_bases or not source[0].requires_grad:
-                    # also a member without grad rebuilt detached beside one that requires grad (fuzz --semantics12
-                    # seed 9001758: ``t0 = b.split(1)[1]; a.mul_(b)``, then b.requires_grad_() at a graph break)
+                elif group_of[positions[id(source[0])]] in detached_bases \
+                        or positions[id(source[0])] in detached_members and not source[0].requires_grad:
+                    # also a member of another root rebuilt detached beside one that requires grad (fuzz
+                    # --semantics12 seed 9001758: ``t0 = b.split(1)[1]; a.mul_(b)``, then b.requires_grad_()
+                    # at a graph break)
                     raise UnsupportedError(
                         f"output {k} is a view of input {positions[id(source[0])]} taken before a write into the "
                         "storage it shares with other inputs of another autograd root (that input requiring no "

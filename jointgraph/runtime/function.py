@@ -314,8 +314,6 @@ class CompiledEntry:
             base = flat[index]
         elif kind == "tensor_view":
             base = outs[index]
-            if not base.requires_grad:   # the graph may return it too, as ``t.detach()`` of the view's base: the
-                base = base.detach()     # view's base is another object (fuzz --semantics12 seed 8800242)
         else:
             base = pre[index] if pre and index in pre else inputs[index]
             if data:   # a view of x.data: a version counter of its own, as eager's
