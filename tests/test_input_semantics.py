@@ -1314,6 +1314,17 @@ def test_a_view_of_an_intermediate_returned_beside_its_detach_is_no_view_of_that
     assert outcome.status == "pass", outcome.message
 
 
+def test_member_watches_of_a_synthetic_base_use_the_inner_steps_gradients():
+    """Fuzz seed 9202968 (through Dynamo, whose graph break runs ``b.t_()``): the watches of aliased inputs an op
+    saved itself were added to the inner step's node with the outer layout's tangent positions, and its backward
+    failed with an IndexError where eager's runs."""
+    body = ("def f(a, b):\n    t0 = b.expand(2, 2)\n    a.data.copy_(b)\n    t1 = b + a\n    b.copy_(b)\n"
+            "    a.mul_(b)\n    b.t_()\n    return t1, t1, a[:-1]")
+    inputs = "leaf0 = torch.randn(2, requires_grad=True)\nbase0 = leaf0.clone()\nx1 = base0.view(-1)\nbase0, x1"
+    outcome = check(Program.scenario(body, inputs), CONTENDERS["dynamo"])
+    assert outcome.status == "pass", outcome.message
+
+
 def test_an_output_only_the_plan_reads_written_after_the_call_is_refused_by_name():
     """Fuzz --semantics12 seed 9001724 (Note [Outputs only the plan reads]): through Dynamo the plan saves the
     returned ``t0`` and recomputes relu's result from it, where eager saved that result; ``o.mul_(2)`` after the

@@ -237,14 +237,16 @@ def _expected_versions_holder(result: Any) -> Any:
 def _watch_members(result: Any, leaves: list, members: list) -> None:
     """Note [Inputs given new data after the call] in runtime/function.py: the inner step's saved inputs are the
     synthetic bases (or views rebuilt from them), not the caller's tensors, so its backward cannot read what a
-    ``.data =`` after the call gives a caller's tensor an op saved itself (``members``: (input, tensor, tangents it
-    is read for)): such a backward refuses by name (fuzz --semantics12 seed 8202667: ``b.sin()`` saved ``b``, passed
+    ``.data =`` after the call gives a caller's tensor an op saved itself (``members``: (input, tensor)): such a
+    backward refuses by name (fuzz --semantics12 seed 8202667: ``b.sin()`` saved ``b``, passed
     with its view ``a``, then ``b.data = ...``)."""
     from .function import _DataWatch, _member_data_replaced, add_watches, step_node  # function.py imports this module
 
     node = step_node(result, leaves)
     if node is not None and getattr(node, "stash", None) is not None:
-        add_watches(node, [_DataWatch(m, i, tangents, _member_data_replaced) for i, m, tangents in members])
+        # the outer layout's tangents are not the inner step's (fuzz seed 9202968, through Dynamo: an IndexError
+        # in the backward): checked whichever gradients came
+        add_watches(node, [_DataWatch(m, i, None, _member_data_replaced) for i, m in members])
 
 
 def _expected_versions(result: Any) -> list:
@@ -534,8 +536,8 @@ class SyntheticBases:
                 result = _remade_if_stale(result, fresh)
         _take_recorded_writes(leaves, positions, aliased.groups, bases, recorded)
         if layout.inputs_saved_itself:
-            _watch_members(result, leaves, [(i, leaves[positions[i]], tangents) for i, tangents
-                                            in layout.inputs_saved_itself if i in members_of])
+            _watch_members(result, leaves, [(i, leaves[positions[i]]) for i, _ in layout.inputs_saved_itself
+                                            if i in members_of])
         for i in requires_grad_set:
             leaves[positions[i]].requires_grad_()
         if refreshed and torch.is_grad_enabled():
