@@ -41,13 +41,20 @@ _top_hooks = torch._C._autograd._top_saved_tensors_default_hooks
 
 def leaf_error_of_aliased_leaf(exc: RuntimeError, leaves: list) -> bool:
     """``exc``, raised while tracing on the arguments as distinct tensors, is eager's error for an in-place op on a
-    leaf that requires grad (or a view of one), an input, after a write autograd recorded into another input, and
-    arguments share a storage: eager's write through the other argument can make the leaf a view with a history
+    leaf that requires grad (or a view of one), an input, after a write autograd recorded into another input that
+    shares its storage in this call: eager's write through that input can make the leaf a view with a history
     first (fuzz seed 9100260)."""
-    if not getattr(exc, "after_a_recorded_write", False):
+    found = getattr(exc, "after_a_recorded_write", None)
+    tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
+    if found is None or found[2] != len(tensors):
         return False
-    storages = [StorageWeakRef(t.untyped_storage()) for t in leaves if isinstance(t, torch.Tensor) and t.numel() > 0]
-    return len(set(storages)) < len(storages)
+    target, written, _ = found
+
+    def storage(t: torch.Tensor):
+        return StorageWeakRef(t.untyped_storage()) if t.numel() > 0 else None
+
+    return storage(tensors[target]) is not None and any(storage(tensors[w]) == storage(tensors[target])
+                                                        for w in written)
 
 
 def leaf_error_of_distinct_inputs(exc: RuntimeError) -> UnsupportedError:

@@ -42,6 +42,11 @@ SCENARIOS = {
     "comparison_of_a_detach_of_an_expand_written_with_grad": (
         "def f(a, w):\n    t2 = a.expand(2, 3).detach()\n    t2[1:].mul_(w)\n    return (t2 > 0).float() * w",
         "x = torch.randn(3)\nw = torch.randn(3, requires_grad=True)\nx, w"),
+    # review: eager's leaf error on an input (c) that shares no storage with the written one, while two other
+    # arguments share one: eager's RuntimeError, not a refusal
+    "leaf_error_beside_unrelated_aliased_arguments": (
+        "def f(a, b, c):\n    a.mul_(c)\n    c.add_(1.0)\n    return b * 2",
+        "base = torch.randn(3)\nw = torch.randn(3, requires_grad=True)\nbase, base[:], w"),
     # fuzz seed 9200933: .data = on an input, then a write through an expand of it: the input keeps its version
     # counter, which the write moves, as eager's (a write through a tensor set_() onto another's storage does not
     # move that other's: write_after_set_onto_an_expanded_bool_input)
@@ -954,6 +959,9 @@ REFUSED = {
     "detach_of_an_expand_written_with_grad_then_returned": (
         "def f(a):\n    t2 = a.expand(2, 3, 2).detach()\n    t2[0] = a.sum()\n    return t2.expand(2, 2, 3, 2)",
         "base0 = torch.randn(2, 3, requires_grad=True)\nx0 = base0.t()\nx0,"),
+    "autograd_state_of_a_detach_of_an_expand_written_with_grad": (   # review: an is_leaf read is a use too
+        "def f(a, w):\n    t2 = a.expand(2, 3).detach()\n    t2[1:].mul_(w)\n    return w * t2.is_leaf",
+        "x = torch.randn(3)\nw = torch.randn(3, requires_grad=True)\nx, w"),
     "detach_of_an_expand_written_with_grad_then_read": (
         "def f(a, w):\n    t2 = a.expand(2, 3).detach()\n    t2[1:].mul_(w)\n    return t2 * 2",
         "x = torch.randn(3)\nw = torch.randn(3, requires_grad=True)\nx, w"),

@@ -130,6 +130,12 @@ def _inplace_position(func) -> int | None:
     return names.index("inplace") if "inplace" in names else None
 
 
+def _reads_autograd_state(func, name: str) -> bool:
+    """A read of ``t.requires_grad``, ``t.is_leaf`` or ``t.grad_fn``, in any grad mode."""
+    return name == "__get__" and getattr(getattr(func, "__self__", None), "__name__", None) in (
+        *_GRAD_FN_GETTERS, "requires_grad")
+
+
 def _differentiable_result(result) -> bool:
     """The op's (first) result can require grad: a floating-point or complex tensor (not a comparison's or an
     index's)."""
@@ -519,6 +525,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
 
     def track(self, tensors: list) -> None:
         """Watch ``tensors`` (the inputs) as results are watched: a storage swapped under them is refused."""
+        self._input_order = {_storage_id(t): k for k, t in enumerate(tensors)}
+        self._num_inputs = len(tensors)
         for t in tensors:
             self._made[t] = (_storage_id(t), None, None)
             self._input_storages[t] = _storage_id(t)
@@ -718,16 +726,21 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         try:
             result = func(*args, **kwargs)
         except RuntimeError as exc:
-            if writes and self.analyze and str(exc).startswith((LEAF_WRITTEN, VIEW_OF_LEAF)) \
-                    and self._of_an_input(target) \
-                    and (self._recorded_on_input | self._recorded_on_views) - {_storage_id(target)}:
+            written = (self._recorded_on_input | self._recorded_on_views) - {_storage_id(target)} \
+                if writes and self.analyze and str(exc).startswith((LEAF_WRITTEN, VIEW_OF_LEAF)) \
+                and self._of_an_input(target) else ()
+            order = getattr(self, "_input_order", {})
+            if written and _storage_id(target) in order:
                 # another input was written with autograd recording it first: where the two share a storage,
-                # eager's target is a view with a history by then (fuzz seed 9100260; compiled.py)
-                exc.after_a_recorded_write = True
+                # eager's target is a view with a history by then (fuzz seed 9100260; compiled.py): (the
+                # target's position among the tensor inputs, the written ones', their number)
+                exc.after_a_recorded_write = (order[_storage_id(target)],
+                                              tuple(order[w] for w in written if w in order), self._num_inputs)
             raise
         if writes:
             self._follow_clones(target)
-        if differentiates and self._expanded.any_unrecorded and _differentiable_result(result):
+        if self._expanded.any_unrecorded and (differentiates and _differentiable_result(result)
+                                              or _reads_autograd_state(func, name)):
             for arg in (t for a in (*args, *kwargs.values()) for t in (a if isinstance(a, (list, tuple)) else (a,))):
                 self.refuse_unrecorded_history(arg)
         if self.analyze and isinstance(result, torch.Tensor) and target is not None and result is not target \

@@ -18,10 +18,9 @@ from ..ir.roles import Role
 # it is a copy of that whole buffer with ``x``'s offset: more memory than eager's, and a returned
 # ``t = a.clone(); t[0] = 1; return t`` came back with ``a``'s storage offset (fuzz --semantics12
 # seed 9001862). Such a clone is kept where the scatter's result is (the storage of) a user output
-# and ``x`` sits inside a larger storage; an input's new value only is copied into the input, whatever
-# its layout, and a compact ``x`` gives a compact copy. The layout read is the traced one (the first
-# call's for an input); entries are not guarded on storage offsets, so a later call on a slice may
-# still return its offset.
+# and ``x`` is an input or a view of one (whose layout an entry does not guard: a later call may pass
+# a slice), or a value the trace shows inside a larger storage; an input's new value only is copied
+# into the input, whatever its layout, and a compact intermediate gives a compact copy.
 _SCATTERS_KEEPING_STORAGE = frozenset((torch.ops.aten.select_scatter.default, torch.ops.aten.slice_scatter.default,
                                        torch.ops.aten.diagonal_scatter.default,
                                        torch.ops.aten.as_strided_scatter.default))
@@ -45,8 +44,7 @@ def _scattered_into(node: torch.fx.Node) -> set:
 
 def _inside_a_larger_storage(t: torch.Tensor) -> bool:
     """``t`` (a traced value) does not start at its storage's beginning, or its storage holds more than its own
-    elements (a slice of a buffer); True where that is not known statically. The entry's later calls keep the
-    layout its first one had: an offset is not guarded (Note [Scatters keep their base's storage])."""
+    elements (a slice of a buffer); True where that is not known statically."""
     extent = 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride(), strict=True)) \
         if t.numel() else 0
     return not (statically_known_true(t.storage_offset() == 0)
@@ -83,7 +81,8 @@ def remove_clones(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
             continue
         if before.stride() != after.stride() or before.dtype != after.dtype:
             continue
-        if _inside_a_larger_storage(before) and _scattered_into(node) & user_roots:
+        if (storage_root(source).op == "placeholder" or _inside_a_larger_storage(before)) \
+                and _scattered_into(node) & user_roots:
             continue   # Note [Scatters keep their base's storage]
         if source.op == "placeholder":
             source.meta["read_through_clone"] = source.meta.get("read_through_clone", frozenset()) \
