@@ -1333,6 +1333,28 @@ def test_member_watches_of_a_synthetic_base_use_the_inner_steps_gradients():
     assert outcome.status == "pass", outcome.message
 
 
+def test_a_detach_returned_beside_its_tensor_shares_its_version_counter():
+    """--semantics12 seed 9500302 (through Dynamo, under no_grad): ``t1 = t0.detach().requires_grad_()`` returned
+    beside ``t0`` was a tensor with a version counter of its own; the next graph's write into ``t0`` then moved
+    ``t1``'s version only through the runtime, after a view of ``t1`` was made, and reading its ``is_leaf``
+    raised. Eager's detach shares the counter."""
+    def g(a):
+        t = a.sin()
+        return t.detach(), t
+
+    detached, t = jointgraph.aot_function(g)(torch.randn(3))
+    eager_detached, eager_t = g(torch.randn(3))
+    t.add_(1.0)
+    eager_t.add_(1.0)
+    assert detached._version == eager_detached._version == 1
+    body = ("def f(b):\n    t0 = b.sin()\n    t1 = t0.detach().requires_grad_()\n    t0[...] = -1.0\n"
+            "    return t1.unsqueeze(0)")
+    program = dataclasses.replace(Program.scenario(body, "base0 = torch.randn(5)\nx1 = base0[0]\nx1,"),
+                                  guard="no_grad")
+    outcome = check(program, CONTENDERS["dynamo"])
+    assert outcome.status == "pass", outcome.message
+
+
 def test_an_output_only_the_plan_reads_written_after_the_call_is_refused_by_name():
     """Fuzz --semantics12 seed 9001724 (Note [Outputs only the plan reads]): through Dynamo the plan saves the
     returned ``t0`` and recomputes relu's result from it, where eager saved that result; ``o.mul_(2)`` after the

@@ -753,7 +753,9 @@ def _version_token(t: torch.Tensor) -> torch.Tensor:
 def _distinct(outs, positions: tuple[tuple[int, int], ...]) -> list:
     outs = list(outs)
     for k, same in positions:
-        outs[k] = torch.ops.aten._unsafe_view(outs[k], outs[k].shape) if same < 0 else outs[same]
+        # a detach: a tensor of its own sharing the memory and the version counter, as eager's ``t.detach()``
+        # and ``t`` do (--semantics12 seed 9500302: a write into one moves the other's version)
+        outs[k] = outs[k].detach() if same < 0 else outs[same]
     return outs
 
 
