@@ -62,6 +62,9 @@ SCENARIOS = {
     "clone_of_an_offset_input_written_through_a_view_and_returned": (   # review: through views of the clone
         "def f(a):\n    t = a.clone()\n    t.t()[0] = 1.0\n    t.view(-1)[1] = 2.0\n    return t",
         "base0 = torch.randn(5, 3)\nx0 = base0[1:]\nx0,"),
+    "clone_of_an_offset_input_copied_into_through_a_view_and_returned": (   # --semantics12 seed 9903570
+        "def f(b):\n    t0 = b.clone()\n    t0.unsqueeze(0).copy_(b)\n    return t0",
+        "base1 = torch.randn(6, requires_grad=True)\nx1 = base1[3:]\nx1,"),
     "input_set_onto_its_clone_then_written": (
         "def f(a):\n    t1 = a.clone()\n    a.set_(t1)\n    a[-1] = 3.0\n    return t1",
         "base0 = torch.randn(4, 3)\nx0 = base0[1:].detach()\nx0,"),

@@ -12,8 +12,9 @@ from ..ir.roles import Role
 
 # Note [Scatters keep their base's storage]
 # -----------------------------------------
-# ``select_scatter(x, v, ...)`` (and ``slice_``, ``diagonal_``, ``as_strided_scatter``) copies ``x``
-# with its storage as it is: offset, strides and the whole storage's size. Run on ``x.clone()``, its
+# ``select_scatter(x, v, ...)`` (and ``slice_``, ``diagonal_``, ``as_strided_scatter``, and ``copy``,
+# functionalization's ``copy_``) copies ``x`` with its storage as it is: offset, strides and the whole
+# storage's size. Run on ``x.clone()``, its
 # result is compact; run on ``x`` itself, an input that is a slice of a larger buffer (or a view),
 # it is a copy of that whole buffer with ``x``'s offset: more memory than eager's, and a returned
 # ``t = a.clone(); t[0] = 1; return t`` came back with ``a``'s storage offset (fuzz --semantics12
@@ -23,7 +24,8 @@ from ..ir.roles import Role
 # into the input, whatever its layout, and a compact intermediate gives a compact copy.
 _SCATTERS_KEEPING_STORAGE = frozenset((torch.ops.aten.select_scatter.default, torch.ops.aten.slice_scatter.default,
                                        torch.ops.aten.diagonal_scatter.default,
-                                       torch.ops.aten.as_strided_scatter.default))
+                                       torch.ops.aten.as_strided_scatter.default,
+                                       torch.ops.aten.copy.default))   # --semantics12 seed 9903570
 
 
 def _scattered_into(node: torch.fx.Node) -> set:
