@@ -38,35 +38,29 @@ from .runtime.expanded import ExpandedEntry, expanded_groups, expanded_leaf_refu
 _top_hooks = torch._C._autograd._top_saved_tensors_default_hooks
 
 
-
-def leaf_error_of_aliased_leaf(exc: RuntimeError, leaves: list) -> bool:
-    """``exc``, raised while tracing on the arguments as distinct tensors, is eager's error for an in-place op on a
-    leaf that requires grad (or a view of one), an input, after a write autograd recorded into another input that
-    shares its storage in this call: eager's write through that input can make the leaf a view with a history
-    first (fuzz seed 9100260)."""
+def aliased_leaf_refusal(exc: RuntimeError, leaves: list) -> UnsupportedError | None:
+    """An entry is traced first on its inputs as distinct tensors (Note [Aliased inputs] in runtime/aliasing.py).
+    ``exc``, eager's error for an in-place op on an input that is a leaf requiring grad (or a view of one) raised
+    there after a write autograd recorded into another input, need not be eager's where those two share a storage
+    in this call: ``b.requires_grad_(); a[0].mul_(b); b[...] = 1`` with ``b = a[0]`` makes ``b`` a view with a
+    history in eager (fuzz seed 9100260), whose in-place op runs. The refusal by name there; None elsewhere."""
     found = getattr(exc, "after_a_recorded_write", None)
     tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
     if found is None or found[2] != len(tensors):
-        return False
+        return None
     target, written, _ = found
 
     def storage(t: torch.Tensor):
         return StorageWeakRef(t.untyped_storage()) if t.numel() > 0 else None
 
-    return storage(tensors[target]) is not None and any(storage(tensors[w]) == storage(tensors[target])
-                                                        for w in written)
-
-
-def leaf_error_of_distinct_inputs(exc: RuntimeError) -> UnsupportedError:
-    """An entry is traced first on its inputs as distinct tensors (Note [Aliased inputs] in runtime/aliasing.py).
-    Eager's error for an in-place op on a leaf that requires grad, raised there, need not be eager's for inputs
-    that share a storage: ``b.requires_grad_(); a[0].mul_(b); b[...] = 1`` with ``b = a[0]`` makes ``b`` a
-    view with a history in eager (fuzz seed 9100260), whose in-place op runs. Refused by name."""
+    if storage(tensors[target]) is None or all(storage(tensors[w]) != storage(tensors[target]) for w in written):
+        return None
     return UnsupportedError(f"tracing on the arguments as distinct tensors raised {str(exc).splitlines()[0]!r}, "
                             "but arguments share a storage, and eager's write through one can make another a view "
                             "with a history (no leaf); not supported",
                             hint='pass distinct tensors (e.g. .clone()), call requires_grad_() before the compiled '
                                  'function, or pass on_unsupported="eager"')
+
 
 class _EagerEntry:
     """Runs the original function (on_unsupported="eager")."""
@@ -211,8 +205,8 @@ class CompiledFunction:
                                       eager=self.options.on_unsupported == "eager")
                 signature, dynamic = None, False
             except RuntimeError as exc:
-                if leaf_error_of_aliased_leaf(exc, leaves[:spec.num_leaves]):
-                    raise leaf_error_of_distinct_inputs(exc) from exc
+                if (refusal := aliased_leaf_refusal(exc, leaves[:spec.num_leaves])) is not None:
+                    raise refusal from exc
                 raise
         except UnsupportedError as exc:
             if self.options.on_unsupported != "eager":

@@ -94,7 +94,7 @@ def _compile_flat_or_refuse(gm: Callable, example_inputs: list, options: Compile
     from .capture.inplace import ExpandedInputWritten
     from .capture.inputs import FlatSignature, make_flat_fn
     from .capture.subclasses import SubclassOutputs, any_subclass
-    from .compiled import CompiledFunction, leaf_error_of_aliased_leaf, leaf_error_of_distinct_inputs
+    from .compiled import CompiledFunction, aliased_leaf_refusal
     from .errors import UnsupportedError
     from .runtime.aliasing import AliasedInputs, SyntheticBases
     from .runtime.epilogue import RefusedCall
@@ -142,8 +142,8 @@ def _compile_flat_or_refuse(gm: Callable, example_inputs: list, options: Compile
         except (SubclassOutputs, ExpandedInputWritten):   # Notes [Tensor subclasses], [Expanded inputs written
             return _compile_per_call(gm, options)           # in place]: aot_function's entries of their own
         except RuntimeError as exc:
-            if leaf_error_of_aliased_leaf(exc, example_inputs):
-                raise leaf_error_of_distinct_inputs(exc) from exc
+            if (refusal := aliased_leaf_refusal(exc, example_inputs)) is not None:
+                raise refusal from exc
             raise
         except Recapture as found:   # Dynamo lifts what a program captures; a real tensor left in its graph is not
             shapes = ", ".join(str(tuple(t.shape)) for t in found.tensors)

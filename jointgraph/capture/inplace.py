@@ -502,6 +502,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         # "null": written with grad through a view of it, no grad_fn since (eager's leaf error on an in-place op
         # on it); "set": its grad_fn was set or regenerated, never null again (see mark_plain_views)
         self._input_storages = _ByTensor()    # input -> its storage when the call began
+        self._input_order: dict[int, int] = {}   # input storage -> the input's position among the tensor inputs
+        self._num_inputs = 0
         self._input_bytes: dict[int, int] = {}   # an input's storage -> its size in bytes when the call began
         self._views_made_leaves = _ByTensor()   # views of a tensor made inside, taken before its requires_grad_()
         self._views_given_data = _ByTensor()   # views of an input given other data by .data =: see _assign_data
@@ -729,7 +731,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             written = (self._recorded_on_input | self._recorded_on_views) - {_storage_id(target)} \
                 if writes and self.analyze and str(exc).startswith((LEAF_WRITTEN, VIEW_OF_LEAF)) \
                 and self._of_an_input(target) else ()
-            order = getattr(self, "_input_order", {})
+            order = self._input_order
             if written and _storage_id(target) in order:
                 # another input was written with autograd recording it first: where the two share a storage,
                 # eager's target is a view with a history by then (fuzz seed 9100260; compiled.py): (the

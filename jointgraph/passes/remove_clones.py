@@ -7,8 +7,9 @@ import torch.fx
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from ..ir.graph import output_node
-from ..ir.graph_utils import _views_of, storage_root
+from ..ir.graph_utils import storage_root, users_through_views
 from ..ir.roles import Role
+from ..ir.sizes import extent
 
 # Note [Scatters keep their base's storage]
 # -----------------------------------------
@@ -31,26 +32,22 @@ _SCATTERS_KEEPING_STORAGE = frozenset((torch.ops.aten.select_scatter.default, to
 def _scattered_into(node: torch.fx.Node) -> set:
     """The scatters that copy ``node``'s storage as it is (through views of it too), and those that copy their
     results, and so on."""
-    found, seen, todo = set(), {node}, [node]
+    found, todo = set(), [node]
     while todo:
         base = todo.pop()
-        for user in base.users:
-            scatter = user.target in _SCATTERS_KEEPING_STORAGE and user.args[0] is base
-            if (scatter or _views_of(base, user)) and user not in seen:
-                seen.add(user)
+        for user in users_through_views(base):
+            if user.target in _SCATTERS_KEEPING_STORAGE and storage_root(user.args[0]) is base and user not in found:
+                found.add(user)
                 todo.append(user)
-                if scatter:
-                    found.add(user)
     return found
 
 
 def _inside_a_larger_storage(t: torch.Tensor) -> bool:
     """``t`` (a traced value) does not start at its storage's beginning, or its storage holds more than its own
     elements (a slice of a buffer); True where that is not known statically."""
-    extent = 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride(), strict=True)) \
-        if t.numel() else 0
+    elements = extent(t.shape, t.stride(), 0) if t.numel() else 0
     return not (statically_known_true(t.storage_offset() == 0)
-                and statically_known_true(t.untyped_storage().nbytes() == extent * t.element_size()))
+                and statically_known_true(t.untyped_storage().nbytes() == elements * t.element_size()))
 
 
 def remove_clones(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
@@ -68,11 +65,9 @@ def remove_clones(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     the copy for them, not the input, and its version check is the copy's (fuzz seed 3802020).
     """
     graph = gm.graph
-    returned = [v for v in output_node(graph).args[0] if isinstance(v, torch.fx.Node)]
-    outputs = {storage_root(v) for v in returned}   # a returned clone is its own storage root
     out = output_node(graph)
-    roles = out.meta.get("roles", ())
-    user_roots = {storage_root(v) for v, role in zip(out.args[0], roles, strict=False)
+    outputs = {storage_root(v) for v in out.args[0] if isinstance(v, torch.fx.Node)}   # a returned clone: its own
+    user_roots = {storage_root(v) for v, role in zip(out.args[0], out.meta.get("roles", ()), strict=False)
                   if isinstance(v, torch.fx.Node) and role is Role.USER_OUTPUT}
     for node in list(graph.nodes):
         if node.op != "call_function" or node.target is not torch.ops.aten.clone.default or node in outputs:

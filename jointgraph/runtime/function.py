@@ -938,11 +938,11 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                                  weakref.ref(inputs[i].untyped_storage()) if s in storage_checked and i not in moved
                                  else None)
                                 for s, i, eager_saves, saved_at, tangents in saved_inputs]
-            if read_outputs:   # Note [Version counters of saved outputs]
+            if read_outputs or plan_read_outputs:   # Notes [Version counters of saved outputs], [Outputs only the
+                # plan reads]: (counter, version, tangents, None | the output eager's backward reads nothing of)
                 ctx.output_versions = [(holders[k] if k in holders else _version_token(outs[k]), outs[k]._version,
-                                        tangents) for k, tangents in read_outputs]
-            if plan_read_outputs:   # Note [Outputs only the plan reads]
-                ctx.plan_output_versions = [(k, _version_token(outs[k]), outs[k]._version) for k in plan_read_outputs]
+                                        tangents, None) for k, tangents in read_outputs] + \
+                    [(_version_token(outs[k]), outs[k]._version, None, k) for k in plan_read_outputs]
             if bw_mutated:
                 ctx.bw_targets = [inputs[i] for i in bw_mutated]
             if non_diff:
@@ -997,18 +997,16 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                         "one of the variables needed for gradient computation has been modified by an inplace "
                         f"operation: an input the compiled function wrote is at version {tensor._version}; "
                         f"expected version {version} instead.")
-            if read_outputs:   # as eager's saved-variable check: the backward reads these outputs
-                for tensor, version, tangents in ctx.output_versions:
-                    if tangents is not None and not any(present[t] for t in tangents):
-                        continue   # read only for gradients that did not come: eager's node never runs
-                    if tensor._version != version:
-                        raise RuntimeError(
-                            "one of the variables needed for gradient computation has been modified by an "
-                            f"inplace operation: an output of the compiled function is at version "
-                            f"{tensor._version}; expected version {version} instead.")
-            for k, tensor, version in getattr(ctx, "plan_output_versions", ()):
-                if tensor._version != version:
-                    raise _output_only_the_plan_reads_written(k)
+            for tensor, version, tangents, plan_only in getattr(ctx, "output_versions", ()):
+                if tangents is not None and not any(present[t] for t in tangents):
+                    continue   # read only for gradients that did not come: eager's node never runs
+                if tensor._version != version and plan_only is not None:
+                    raise _output_only_the_plan_reads_written(plan_only)
+                if tensor._version != version:   # as eager's saved-variable check: eager's backward reads it
+                    raise RuntimeError(
+                        "one of the variables needed for gradient computation has been modified by an "
+                        f"inplace operation: an output of the compiled function is at version "
+                        f"{tensor._version}; expected version {version} instead.")
             for watch in getattr(ctx, "watches", ()):   # Notes [Which op saved a value], [Inputs given new data ...]
                 if watch.fires(present):   # read only for gradients that came: eager's node ran
                     raise watch.error(watch.k)
