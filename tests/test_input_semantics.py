@@ -1217,6 +1217,19 @@ WRITTEN_AFTER_THE_CALL = {
     "input_written_through_its_view_then_read": ("def f(a, w):\n    a[0].mul_(w)\n    return a.sum(), a",
                                                  "base = torch.randn(4, 3)\nx = base.t()\n"
                                                  "w = torch.randn(4, requires_grad=True)\nx, w", ()),
+    # --semantics12 seed 10102973: ``b[0, 1] = v`` writes a view of ``b`` (eager's __setitem__ selects first), so
+    # ``b``'s own grad_fn stays stale as above; ours counted it a write of ``b`` itself
+    "input_written_by_setitem_through_a_select": ("def f(a, w):\n    a[0, 1] = w.sum()\n    return a",
+                                                  "base = torch.randn(2, 5)\nx = base[:, :3]\n"
+                                                  "w = torch.randn(3, requires_grad=True)\nx, w", ()),
+    # ... while a full slice, and advanced indexing alone, write ``b`` itself: writing it after the call is allowed
+    "input_written_by_setitem_of_a_full_slice": ("def f(a, w):\n    a[:, 0:3] = w * 2.0\n    return a",
+                                                 "base = torch.randn(2, 5)\nx = base[:, :3]\n"
+                                                 "w = torch.randn(3, requires_grad=True)\nx, w", ()),
+    "input_written_by_setitem_of_an_index_tensor": ("def f(a, w):\n    a[torch.tensor([1, 0])] = w * 2.0\n"
+                                                    "    return a",
+                                                    "base = torch.randn(2, 5)\nx = base[:, :3]\n"
+                                                    "w = torch.randn(3, requires_grad=True)\nx, w", ()),
     # ... and an aliased input read after another one wrote their storage with grad
     "aliased_input_read_after_another_wrote_it_with_grad": (
         "def f(a, b):\n    a.add_(a * torch.full((3, 4), 0.5, requires_grad=True))\n    return b, b.sum()",

@@ -672,7 +672,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         if self.analyze and target is not None and (in_place or name in _DUNDER_WRITES) and torch.is_grad_enabled() \
                 and any(isinstance(t, torch.Tensor) and t.requires_grad for t in (*args, *kwargs.values())) \
                 and self._of_an_input(target):   # Note [Writes through a view of an input] in runtime/epilogue.py
-            on_itself = self._input_storages.get(target) is not None
+            on_itself = self._input_storages.get(target) is not None \
+                and not (name == "__setitem__" and len(args) > 1 and setitem_writes_a_view(target, args[1]))
             (self._recorded_on_input if on_itself else self._recorded_on_views).add(_storage_id(target))
         if self.analyze and target is not None and name in _VERSIONED_METADATA and _storage_id(target) in \
                 self.expanded_inputs and self._input_storages.get(target) is None:   # squeeze_() of a view of one
@@ -1546,6 +1547,43 @@ def _basic_index(index) -> bool:
     by index_put_): in ``x.expand(2, 3)[1:] = v`` the written view, one row, does not overlap."""
     index = index if isinstance(index, tuple) else (index,)
     return all(i is None or i is Ellipsis or isinstance(i, (int, slice)) and not isinstance(i, bool) for i in index)
+
+
+def setitem_writes_a_view(t: torch.Tensor, index) -> bool:
+    """Eager's ``t[index] = v`` writes a view of ``t``, not ``t`` itself: an integer (or a 0-dim integer or bool
+    tensor), ``None`` or ``True`` in the index, or a slice that does not take its whole dim. A slice from 0 with
+    step 1 to the dim's length or beyond is ``t`` itself, as advanced indexing alone is (``index_put_`` on ``t``).
+    Which one eager wrote decides whether ``t``'s own ``grad_fn`` is stale afterwards (Note [Writes through a
+    view of an input] in runtime/epilogue.py; fuzz --semantics12 seed 10102973: ``b[0, 1] = a.sum()``)."""
+    items = index if isinstance(index, tuple) else (index,)
+
+    def dims(item) -> int:
+        if item is None or isinstance(item, bool) or item is Ellipsis:
+            return 0
+        if isinstance(item, torch.Tensor) and item.dtype == torch.bool:
+            return max(item.dim(), 1)
+        return 1
+
+    ellipsis = next((k for k, item in enumerate(items) if item is Ellipsis), None)
+    after = sum(dims(item) for item in items[ellipsis + 1:]) if ellipsis is not None else 0
+    dim = 0
+    for k, item in enumerate(items):
+        if ellipsis is not None and k == ellipsis + 1:
+            dim = t.dim() - after
+        if item is None or isinstance(item, bool):
+            return True
+        if isinstance(item, torch.Tensor):
+            if item.dim() == 0 and (item.dtype == torch.bool or not item.is_floating_point()):
+                return True
+        elif isinstance(item, slice):
+            length = t.shape[dim] if dim < t.dim() else 0
+            if item.start not in (None, 0) or item.step not in (None, 1) \
+                    or item.stop is not None and not item.stop >= length:
+                return True
+        elif item is not Ellipsis:   # an integer, or anything with __index__
+            return True
+        dim += dims(item)
+    return False
 
 
 def _indexed(t: torch.Tensor, index) -> torch.Tensor:
