@@ -144,6 +144,11 @@ def _compile_flat_or_refuse(gm: Callable, example_inputs: list, options: Compile
         except RuntimeError as exc:
             if (refusal := aliased_leaf_refusal(exc, example_inputs)) is not None:
                 raise refusal from exc
+            if any(isinstance(x, torch.Tensor) and x._base is not None for x in example_inputs):
+                # Dynamo fakes a view as a view of its autograd base, also one given other data (``t0.data = ...``
+                # before a graph break: fuzz seed 10003680), whose memory the base no longer shares; an error eager
+                # raises on that shared memory is decided on the caller's tensors, at the call
+                return _compile_per_call(gm, options)
             raise
         except Recapture as found:   # Dynamo lifts what a program captures; a real tensor left in its graph is not
             shapes = ", ".join(str(tuple(t.shape)) for t in found.tensors)
@@ -176,9 +181,10 @@ def _compile_flat_or_refuse(gm: Callable, example_inputs: list, options: Compile
 
 
 def _compile_per_call(gm: Callable, options: CompileOptions) -> Callable:
-    """A Dynamo graph with tensor-subclass inputs or outputs (Note [Tensor subclasses]), or with an expanded
-    input it writes in place (Note [Expanded inputs written in place]): compiled on its first call (per
-    structure) by the machinery of aot_function, which makes entries of their own for those."""
+    """A Dynamo graph with tensor-subclass inputs or outputs (Note [Tensor subclasses]), with an expanded
+    input it writes in place (Note [Expanded inputs written in place]), or whose trace on Dynamo's fake views
+    raised: compiled on its first call (per structure) by the machinery of aot_function, which makes entries
+    of their own for those, traced on the caller's tensors."""
     from .compiled import CompiledFunction
 
     def call_graph(*inputs):

@@ -1230,6 +1230,11 @@ WRITTEN_AFTER_THE_CALL = {
                                                     "    return a",
                                                     "base = torch.randn(2, 5)\nx = base[:, :3]\n"
                                                     "w = torch.randn(3, requires_grad=True)\nx, w", ()),
+    # seed 10003680 (through Dynamo, a graph break after ``t0.data = ...``): a view given other data, passed beside
+    # its autograd base, was faked as a view of that base: the write into the base raised eager's overlap error
+    "view_given_other_data_beside_its_base": ("def f(a, t0):\n    a[:-1].add_(t0)\n    return a, t0 * 2.0",
+                                              "base = torch.randn(4, 2)\nt0 = base.select(0, -1)\n"
+                                              "t0.data = t0.data * 2\nbase, t0", ()),
     # ... and an aliased input read after another one wrote their storage with grad
     "aliased_input_read_after_another_wrote_it_with_grad": (
         "def f(a, b):\n    a.add_(a * torch.full((3, 4), 0.5, requires_grad=True))\n    return b, b.sum()",

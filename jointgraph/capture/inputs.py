@@ -38,6 +38,7 @@ from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from ..errors import UnsupportedError
 from ..ir import Role
@@ -230,10 +231,19 @@ def fakeify(tensors: list, fake_mode, *, dynamic: bool, static: frozenset[int] =
         if dynamic and t.dim() > 0:
             kind = DimDynamic.STATIC if i in static else DimDynamic.DYNAMIC
             context = StatelessSymbolicContext(dynamic_sizes=[kind] * t.dim())
-        # Only non-leaf inputs are detached: a leaf keeps its identity and autograd metadata.
-        if t.is_leaf:
+        # Only non-leaf inputs are detached: a leaf keeps its identity and autograd metadata. A view given
+        # other data (``t.data = ...``, a Dynamo graph break between: fuzz seed 10003680) is fakified apart
+        # from its autograd base: faked as a view of it, it would share the base's memory it no longer shares.
+        if t.is_leaf and t._base is not None and not _on_its_base(t):
+            fake = fake_mode.from_tensor(t.detach(), symbolic_context=context).requires_grad_(t.requires_grad)
+        elif t.is_leaf:
             fake = fake_mode.from_tensor(t, symbolic_context=context)
         else:
             fake = fake_mode.from_tensor(t.detach(), symbolic_context=context).requires_grad_(True)
         fakes.append(fake)
     return fakes
+
+
+def _on_its_base(t: torch.Tensor) -> bool:
+    """The view ``t`` still lies in its autograd base's storage."""
+    return StorageWeakRef(t.untyped_storage()) == StorageWeakRef(t._base.untyped_storage())
