@@ -144,7 +144,8 @@ def _compile_flat_or_refuse(gm: Callable, example_inputs: list, options: Compile
         except RuntimeError as exc:
             if (refusal := aliased_leaf_refusal(exc, example_inputs)) is not None:
                 raise refusal from exc
-            if any(isinstance(x, torch.Tensor) and x._base is not None for x in example_inputs):
+            if not isinstance(exc, UnsupportedError) \
+                    and any(isinstance(x, torch.Tensor) and x._base is not None for x in example_inputs):
                 # Dynamo fakes a view as a view of its autograd base, also one given other data (``t0.data = ...``
                 # before a graph break: fuzz seed 10003680), whose memory the base no longer shares; an error eager
                 # raises on that shared memory is decided on the caller's tensors, at the call

@@ -886,6 +886,12 @@ REFUSED = {
                                                   "    a.fill_(3.0)\n    return a",
                                                   "leaf = torch.randn(1, 4, requires_grad=True)\n"
                                                   "x = (leaf * 1).expand(2, 4)\nx,"),
+    # fuzz seed 9801038: a view of an input given other data, then written with autograd recording it: eager lays
+    # the view's new geometry on the input's elements to rewrite its history (grads at the wrong elements before)
+    "recorded_write_of_a_view_given_data": ("def f(a):\n    t0 = a[0]\n    a.data[::2].add_(2.0)\n    t1 = a[:-1]\n"
+                                            "    t1.data = t1.data * 2\n    t1.copy_(t0)\n    return t0.detach()",
+                                            "leaf0 = torch.randn(5, requires_grad=True)\nbase0 = leaf0 * 1\n"
+                                            "x0 = base0[2:]\nx0,"),
     # a non-idempotent op through overlapping unfold windows: eager applies it once per window, in its kernel's order
     "mul_through_overlapping_unfold": ("def f(a):\n    a.unfold(0, 2, 1).mul_(2)\n    return a",
                                        "x = torch.randn(5)\nx,"),

@@ -688,6 +688,9 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             if in_place and self.analyze and name not in _OVERLAP_UNCHECKED \
                     and not (name == "copy_" and len(args) > 1 and _same_data(target, args[1])):
                 self._check(target, args[1:], kwargs)
+            if self.analyze and self._views_given_data.get(target) is not None and torch.is_grad_enabled() \
+                    and _recorded(args, kwargs):
+                raise _recorded_write_of_a_view_given_data(name)
             via_data = bool(self._data_aliases.get(target))
             via_set = self._set_sources.get(_elem(target)) is not None
             if self._expanded.write(func, name, target, args[1:], kwargs, via_data=via_data, via_set=via_set):
@@ -1364,6 +1367,17 @@ def _recorded(args: tuple, kwargs: dict) -> bool:
     """Autograd records this in-place op: grad mode, and an argument (the target included) requires grad."""
     return torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad
                                            for t in (*args, *kwargs.values()))
+
+
+def _recorded_write_of_a_view_given_data(name: str) -> UnsupportedError:
+    """Fuzz seed 9801038: ``t1 = a[:-1]; t1.data = t1.data * 2; t1.copy_(t0)`` with ``t0`` requiring grad: eager
+    rewrites the history of ``t1``'s autograd base with ``t1``'s new geometry, laid on the base's elements."""
+    return UnsupportedError(
+        f"{name}() with autograd recording it, on a view of an input given other data by .data =: eager rewrites "
+        "the input's history with the view's new geometry laid on the input's elements, which the trace does not "
+        "follow", source=user_source_line(),
+        hint="write into a new variable (t = v.data * 2) rather than assigning .data, or run the write under "
+             'torch.no_grad(), or pass on_unsupported="eager"')
 
 
 def recorded_write_after_set_onto_an_input() -> UnsupportedError:
