@@ -1236,6 +1236,15 @@ WRITTEN_AFTER_THE_CALL = {
                                                     "    return a",
                                                     "base = torch.randn(2, 5)\nx = base[:, :3]\n"
                                                     "w = torch.randn(3, requires_grad=True)\nx, w", ()),
+    # review: a list of integers is one advanced index (index_put_ on the input itself), not a view of it
+    "input_written_by_setitem_of_a_list": ("def f(a, w):\n    a[[0, 1]] = w * 2.0\n    return a",
+                                           "base = torch.randn(4, 5)\nx = base[:, :3]\n"
+                                           "w = torch.randn(3, requires_grad=True)\nx, w", ()),
+    # review: a write with grad through the .data of a view given other data is no write of the view in autograd
+    "recorded_write_through_the_data_of_a_view_given_data": (
+        "def f(a, w):\n    t1 = a[:-1]\n    t1.data = t1.data * 2\n    t1.data.mul_(w)\n    return a * 1, t1 * 1",
+        "leaf0 = torch.randn(4, requires_grad=True)\nx0 = leaf0 * 1\nw = torch.randn(3, requires_grad=True)\nx0, w",
+        ()),
     # seed 10003680 (through Dynamo, a graph break after ``t0.data = ...``): a view given other data, passed beside
     # its autograd base, was faked as a view of that base: the write into the base raised eager's overlap error
     "view_given_other_data_beside_its_base": ("def f(a, t0):\n    a[:-1].add_(t0)\n    return a, t0 * 2.0",

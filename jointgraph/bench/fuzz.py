@@ -324,7 +324,9 @@ def _operand(scope: _Scope, shape: torch.Size) -> str | None:
 def _index(rng: random.Random, value: torch.Tensor) -> str:
     if value.dim() == 0:
         return "[...]"
-    options = ["[0]", "[-1]", "[1:]", "[::2]"]
+    # an integer writes a view of the target, a full slice or a list of integers the target itself (eager's
+    # __setitem__: --semantics12 seed 10102973 and its review)
+    options = ["[0]", "[-1]", "[1:]", "[::2]", "[:]", "[[0, -1]]"]
     if value.dim() >= 2:
         options += ["[:, 0]", "[0, 1]"]
     return rng.choice(options)

@@ -688,8 +688,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             if in_place and self.analyze and name not in _OVERLAP_UNCHECKED \
                     and not (name == "copy_" and len(args) > 1 and _same_data(target, args[1])):
                 self._check(target, args[1:], kwargs)
-            if self.analyze and self._views_given_data.get(target) is not None and torch.is_grad_enabled() \
-                    and _recorded(args, kwargs):
+            if self.analyze and self._views_given_data.get(target) is not None and target.requires_grad \
+                    and not self._data_aliases.get(target) and _recorded(args, kwargs):   # not a .data or a detach
                 raise _recorded_write_of_a_view_given_data(name)
             via_data = bool(self._data_aliases.get(target))
             via_set = self._set_sources.get(_elem(target)) is not None
@@ -1569,7 +1569,10 @@ def setitem_writes_a_view(t: torch.Tensor, index) -> bool:
     step 1 to the dim's length or beyond is ``t`` itself, as advanced indexing alone is (``index_put_`` on ``t``).
     Which one eager wrote decides whether ``t``'s own ``grad_fn`` is stale afterwards (Note [Writes through a
     view of an input] in runtime/epilogue.py; fuzz --semantics12 seed 10102973: ``b[0, 1] = a.sum()``)."""
-    items = index if isinstance(index, tuple) else (index,)
+    if isinstance(index, list) and not any(isinstance(i, (torch.Tensor, list, tuple, slice)) or i is None
+                                           or i is Ellipsis for i in index):
+        return False   # a list of integers is one advanced index: index_put_ on t (eager's treatSequenceAsTuple)
+    items = tuple(index) if isinstance(index, list) else index if isinstance(index, tuple) else (index,)
 
     def dims(item) -> int:
         if item is None or isinstance(item, bool) or item is Ellipsis:
@@ -1586,7 +1589,9 @@ def setitem_writes_a_view(t: torch.Tensor, index) -> bool:
             dim = t.dim() - after
         if item is None or isinstance(item, bool):
             return True
-        if isinstance(item, torch.Tensor):
+        if isinstance(item, (list, tuple)) or type(item).__module__ == "numpy" and getattr(item, "ndim", 0) > 0:
+            pass   # an advanced index (a sequence, an array): index_put_ on what the basic indices leave
+        elif isinstance(item, torch.Tensor):
             if item.dim() == 0 and (item.dtype == torch.bool or not item.is_floating_point()):
                 return True
         elif isinstance(item, slice):
