@@ -293,6 +293,24 @@ def test_random_programs_with_fsdp_storage_cycles_match_eager():
     assert sum(o.status == "pass" for o in outcomes.values()) >= 6
 
 
+@pytest.mark.parametrize("partitioner", ["default", "mincut"])
+def test_fsdp_copy_into_a_saved_input_makes_the_backward_raise_as_eager(partitioner):
+    """fuzz STORAGE_WRITERS seed 60: eager's fsdp.copy_ moves its target's version, so a value an op saved before
+    it makes the backward raise; the trace moved none and its backward read the copied value."""
+    def f(b):
+        t0 = b.cos()
+        with torch.no_grad():
+            torch.ops.fsdp.copy_(b, t0.detach())
+        return b + t0
+
+    for fn in (f, jointgraph.aot_function(f, partitioner=partitioner)):
+        b = torch.randn(2).requires_grad_()
+        out = fn(b)
+        assert b._version == 1
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            out.sum().backward()
+
+
 ### Tensor.resize_ (issue 17: an internal RuntimeError before)
 
 def _grow_input(x, w):

@@ -148,6 +148,18 @@ def _root_of(t: torch.Tensor) -> torch.Tensor:
     return t if t._base is None else t._base
 
 
+# Custom in-place ops whose eager call moves their target's version (FSDP2's copy into an unsharded parameter);
+# ``inductor::resize_storage_bytes_`` moves none
+_CUSTOM_WRITES_MOVING_VERSIONS = frozenset({"fsdp::copy_"})
+
+
+def _custom_op_name(func) -> str | None:
+    """``namespace::name`` of a ``torch.ops`` op (a packet or an overload), else None."""
+    if isinstance(func, torch._ops.OpOverload):
+        func = func.overloadpacket
+    return getattr(func, "_qualified_op_name", None) if isinstance(func, torch._ops.OpOverloadPacket) else None
+
+
 def _is_in_place(name: str) -> bool:
     """A method that writes its tensor's elements (``add_``, ``copy_``), not only its metadata."""
     return name.endswith("_") and not name.startswith("_") and name not in _METADATA_ONLY
@@ -596,6 +608,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                                            and _inplace_argument(func, args, kwargs) is True)
         # an in-place op's autograd reads its arguments' grad_fn before its own write moves the version
         before = self._before_write() if self.analyze and (in_place or name in _DUNDER_WRITES) else None
+        if name == "__setitem__" and target is not None and len(args) > 2 and args[1] is False:
+            return None   # eager's x[False] = v writes nothing and moves no version (review of the change)
         if name == "__set__" and target is not None and getattr(func, "__self__", None) is _DATA \
                 and len(args) > 1 and isinstance(args[1], torch.Tensor):
             self._note_read_before_set(target)
@@ -729,8 +743,14 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         if in_place and self._root_stand_ins and self._root_stand_ins.get(target):
             _as_a_root(target)
         writes = target is not None and (in_place or name in _DUNDER_WRITES or name in _VERSIONED_METADATA)
+        version = target._version if in_place and _custom_op_name(func) in _CUSTOM_WRITES_MOVING_VERSIONS else None
         try:
             result = func(*args, **kwargs)
+            if version is not None and target._version == version:
+                # a custom in-place op (torch.ops.fsdp.copy_): eager's moves its target's version, which the traced
+                # backward of a value saved before it checks (fuzz STORAGE_WRITERS seed 60: ``t0 = b.cos()``, then
+                # fsdp.copy_ into ``b``: eager's backward raises, the trace read the new value)
+                torch.autograd.graph.increment_version(target)
         except RuntimeError as exc:
             written = (self._recorded_on_input | self._recorded_on_views) - {_storage_id(target)} \
                 if writes and self.analyze and str(exc).startswith((LEAF_WRITTEN, VIEW_OF_LEAF)) \
@@ -1527,6 +1547,9 @@ class ExpandedViews:
                                         'or pass on_unsupported="eager"')
         if value is _NOT_A_FILL:
             return False
+        if name == "fill_" and isinstance(rest[0] if rest else kwargs.get("value"), torch.Tensor) \
+                and has_internal_overlap(t):   # fill_ of a tensor value checks its target (of a number, not)
+            raise RuntimeError(INTERNAL_OVERLAP)
         basic = name == "__setitem__" and _basic_index(rest[0])
         if basic and has_internal_overlap(_indexed(t, rest[0])):   # copied into an overlapping view: eager raises
             raise RuntimeError(INTERNAL_OVERLAP)
@@ -1535,7 +1558,14 @@ class ExpandedViews:
         counts = torch.zeros(_storage_extent(t, s), dtype=torch.int32, device=t.device)
         counts = counts.index_put((_offsets(t).reshape(-1),), marks.reshape(-1).to(torch.int32), accumulate=True)
         written = counts[_offsets(s)] > 0
-        source.masked_fill_(written, value)
+        if isinstance(value, torch.Tensor) and value.requires_grad and torch.is_grad_enabled():
+            # eager's backward sums the value's gradient over the written view's elements, an element reached by
+            # n windows n times (fuzz seed 10202545: ``t0 = b.unfold(0, 2, 1); t0[...] = t0.sum()``): the value
+            # is weighted by that count in the gradient only (the detached term cancels it in the forward)
+            extra = (counts[_offsets(s)] - 1).clamp(min=0).to(value.dtype) * value
+            source.copy_(torch.where(written, value + extra - extra.detach(), source))
+        else:
+            source.masked_fill_(written, value)
         if torch.is_grad_enabled() and source.requires_grad and not basic and has_internal_overlap(t):
             _BackwardRaisesOverlap.apply(source)   # eager records the write on the overlapping (stride 0) view
         return True

@@ -132,13 +132,21 @@ def collect_metadata(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...
                           and not a.requires_grad) - as_views
         if not views_refused or not views or not with_backward:
             raise
+        found, message = getattr(exc, "after_a_recorded_write", None), str(exc)
     # ``x.requires_grad_()`` on an input that is the caller's view, then an in-place op on a view of
     # ``x`` taken before: in eager that view hangs off the caller's base, which does not require grad
     # (fuzz seed 1502347: ``t0 = a.unbind(0)[0]; a.requires_grad_(); t0.clamp_(...)``, eager's multi-output
     # view error on a base of its own).
-    return collect_metadata(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, non_leaf=non_leaf,
-                            as_views=as_views | views, uncloned=uncloned, leaf_views=leaf_views,
-                            plain_views=plain_views)
+    try:
+        return collect_metadata(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward,
+                                non_leaf=non_leaf, as_views=as_views | views, uncloned=uncloned,
+                                leaf_views=leaf_views, plain_views=plain_views)
+    except RuntimeError as again:
+        # the same error on the inputs passed as views, where the trace does not see them as inputs: the
+        # positions of the first run stay for compiled.aliased_leaf_refusal (fuzz seed 10203944)
+        if found is not None and getattr(again, "after_a_recorded_write", None) is None and str(again) == message:
+            again.after_a_recorded_write = found
+        raise
 
 
 def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_mode, *, with_backward: bool,

@@ -249,6 +249,39 @@ def _watch_members(result: Any, leaves: list, members: list) -> None:
         add_watches(node, [_DataWatch(m, i, None, _member_data_replaced) for i, m in members])
 
 
+def _saved_by_eager(layout) -> dict[int, tuple | None]:
+    """The inputs whose version eager's backward checks (Note [Saved mutated inputs] in runtime/function.py), by
+    the layout of the entry traced on distinct inputs, each with the tangents of the outputs whose backward reads
+    it (None: any)."""
+    found = {i: tangents for i, eager_saves, tangents in layout.saved_mutated if eager_saves}
+    found.update((i, tangents) for _, i, eager_saves, tangents in layout.saved_input_positions if eager_saves)
+    return found
+
+
+def _check_empty_members(result: Any, leaves: list, layout, members: list) -> None:
+    """An empty member eager saved (``b.sin()`` of ``b = base[2:]``, passed beside ``base[:1]`` and written) is an
+    empty view of the synthetic base in the inner step, which saves nothing of it: its version, shared with the
+    caller's base, is checked as it is after the call, as eager's saved one would be (fuzz --semantics12 seed
+    10301516: ``b.detach().mul_(2)`` after the call, then the backward), where a gradient of an output whose
+    backward reads it came. ``members``: (tensor, the outer layout's tangents reading it). Both steps number
+    their outputs' tangents from the user's tensors first; one read from another tangent is checked always."""
+    from .function import step_node  # function.py imports this module
+
+    node = step_node(result, leaves) if members else None
+    inner = getattr(getattr(node, "_forward_cls", None), "tangent_positions", None)
+    if node is None or getattr(node, "stash", None) is None or inner is None:
+        return
+    outer = layout.tangent_positions
+
+    def mapped(tangents: tuple | None) -> tuple | None:
+        if tangents is None or any(outer[t] >= layout.num_user_tensors or outer[t] not in inner for t in tangents):
+            return None
+        return tuple(inner.index(outer[t]) for t in tangents)
+
+    node.expected_versions = [*getattr(node, "expected_versions", ()),
+                              *[(m, m._version, True, mapped(tangents)) for m, tangents in members]]
+
+
 def _expected_versions(result: Any) -> list:
     node = _expected_versions_holder(result)
     return list(node.expected_versions) if node is not None else []
@@ -538,6 +571,9 @@ class SyntheticBases:
         if layout.inputs_saved_itself:
             _watch_members(result, leaves, [(i, leaves[positions[i]]) for i, _ in layout.inputs_saved_itself
                                             if i in members_of])
+        _check_empty_members(result, leaves, layout, [(leaves[positions[i]], tangents) for i, tangents
+                                                      in _saved_by_eager(layout).items()
+                                                      if i in members_of and leaves[positions[i]].numel() == 0])
         for i in requires_grad_set:
             leaves[positions[i]].requires_grad_()
         if refreshed and torch.is_grad_enabled():

@@ -1038,4 +1038,5 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                           for g, deps in zip(result, grad_tangents, strict=True)]
             return tuple(g if need else None for g, need in zip(result, grad_mask, strict=True))
 
+    CompiledStep.tangent_positions = tangent_positions   # its node's (_forward_cls): aliasing._check_empty_members
     return CompiledStep
