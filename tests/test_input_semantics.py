@@ -1268,6 +1268,9 @@ WRITTEN_AFTER_THE_CALL = {
     "input_written_by_setitem_of_a_list": ("def f(a, w):\n    a[[0, 1]] = w * 2.0\n    return a",
                                            "base = torch.randn(4, 5)\nx = base[:, :3]\n"
                                            "w = torch.randn(3, requires_grad=True)\nx, w", ()),
+    "input_written_by_setitem_of_a_range": ("def f(a, w):\n    a[range(2)] = w * 2.0\n    return a",
+                                            "base = torch.randn(4, 5)\nx = base[:, :3]\n"
+                                            "w = torch.randn(3, requires_grad=True)\nx, w", ()),
     # review: a write with grad through the .data of a view given other data is no write of the view in autograd
     "recorded_write_through_the_data_of_a_view_given_data": (
         "def f(a, w):\n    t1 = a[:-1]\n    t1.data = t1.data * 2\n    t1.data.mul_(w)\n    return a * 1, t1 * 1",
@@ -1411,6 +1414,47 @@ def test_setitem_of_false_writes_nothing_and_moves_no_version(how):
         out = fn(a, w)
         assert a._version == 0 and not a.requires_grad and not out.requires_grad
         torch.testing.assert_close(a, before)
+
+
+@pytest.mark.parametrize("value, dtype", [(float("inf"), torch.float32), (2e38, torch.float32),
+                                          (0.1, torch.float32), (0.1, torch.float16)])
+def test_a_fill_through_overlapping_windows_with_a_value_requiring_grad_writes_the_value_exactly(value, dtype):
+    """Review of the change: the gradient's weighting by the windows reaching an element leaves the values written
+    exactly eager's (an arithmetic identity turned inf into nan and rounded finite values)."""
+    def f(b, w):
+        b.unfold(0, 3, 1).fill_(w.sum())
+        return b * 2.0
+
+    results = []
+    for fn in (f, jointgraph.aot_function(f)):
+        b, w = torch.zeros(6, dtype=dtype), torch.tensor([value], dtype=dtype, requires_grad=True)
+        out = fn(b, w)
+        out.sum().backward()
+        results.append((b.clone(), out.detach(), w.grad))
+    for got, expected in zip(results[1], results[0], strict=True):
+        torch.testing.assert_close(got, expected, equal_nan=False)
+
+
+@pytest.mark.parametrize("how", ["aot", "dynamo"])
+def test_an_empty_input_read_only_for_a_written_inputs_gradient_is_not_checked_in_other_backwards(how):
+    """Review of the change: ``b`` (empty) is read only for ``a``'s new value; a backward from ``w * 3.0`` alone runs
+    no node that saved it in eager, after a write into their base too."""
+    def f(a, b, d, w):
+        a.mul_(w)
+        a.add_(b.sin().sum())
+        return d * 1.0, w * 3.0
+
+    grads = []
+    for fn in (f, jointgraph.aot_function(f) if how == "aot" else torch.compile(f, backend="jointgraph")):
+        torch._dynamo.reset()
+        leaf = torch.randn(3, requires_grad=True)
+        base = leaf * 1
+        w = torch.randn(2, requires_grad=True)
+        out = fn(base[:2], base[3:], base, w)
+        base.detach().mul_(2)
+        out[1].sum().backward()
+        grads.append(w.grad)
+    torch.testing.assert_close(grads[1], grads[0])
 
 
 def test_a_detach_returned_beside_its_tensor_shares_its_version_counter():

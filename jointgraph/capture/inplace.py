@@ -1558,17 +1558,33 @@ class ExpandedViews:
         counts = torch.zeros(_storage_extent(t, s), dtype=torch.int32, device=t.device)
         counts = counts.index_put((_offsets(t).reshape(-1),), marks.reshape(-1).to(torch.int32), accumulate=True)
         written = counts[_offsets(s)] > 0
-        if isinstance(value, torch.Tensor) and value.requires_grad and torch.is_grad_enabled():
+        if isinstance(value, torch.Tensor) and value.requires_grad and torch.is_grad_enabled() \
+                and source.is_floating_point():
             # eager's backward sums the value's gradient over the written view's elements, an element reached by
             # n windows n times (fuzz seed 10202545: ``t0 = b.unfold(0, 2, 1); t0[...] = t0.sum()``): the value
-            # is weighted by that count in the gradient only (the detached term cancels it in the forward)
-            extra = (counts[_offsets(s)] - 1).clamp(min=0).to(value.dtype) * value
-            source.copy_(torch.where(written, value + extra - extra.detach(), source))
+            # is weighted by that count in the gradient only
+            source.copy_(torch.where(written, _CountedValue.apply(value, counts[_offsets(s)]), source))
         else:
             source.masked_fill_(written, value)
         if torch.is_grad_enabled() and source.requires_grad and not basic and has_internal_overlap(t):
             _BackwardRaisesOverlap.apply(source)   # eager records the write on the overlapping (stride 0) view
         return True
+
+
+class _CountedValue(torch.autograd.Function):
+    """``value`` (0-dim) broadcast to ``counts``' shape; its gradient is the incoming one weighted by ``counts``
+    (how many elements of an overlapping view reach each element), summed: eager's gradient of a fill through
+    that view. The forward is the value itself, exactly."""
+
+    @staticmethod
+    def forward(ctx, value, counts):
+        ctx.save_for_backward(counts)
+        return value.expand(counts.shape).clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        (counts,) = ctx.saved_tensors
+        return (grad * counts.to(grad.dtype)).sum(), None
 
 
 class _BackwardRaisesOverlap(torch.autograd.Function):
@@ -1599,8 +1615,8 @@ def setitem_writes_a_view(t: torch.Tensor, index) -> bool:
     step 1 to the dim's length or beyond is ``t`` itself, as advanced indexing alone is (``index_put_`` on ``t``).
     Which one eager wrote decides whether ``t``'s own ``grad_fn`` is stale afterwards (Note [Writes through a
     view of an input] in runtime/epilogue.py; fuzz --semantics12 seed 10102973: ``b[0, 1] = a.sum()``)."""
-    if isinstance(index, list) and not any(isinstance(i, (torch.Tensor, list, tuple, slice)) or i is None
-                                           or i is Ellipsis for i in index):
+    if isinstance(index, range) or isinstance(index, list) and not any(
+            isinstance(i, (torch.Tensor, list, tuple, range, slice)) or i is None or i is Ellipsis for i in index):
         return False   # a list of integers is one advanced index: index_put_ on t (eager's treatSequenceAsTuple)
     items = tuple(index) if isinstance(index, list) else index if isinstance(index, tuple) else (index,)
 
@@ -1619,7 +1635,7 @@ def setitem_writes_a_view(t: torch.Tensor, index) -> bool:
             dim = t.dim() - after
         if item is None or isinstance(item, bool):
             return True
-        if isinstance(item, (list, tuple)) or type(item).__module__ == "numpy" and getattr(item, "ndim", 0) > 0:
+        if isinstance(item, (list, tuple, range)) or type(item).__module__ == "numpy" and getattr(item, "ndim", 0) > 0:
             pass   # an advanced index (a sequence, an array): index_put_ on what the basic indices leave
         elif isinstance(item, torch.Tensor):
             if item.dim() == 0 and (item.dtype == torch.bool or not item.is_floating_point()):
