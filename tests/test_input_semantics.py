@@ -1479,6 +1479,19 @@ def test_a_detach_returned_beside_its_tensor_shares_its_version_counter():
     assert outcome.status == "pass", outcome.message
 
 
+@pytest.mark.parametrize("contender", list(CONTENDERS))
+def test_a_tensor_set_onto_an_input_then_written_is_no_view_under_no_grad(contender):
+    """Fuzz --semantics12 seed 10700702: ``t0.set_(b)``, then a write into ``b``, the call under no_grad (after two
+    under grad mode). Eager's ``t0`` is no view and does not require grad; ours was regenerated as a view made
+    before the write, which under no_grad keeps its base's requires_grad."""
+    body = "def f(b, c):\n    t0 = c * 2.0\n    t0.set_(b)\n    b.view(-1).mul_(3.0)\n    return t0"
+    inputs = ("base1 = torch.randn(5, 3, requires_grad=True)\nx1 = base1[1:4]\n"
+              "leaf2 = torch.randn(1, 3, requires_grad=True)\nbase2 = leaf2 * 1\nx2 = base2.expand(3, 3)\nx1, x2")
+    program = dataclasses.replace(Program.scenario(body, inputs), guard="no_grad")
+    outcome = check(program, CONTENDERS[contender])
+    assert outcome.status == "pass", outcome.message
+
+
 def test_an_output_only_the_plan_reads_written_after_the_call_is_refused_by_name():
     """Fuzz --semantics12 seed 9001724 (Note [Outputs only the plan reads]): through Dynamo the plan saves the
     returned ``t0`` and recomputes relu's result from it, where eager saved that result; ``o.mul_(2)`` after the

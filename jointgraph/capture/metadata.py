@@ -216,7 +216,10 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
                     _output_info(out, call_args, input_storages, with_backward, flat_fn)
                 if info.kind == "input_view" and with_backward and out_required and not info.requires_grad:
                     info = _required(info)
-                if info.kind == "input_view" and checks.stale_view(out):
+                # only an autograd view goes stale: a detach() or a tensor set_() onto the input is no view in eager,
+                # and one made under no_grad does not require grad (--semantics12 seed 10700702: t0.set_(b), then a
+                # write into b, under no_grad)
+                if info.kind == "input_view" and out._base is not None and checks.stale_view(out):
                     info = dataclasses.replace(info, made_before_write=True)
                 elif info.kind == "input_view" and _moved(inputs, info.input_index):   # a view of its old storage
                     info = dataclasses.replace(info, made_before_set=True)   # (fuzz seed 904401)
