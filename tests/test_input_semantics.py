@@ -1241,6 +1241,11 @@ WRITTEN_AFTER_THE_CALL = {
                                                     "    return a",
                                                     "base = torch.randn(2, 5)\nx = base[:, :3]\n"
                                                     "w = torch.randn(3, requires_grad=True)\nx, w", ()),
+    # --semantics12 seed 11102649: an input written itself with grad, passed beside an overlapping slice (one
+    # synthetic base): eager's write gives it its grad_fn, so writing it after the call is allowed; ours left it stale
+    "aliased_input_written_itself_with_grad": (
+        "def f(a, b):\n    t0 = a * torch.full((4, 4), 3.0, requires_grad=True)\n    a.add_(t0)\n    return a",
+        "base0 = torch.randn(4, 6)\nx0 = base0[:, :4]\nx1 = base0[:, 1:]\nx0, x1", ()),
     # --semantics12 seed 10301516: an empty input eager saved, passed beside an input sharing its storage (one
     # synthetic base, in which the empty view saves nothing): a write after the call into its version counter
     "empty_input_saved_beside_an_input_of_its_storage": (

@@ -686,9 +686,14 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         if self.analyze and target is not None and (in_place or name in _DUNDER_WRITES) and torch.is_grad_enabled() \
                 and any(isinstance(t, torch.Tensor) and t.requires_grad for t in (*args, *kwargs.values())) \
                 and self._of_an_input(target):   # Note [Writes through a view of an input] in runtime/epilogue.py
-            on_itself = self._input_storages.get(target) is not None \
-                and not (name == "__setitem__" and len(args) > 1 and setitem_writes_a_view(target, args[1]))
+            through_a_view = name == "__setitem__" and len(args) > 1 and setitem_writes_a_view(target, args[1])
+            on_itself = self._input_storages.get(target) is not None and not through_a_view
             (self._recorded_on_input if on_itself else self._recorded_on_views).add(_storage_id(target))
+            if self._watched.get(target) and not through_a_view:
+                # a rebuilt input (Note [Aliased inputs]) written itself: eager's write gives it its grad_fn, so
+                # the caller's is not stale after the call (--semantics12 seed 11102649: a.add_(t0) on a slice
+                # passed beside an overlapping one, then a.mul_(2) after the call)
+                self._refreshed_watched[target] = True
         if self.analyze and target is not None and name in _VERSIONED_METADATA and _storage_id(target) in \
                 self.expanded_inputs and self._input_storages.get(target) is None:   # squeeze_() of a view of one
             raise ExpandedInputWritten()   # (fuzz seed 503382): views of its traced dense copy are no views in eager
