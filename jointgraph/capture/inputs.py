@@ -234,7 +234,7 @@ def fakeify(tensors: list, fake_mode, *, dynamic: bool, static: frozenset[int] =
         # Only non-leaf inputs are detached: a leaf keeps its identity and autograd metadata. A view given
         # other data (``t.data = ...``, a Dynamo graph break between: fuzz seed 10003680) is fakified apart
         # from its autograd base: faked as a view of it, it would share the base's memory it no longer shares.
-        if t.is_leaf and t._base is not None and not _on_its_base(t):
+        if t.is_leaf and moved_off_base(t):
             fake = fake_mode.from_tensor(t.detach(), symbolic_context=context).requires_grad_(t.requires_grad)
         elif t.is_leaf:
             fake = fake_mode.from_tensor(t, symbolic_context=context)
@@ -244,6 +244,6 @@ def fakeify(tensors: list, fake_mode, *, dynamic: bool, static: frozenset[int] =
     return fakes
 
 
-def _on_its_base(t: torch.Tensor) -> bool:
-    """The view ``t`` still lies in its autograd base's storage."""
-    return StorageWeakRef(t.untyped_storage()) == StorageWeakRef(t._base.untyped_storage())
+def moved_off_base(t: torch.Tensor) -> bool:
+    """``t``, a view in autograd's sense, no longer shares its base's storage (``t1 = a[0]; t1.data = y``)."""
+    return t._base is not None and StorageWeakRef(t.untyped_storage()) != StorageWeakRef(t._base.untyped_storage())

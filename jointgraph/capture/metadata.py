@@ -76,6 +76,7 @@ from .inplace import (
     recorded_write_after_set_onto_an_input,
     windows_overlap,
 )
+from .inputs import moved_off_base
 from .leaves import LeafSlots, shares_version_counter
 from .symbolic import geometry_carriers
 from .unbacked import fresh_symbols_ignored
@@ -682,7 +683,8 @@ def _output_view_info(out, flat_outs: list, infos: list[OutputInfo], with_backwa
     """An output that is an autograd view of an earlier tensor output is regenerated from it at run time,
     so it stays a view of that output (in-place ops on it behave as in eager)."""
     base = getattr(out, "_base", None) if isinstance(out, torch.Tensor) else None
-    if base is None or with_backward and _from_custom_function(out) or _moved_off_base(out):
+    # a view moved off its base (fuzz seed 92511) is returned as the tensor it is, not regenerated from the base
+    if base is None or with_backward and _from_custom_function(out) or moved_off_base(out):
         return None
     for i, info in enumerate(infos):
         if info.kind == "tensor" and flat_outs[i] is base:
@@ -707,13 +709,6 @@ def _views_of_later_outputs(flat_outs: list, infos: list[OutputInfo], with_backw
     return [_output_view_info(out, flat_outs, infos, with_backward) or info
             if info.kind == "tensor" and info.view_meta is not None and later.get(id(out._base), -1) > k else info
             for k, (out, info) in enumerate(zip(flat_outs, infos, strict=True))]
-
-
-def _moved_off_base(out) -> bool:
-    """``out``, a view in autograd's sense, no longer shares its base's storage (``t1 = a[0]; t1.data = y``,
-    fuzz seed 92511): it is returned as the tensor it is, not regenerated from the base."""
-    return out._base is not None and StorageWeakRef(out.untyped_storage()) != StorageWeakRef(
-        out._base.untyped_storage())
 
 
 def _view_meta(out, requires_grad: bool) -> tuple:
@@ -851,7 +846,7 @@ def _output_info(out, f_args: list, input_storages: dict, with_backward: bool, f
         return OutputInfo(kind="input_view", requires_grad=out.requires_grad, input_index=base,
                           view_meta=_view_meta(out, bool(out.requires_grad)), view_replay=replay)
     view_meta = replay = view_base = None
-    if with_backward and out._base is not None and not _from_custom_function(out) and not _moved_off_base(out):
+    if with_backward and out._base is not None and not _from_custom_function(out) and not moved_off_base(out):
         # A view of an intermediate: returned from the autograd.Function it could not be modified
         # in place; the graph returns its base instead, and the runtime takes the view of it
         # (replaying the view ops: the base's real strides may differ from its fake's).

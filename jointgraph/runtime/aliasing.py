@@ -264,7 +264,7 @@ def _check_empty_members(result: Any, leaves: list, layout, members: list) -> No
     caller's base, is checked as it is after the call, as eager's saved one would be (fuzz --semantics12 seed
     10301516: ``b.detach().mul_(2)`` after the call, then the backward), where a gradient of an output whose
     backward reads it came. ``members``: (tensor, the outer layout's tangents reading it). Both steps number
-    their outputs' tangents from the user's tensors first; one read from another tangent is checked always."""
+    their outputs' tangents from the user's tensors first."""
     from .function import step_node  # function.py imports this module
 
     node = step_node(result, leaves) if members else None
@@ -278,10 +278,10 @@ def _check_empty_members(result: Any, leaves: list, layout, members: list) -> No
             return None
         return tuple(inner.index(outer[t]) for t in tangents)
 
-    # one read for a written input's gradient has no tangent of the inner step to follow: left unchecked (the
-    # empty values read are none), where checking it always would raise in backwards eager's does not run it
-    checks = [(m, m._version, True, mapped(tangents)) for m, tangents in members if tangents is not None]
-    checks = [check for check in checks if check[-1] is not None]
+    # one read for a written input's gradient (or for any) has no tangent of the inner step to follow: left
+    # unchecked (the empty values read are none), where checking it always would raise in backwards eager's does
+    # not run it
+    checks = [(m, m._version, True, tangents) for m, read_by in members if (tangents := mapped(read_by)) is not None]
     if checks:
         node.expected_versions = [*getattr(node, "expected_versions", ()), *checks]
 
@@ -575,9 +575,11 @@ class SyntheticBases:
         if layout.inputs_saved_itself:
             _watch_members(result, leaves, [(i, leaves[positions[i]]) for i, _ in layout.inputs_saved_itself
                                             if i in members_of])
-        _check_empty_members(result, leaves, layout, [(leaves[positions[i]], tangents) for i, tangents
-                                                      in _saved_by_eager(layout).items()
-                                                      if i in members_of and leaves[positions[i]].numel() == 0])
+        empty = [i for i in members_of if leaves[positions[i]].numel() == 0]
+        if empty:
+            saved = _saved_by_eager(layout)
+            _check_empty_members(result, leaves, layout, [(leaves[positions[i]], saved[i]) for i in empty
+                                                          if i in saved])
         for i in requires_grad_set:
             leaves[positions[i]].requires_grad_()
         if refreshed and torch.is_grad_enabled():
