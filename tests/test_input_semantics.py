@@ -3231,3 +3231,57 @@ def test_a_saved_input_the_plan_reads_for_other_outputs_than_eager_is_checked_fo
         step(jointgraph.aot_function(f, partitioner="mincut"), True)
     torch.testing.assert_close(step(jointgraph.aot_function(f, partitioner="default"), True), step(f, True))
     torch.testing.assert_close(step(jointgraph.aot_function(f, partitioner="mincut"), False), step(f, False))
+
+
+@pytest.mark.parametrize("how", ["aot_function", "dynamo"])
+def test_as_strided_view_of_a_view_read_after_a_write_of_its_storage_is_refused_not_a_lost_gradient(how):
+    """--semantics12 seed 11103840 (Dynamo runs ``b.as_strided_((2,), (1,))`` on ``base[::2]`` before its
+    graph): the view reaches ``base[1]``, which its history (an as_strided() of ``base[::2]``) drops. After the
+    write through ``a.detach()``, eager regenerates the view's history as as_strided() of ``base`` and the
+    gradient of the read reaches ``base[1]``; the graph linked the old history, so ``base[1]``'s gradient was
+    lost. Refused per call, run eagerly when asked; a read before the write (old history in eager too) and a
+    view whose history drops nothing still compile."""
+    def write_then_read(a):
+        a.detach()[:-1].square_()
+        return a.sum()
+
+    def read_then_write(a):
+        s = a.sum()
+        a.detach()[:-1].square_()
+        return s
+
+    def call(fn, make):
+        leaf = torch.arange(1.0, 7.0, requires_grad=True)
+        base = leaf.clone()
+        out = fn(make(base))
+        (out * 2).backward()
+        return out.detach(), base.detach(), leaf.grad
+
+    def compiled(fn, **options):
+        if how == "dynamo":
+            torch._dynamo.reset()
+            return torch.compile(fn, backend=jointgraph.backend(**options))
+        return jointgraph.aot_function(fn, **options)
+
+    def reaching(base):
+        return base[::2].as_strided((2,), (1,))
+
+    def in_place(base):   # the fuzz program's form: as_strided_() of the view itself
+        b = base[::2]
+        b.as_strided_((2,), (1,))
+        return b
+
+    eager = call(write_then_read, reaching)
+    assert eager[2][1] == 2.0   # eager's regenerated history reaches base[1]
+    for make in (reaching, in_place):
+        with pytest.raises(jointgraph.UnsupportedError, match="as_strided.. view of a view"):
+            call(compiled(write_then_read), make)
+    with pytest.warns(UserWarning, match="eagerly"):
+        got = call(compiled(write_then_read, on_unsupported="eager"), reaching)
+    for a, b in zip(got, eager, strict=True):
+        torch.testing.assert_close(a, b)
+    for fn, make in ((read_then_write, reaching), (write_then_read, lambda base: base[::2].as_strided((2,), (2,)))):
+        want = call(fn, make)
+        assert want[2][1] == 0.0
+        for a, b in zip(call(compiled(fn), make), want, strict=True):
+            torch.testing.assert_close(a, b)

@@ -187,7 +187,13 @@ def _input_view(rng: random.Random, shape: tuple[int, ...]) -> tuple[tuple[int, 
     if kind == "offset":
         return (first + k + 1, *rest), rng.choice((f"[{k}:{k + first}]", f"[{k + 1}:]"))
     if kind == "strided":
-        return (2 * first, *rest), "[::2]"
+        if rng.random() < 0.8:
+            return (2 * first, *rest), "[::2]"
+        # an as_strided() of the strided view reaching the elements it skips (fuzz seed 11103840)
+        strides = [1] * len(shape)
+        for d in range(len(shape) - 2, -1, -1):
+            strides[d] = strides[d + 1] * shape[d + 1]
+        return (2 * first, *rest), f"[::2].as_strided({tuple(shape)}, {tuple(strides)})"
     if kind == "transposed":
         return (shape[1], first), ".t()"
     if kind == "columns":

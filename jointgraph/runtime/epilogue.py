@@ -36,6 +36,28 @@ def write_target(t: torch.Tensor, via_view: bool) -> torch.Tensor:
     return t.view_as(t) if via_view and t._base is not None else t
 
 
+# Note [Writes through .data between graphs]
+# ------------------------------------------
+# A write through ``x.data`` moves no version of ``x``, so a backward that recomputes from ``x`` what eager
+# kept apart from it (``t1 = a.exp()`` saved as ``a``) cannot tell from ``x._version`` that the values it
+# reads are no longer the call's. Where that write is made by a later step of ours (a Dynamo graph after a
+# break: ``a.data.t()[:] = ...``, fuzz --semantics12 seed 10104346), its epilogue counts it on the storage
+# (an attribute of the storage's Python object, which lives as long as the storage); the earlier step's
+# backward compares the count it recorded at the call and refuses by name where it moved. A write through
+# ``.data`` in the user's own eager code after the call is not seen (docs/semantics.md, Known gaps).
+_DATA_WRITES = "_jointgraph_data_writes"
+
+
+def data_writes(t: torch.Tensor) -> int:
+    """How many writes through ``.data`` our steps made into ``t``'s storage."""
+    return getattr(t.untyped_storage(), _DATA_WRITES, 0)
+
+
+def count_data_write(t: torch.Tensor) -> None:
+    storage = t.untyped_storage()
+    setattr(storage, _DATA_WRITES, getattr(storage, _DATA_WRITES, 0) + 1)
+
+
 def apply_mutations(inputs: list, outs, copies: tuple) -> None:
     """Copy new values into the caller's tensors: ``copies`` holds (input, output, recorded by
     autograd, written only through ``.data``, written only through views of it).
@@ -53,6 +75,7 @@ def apply_mutations(inputs: list, outs, copies: tuple) -> None:
         elif keep_version:   # written through x.data, which counts its own versions
             with torch.no_grad(), torch.autograd._unsafe_preserve_version_counter(inputs[i]):
                 inputs[i].copy_(outs[k])
+            count_data_write(inputs[i])
         else:
             with torch.no_grad():
                 inputs[i].copy_(outs[k])
@@ -81,6 +104,8 @@ def check_recorded_writes(inputs: list, with_grad: tuple) -> None:
                 "it with autograd recording the write: eager sends the gradient of the written elements to its base, "
                 "which the view's own history (onto its old elements) does not reach",
                 hint='call as_strided_() inside the compiled function, or pass on_unsupported="eager"')
+        if t._base is not None and t.requires_grad and torch.is_grad_enabled() and _history_drops_elements(t):
+            raise _lossy_view_refusal(i, "the function writes it with autograd recording the write")
         if apart is None and t._base is not None:
             apart = _apart_from_base(inputs, i)
     if apart is not None:
@@ -129,6 +154,8 @@ def check_moved_views(inputs: list, read_after_writes: tuple, writers: tuple) ->
             _refuse_view_older_than_its_base_requires_grad(inputs, j, written)
             continue
         if t.untyped_storage().data_ptr() == t._base.untyped_storage().data_ptr():
+            if any(autograd_root(inputs[i]) is t._base for i in written) and _history_drops_elements(t):
+                raise _lossy_view_refusal(j, "autograd reads it after the function writes its storage")
             continue
         for i in written:
             if autograd_root(inputs[i]) is t._base:
@@ -199,6 +226,41 @@ def check_view_of_leaf(inputs: list, written: tuple) -> None:
         base = inputs[i]._base
         if base is not None and base.is_leaf and base.requires_grad and inputs[i].requires_grad:
             raise RuntimeError(VIEW_OF_LEAF + ".")
+
+
+_AS_STRIDED_NODES = (torch._C._functions.AsStridedBackward0, torch._C._functions.AsStridedBackward1)
+
+
+def _history_drops_elements(t: torch.Tensor) -> bool:
+    """Whether ``t``'s view history (its backward nodes down to its base's) holds an ``as_strided()`` of
+    a view, and sends a gradient of ones on fewer elements of the base than ``t`` has (fuzz seed 11103840:
+    ``b = base[::2]; b.as_strided_((2,), (1,))`` reaches ``base[1]``, which ``base[::2]``'s backward
+    drops). Eager regenerates such a view's history as ``as_strided()`` of the base once its version moves,
+    and that history drops nothing. Walks the chain only when it holds an ``as_strided()`` node."""
+    base = t._base
+    chain, node = [], t.grad_fn
+    while node is not None and node is not base.grad_fn and len(chain) < 64:
+        if getattr(node, "variable", None) is base:   # the base's AccumulateGrad: a leaf base
+            break
+        chain.append(node)
+        nexts = [n for n, _ in node.next_functions if n is not None]
+        node = nexts[0] if len(nexts) == 1 else None
+    if node is None or not any(isinstance(n, _AS_STRIDED_NODES) for n in chain[:-1]):
+        return False   # no as_strided() of a view (an as_strided() straight on the base drops nothing)
+    with torch.no_grad():
+        grad = torch.ones(t.shape, dtype=t.dtype, device=t.device)
+        for n in chain:
+            grad = n(grad)
+            grad = grad[0] if isinstance(grad, tuple) else grad
+        return bool(grad.sum() != t.numel())
+
+
+def _lossy_view_refusal(i: int, after: str) -> UnsupportedError:
+    return RefusedCall(
+        f"input {i} is an as_strided() view of a view that reaches elements outside it, and {after}: eager "
+        "then follows the view's history regenerated as as_strided() of its base, whose gradient reaches those "
+        "elements too (the history the call was given does not), which a compiled graph cannot follow",
+        hint='take as_strided() of the base itself, or pass a clone of the view, or pass on_unsupported="eager"')
 
 
 class RefusedCall(UnsupportedError):

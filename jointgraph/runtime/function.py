@@ -51,6 +51,7 @@ from .epilogue import (
     check_storage_sets_apart,
     check_view_of_leaf,
     check_views_of_grad_set,
+    data_writes,
     storage_sources,
     write_target,
 )
@@ -476,6 +477,9 @@ def _expect_versions(outs, inputs: list, saved_mutated: tuple) -> Any:
     if node is not None:
         node.expected_versions = [(inputs[i], inputs[i]._version, eager_saves, tangents)
                                   for i, eager_saves, tangents in saved_mutated]
+        # Note [Writes through .data between graphs]: eager's backward reads the input itself, ours a copy
+        node.data_write_counts = [(inputs[i], data_writes(inputs[i]), tangents)
+                                  for i, eager_saves, tangents in saved_mutated if eager_saves]
     return node
 
 
@@ -773,12 +777,15 @@ def _distinct(outs, positions: tuple[tuple[int, int], ...]) -> list:
 # not by what flowed): a step node called so returns None at once, without its version checks.
 
 
-def _recomputed_from_written_input(s: int | None, now: int, expected: int, moved: bool = False) -> UnsupportedError:
+def _recomputed_from_written_input(s: int | None, now: int, expected: int, moved: bool = False,
+                                   through_data: bool = False) -> UnsupportedError:
     """Note [Saved mutated inputs]: the plan saved an input (``s``: its saved index; None: the new value
     the function wrote) to recompute from it in the backward where eager kept a value computed from
     it; an in-place write after the call (or ``moved``: ``.data =`` or ``set_()``) destroyed it."""
     which = f"saved input {s}" if s is not None else "an input the function wrote"
     what = "given another storage after the call (.data =, set_())" if moved else \
+        "written through .data after the call, by a later compiled graph (Note [Writes through .data between " \
+        "graphs])" if through_data else \
         f"modified in place after the call (version {now}, expected {expected}: a write, or an in-place view " \
         "op such as unsqueeze_())"
     return UnsupportedError(
@@ -788,6 +795,17 @@ def _recomputed_from_written_input(s: int | None, now: int, expected: int, moved
         source=user_source_line(),
         hint="run the backward before the in-place op, or modify a clone of the input; "
              'partitioner="default" keeps what eager keeps, except a copy eager made of an input')
+
+
+def _written_input_written_through_data() -> UnsupportedError:
+    """Note [Writes through .data between graphs]: eager's backward reads an input the function wrote as the
+    tensor itself; ours reads a copy of the value the call left, and a later graph wrote the input's memory."""
+    return UnsupportedError(
+        "an input the compiled function wrote, which eager's backward reads as it is, was written through .data "
+        "after the call by a later compiled graph (Note [Writes through .data between graphs]): eager's backward "
+        "reads the new values, ours keeps the values the call left",
+        source=user_source_line(),
+        hint="run the backward before writing through .data, or write under torch.no_grad() instead")
 
 
 def _view_data_replaced(k: int) -> UnsupportedError:
@@ -878,6 +896,7 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
     geometry = {s: (size, stride) for s, size, stride in layout.saved_geometry}
     result_outputs = layout.result_outputs
     storage_checked = frozenset(layout.storage_checked)   # Note [Inputs given new data after the call]
+    data_written = frozenset(layout.keep_version)   # this call's own epilogue counts one write through .data
     data_checked = layout.data_checked
     saved_copies = layout.saved_copies
     saved_aliases = layout.saved_aliases
@@ -936,7 +955,8 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                                  + _epilogue_bumps(inputs, i, meta_mutated, bumped, clocks, saved_at), eager_saves,
                                  tangents,
                                  weakref.ref(inputs[i].untyped_storage()) if s in storage_checked and i not in moved
-                                 else None)
+                                 else None,
+                                 data_writes(inputs[i]) + (i in data_written) if s in storage_checked else None)
                                 for s, i, eager_saves, saved_at, tangents in saved_inputs]
             if read_outputs or plan_read_outputs:   # Notes [Version counters of saved outputs], [Outputs only the
                 # plan reads]: (counter, version, tangents, None | the output eager's backward reads nothing of)
@@ -972,7 +992,7 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                     "after they have already been freed). Specify retain_graph=True if you need to backward "
                     "through the graph a second time.")
             if saved_inputs:
-                for s, tensor, version, eager_saves, tangents, storage in ctx.versions:
+                for s, tensor, version, eager_saves, tangents, storage, writes in ctx.versions:
                     if tangents is not None and not any(present[t] for t in tangents):
                         if s in geometry:   # eager's node never runs (a .data = moves no version)
                             stash = _stand_in(stash, s, *geometry[s])
@@ -981,6 +1001,8 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                         raise _recomputed_from_written_input(s, tensor._version, version)
                     if storage is not None and tensor.untyped_storage() is not storage():   # .data =, set_()
                         raise _recomputed_from_written_input(s, tensor._version, version, moved=True)
+                    if writes is not None and data_writes(tensor) != writes:   # a later step's .data write
+                        raise _recomputed_from_written_input(s, tensor._version, version, through_data=True)
                     if tensor._version != version:
                         which = f"saved input {s}" if s >= 0 else "an input eager saves"
                         raise RuntimeError(
@@ -997,6 +1019,9 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                         "one of the variables needed for gradient computation has been modified by an inplace "
                         f"operation: an input the compiled function wrote is at version {tensor._version}; "
                         f"expected version {version} instead.")
+            for tensor, writes, tangents in getattr(ctx, "data_write_counts", ()):
+                if (tangents is None or any(present[t] for t in tangents)) and data_writes(tensor) != writes:
+                    raise _written_input_written_through_data()
             for tensor, version, tangents, plan_only in getattr(ctx, "output_versions", ()):
                 if tangents is not None and not any(present[t] for t in tangents):
                     continue   # read only for gradients that did not come: eager's node never runs
