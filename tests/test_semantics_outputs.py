@@ -1288,3 +1288,81 @@ def test_write_through_data_in_a_later_dynamo_graph_is_read_as_eager_or_refused_
         return
     got = leaf_arg(compiled)
     torch.testing.assert_close(got, want)
+
+
+def _exp_of(a):
+    return a.exp()
+
+
+def _written_through_data(c):
+    c.data.mul_(2.0)
+    return c.detach().sum()
+
+
+@pytest.mark.parametrize("partitioner", ["default", "mincut"])
+def test_writes_through_data_by_a_later_graph_count_only_where_they_reach_the_memory_read(partitioner):
+    """Review of 6d6d4a6 (Note [Writes through .data between graphs]): parameters that are views of one flat
+    buffer share a storage, so a later graph writing another one through ``.data`` must not make the earlier
+    backward refuse (eager's gradient is unchanged); a write into the memory the backward reads refuses by name
+    where the plan recomputes from it (min-cut) and matches eager where it saved what eager saved."""
+    def run(first, later, written):
+        leaf = torch.arange(1.0, 9.0, requires_grad=True)
+        flat = leaf.clone() / 8
+        out = first(flat[:4].view(2, 2))
+        later(flat[written])
+        out.sum().backward()
+        return out.detach(), leaf.grad
+
+    first = jointgraph.aot_function(_exp_of, partitioner=partitioner)
+    later = jointgraph.aot_function(_written_through_data)
+    for a, b in zip(run(first, later, slice(4, None)), run(_exp_of, _written_through_data, slice(4, None)),
+                    strict=True):
+        torch.testing.assert_close(a, b)
+    if partitioner == "mincut":
+        with pytest.raises(jointgraph.UnsupportedError, match="by a later compiled graph"):
+            run(first, later, slice(2, 6))
+    else:
+        for a, b in zip(run(first, later, slice(2, 6)), run(_exp_of, _written_through_data, slice(2, 6)),
+                        strict=True):
+            torch.testing.assert_close(a, b)
+
+
+def _set_after_reading(x, a, src):
+    y = (x * 2) * a.exp()
+    with torch.no_grad():
+        a.set_(src)
+    return y
+
+
+def _added_through_data(s):
+    s.data.add_(1.0)
+    return s.detach().sum()
+
+
+@pytest.mark.parametrize("partitioner", ["default", "mincut"])
+def test_write_through_data_into_the_old_storage_of_an_input_set_after_it_was_read(partitioner):
+    """Review of 6d6d4a6: the backward marks the memory of the value it saved, not the input's storage at the
+    backward, so after ``a.set_(src)`` inside the call a later graph's ``.data`` write into ``a``'s old storage is
+    seen (min-cut recomputes ``exp`` from it: refused by name, where it read the new values), and a write into
+    ``src`` is not taken for one into that memory."""
+    def run(f, later, into_old):
+        x = torch.ones(4, requires_grad=True)
+        a = torch.arange(4.0)
+        old = a.detach()
+        src = torch.full((4,), 5.0)
+        y = f(x, a, src)
+        later(old if into_old else src)
+        y.sum().backward()
+        return y.detach(), x.grad
+
+    compiled = jointgraph.aot_function(_set_after_reading, partitioner=partitioner)
+    later = jointgraph.aot_function(_added_through_data)
+    for a, b in zip(run(compiled, later, False), run(_set_after_reading, _added_through_data, False), strict=True):
+        torch.testing.assert_close(a, b)
+    if partitioner == "mincut":
+        with pytest.raises(jointgraph.UnsupportedError, match="by a later compiled graph"):
+            run(compiled, later, True)
+    else:
+        for a, b in zip(run(compiled, later, True), run(_set_after_reading, _added_through_data, True),
+                        strict=True):
+            torch.testing.assert_close(a, b)

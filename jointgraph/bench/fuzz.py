@@ -331,8 +331,9 @@ def _index(rng: random.Random, value: torch.Tensor) -> str:
     if value.dim() == 0:
         return "[...]"
     # an integer writes a view of the target, a full slice or a list of integers the target itself (eager's
-    # __setitem__: --semantics12 seed 10102973 and its review)
-    options = ["[0]", "[-1]", "[1:]", "[::2]", "[:]", "[[0, -1]]"]
+    # __setitem__: --semantics12 seed 10102973 and its review); a list naming one element twice counts it twice in
+    # the gradient of the value written (through overlapping unfold windows too: a review of 40285d8)
+    options = ["[0]", "[-1]", "[1:]", "[::2]", "[:]", "[[0, -1]]", "[[0, 0]]"]
     if value.dim() >= 2:
         options += ["[:, 0]", "[0, 1]"]
     return rng.choice(options)

@@ -797,7 +797,9 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         """``t`` is an input or an autograd view of one, not a ``detach()`` alias of one (or a view of such an
         alias): eager's view-of-a-leaf check follows autograd's views (fuzz seed 404638)."""
         root = t._base if t._base is not None else t
-        return self._made.get(root, (None,))[1:] == (None, None)
+        # an input keeps being one when an op hands it back (fuzz --semantics12 seed 11601151: a synthetic base,
+        # whose rebuilt member's detach() became a leaf, was recorded as made inside)
+        return self._made.get(root, (None,))[1:] == (None, None) or self._input_storages.get(root) is not None
 
     def _note_views_before_requires_grad(self, target: torch.Tensor, requires_grad: bool = True) -> None:
         """Fuzz seed 310444: ``t0 = a[0]; a.requires_grad_()`` on an input. Eager's ``t0``, a view made
@@ -1558,10 +1560,11 @@ class ExpandedViews:
         basic = name == "__setitem__" and _basic_index(rest[0])
         if basic and has_internal_overlap(_indexed(t, rest[0])):   # copied into an overlapping view: eager raises
             raise RuntimeError(INTERNAL_OVERLAP)
-        marks = torch.zeros(t.shape, dtype=torch.bool, device=t.device)
-        _mark(name, marks, rest, kwargs)
+        # eager's backward writes the target's own gradient into the overlapping view: only where it had one
+        target_grad = source.requires_grad
+        entries = _entry_counts(name, t.shape, t.device, rest, kwargs)
         counts = torch.zeros(_storage_extent(t, s), dtype=torch.int32, device=t.device)
-        counts = counts.index_put((_offsets(t).reshape(-1),), marks.reshape(-1).to(torch.int32), accumulate=True)
+        counts = counts.index_put((_offsets(t).reshape(-1),), entries.reshape(-1), accumulate=True)
         written = counts[_offsets(s)] > 0
         if isinstance(value, torch.Tensor) and value.requires_grad and torch.is_grad_enabled() \
                 and source.is_floating_point():
@@ -1571,7 +1574,7 @@ class ExpandedViews:
             source.copy_(torch.where(written, _CountedValue.apply(value, counts[_offsets(s)]), source))
         else:
             source.masked_fill_(written, value)
-        if torch.is_grad_enabled() and source.requires_grad and not basic and has_internal_overlap(t):
+        if torch.is_grad_enabled() and target_grad and not basic and has_internal_overlap(t):
             _BackwardRaisesOverlap.apply(source)   # eager records the write on the overlapping (stride 0) view
         return True
 
@@ -1680,18 +1683,26 @@ def _fill_value(name: str, rest: tuple, kwargs: dict):
     return value if isinstance(value, (bool, int, float)) else _NOT_A_FILL
 
 
-def _mark(name: str, marks: torch.Tensor, rest: tuple, kwargs: dict) -> None:
-    """Run the fill on ``marks`` with the value True: which of the target's elements it writes."""
+def _entry_counts(name: str, shape: torch.Size, device: torch.device, rest: tuple, kwargs: dict) -> torch.Tensor:
+    """How many entries of the fill's index reach each of the target's elements (an index tensor may name an
+    element twice: ``t[[0, 0, 1]] = v``): eager's backward of the value gathers the gradient once per entry
+    of an indexing write (``index_fill_``'s, once per element). A mask names each element once; it is marked
+    as it is (gathering through it would make the count's size depend on its values)."""
+    marks = torch.zeros(shape, dtype=torch.int32, device=device)
     if name in ("fill_", "zero_"):
-        marks.fill_(True)
-    elif name == "masked_fill_":
-        marks.masked_fill_(rest[0], True)
-    elif name == "index_fill_":
-        marks.index_fill_(rest[0], rest[1], True)
-    elif name == "__setitem__":
-        marks[rest[0]] = True
-    else:   # index_put_
-        marks.index_put_(rest[0], torch.ones((), dtype=torch.bool, device=marks.device))
+        return marks.fill_(1)
+    if name == "masked_fill_":
+        return marks.masked_fill_(rest[0], 1)
+    if name == "index_fill_":
+        return marks.index_fill_(rest[0], rest[1], 1)
+    index = rest[0] if name == "__setitem__" else tuple(rest[0])
+    parts = index if isinstance(index, tuple) else (index,)
+    if any(isinstance(p, torch.Tensor) and p.dtype == torch.bool for p in parts):
+        marks[index] = 1
+        return marks
+    ids = torch.arange(shape.numel(), device=device).view(shape)[index].reshape(-1)
+    counts = marks.view(-1).index_put_((ids,), torch.ones_like(ids, dtype=torch.int32), accumulate=True)
+    return counts.view(shape)
 
 
 # elementwise in-place ops f with f(f(x)) == f(x) for their scalar arguments

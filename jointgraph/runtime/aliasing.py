@@ -46,7 +46,7 @@ from ..capture.leaves import shares_version_counter
 from ..capture.metadata import base_written_after
 from ..errors import UnsupportedError
 from ..ir.sizes import extent
-from .epilogue import RefusedCall, apply_metadata_mutations
+from .epilogue import RefusedCall, apply_metadata_mutations, history_drops_elements, lossy_view_refusal
 from .epilogue import autograd_root as _root
 
 
@@ -163,6 +163,22 @@ def _refuse_views_moved_off_their_base(group: tuple, members: list) -> None:
                 f"input {i} is a view given other data (.data =, set_()) that shares it with another input the "
                 "function writes: its autograd base lies in another storage, so the inputs cannot be rebuilt "
                 "from one", hint='pass a clone, or pass on_unsupported="eager"')
+
+
+def _refuse_views_dropping_elements(group: tuple, members: list) -> None:
+    """Fuzz --semantics12 seed 11600224 (``x0 = base[::2].as_strided((3, 3), (3, 1))`` passed beside
+    ``base[:-1]``, written through ``.data``): eager's gradient through such a member follows the history the
+    call gave it, which drops the elements outside ``base[::2]``, until a write that moves its version makes
+    autograd regenerate it on the base; a member rebuilt from the synthetic base always reaches them."""
+    if not torch.is_grad_enabled():
+        return
+    for i, m in zip(group, members, strict=True):
+        if m.requires_grad and m._base is not None and history_drops_elements(m):
+            raise lossy_view_refusal(
+                i, "it shares its storage with another input the function writes",
+                "eager's gradient through it follows the history the call gave it (which drops those elements) "
+                "until a write moves its version, and the view rebuilt from the inputs' common storage always "
+                "reaches them")
 
 
 def _gradient_reaches(layout, i: int) -> bool:
@@ -496,6 +512,7 @@ class SyntheticBases:
                     hint='pass distinct tensors (e.g. .clone()), or pass on_unsupported="eager"')
             _refuse_views_made_leaves(group, members, layout, written)
             _refuse_views_moved_off_their_base(group, members)
+            _refuse_views_dropping_elements(group, members)
             base = base_of(members, tuple(i in recorded for i in group))
             if base is None:   # a refusal, which no caller answers with synthetic bases again (an ExpandedEntry's
                 raise UnsupportedError(aliased.what, hint=aliased.hint) from aliased   # outer call: seed 1201873)

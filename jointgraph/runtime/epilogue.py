@@ -3,6 +3,10 @@ caller's tensors after the compiled forward ran. Each step reads a precomputed i
 
 from __future__ import annotations
 
+import collections
+import dataclasses
+import weakref
+
 import torch
 
 from ..capture.inplace import VIEW_OF_LEAF
@@ -41,21 +45,73 @@ def write_target(t: torch.Tensor, via_view: bool) -> torch.Tensor:
 # A write through ``x.data`` moves no version of ``x``, so a backward that recomputes from ``x`` what eager
 # kept apart from it (``t1 = a.exp()`` saved as ``a``) cannot tell from ``x._version`` that the values it
 # reads are no longer the call's. Where that write is made by a later step of ours (a Dynamo graph after a
-# break: ``a.data.t()[:] = ...``, fuzz --semantics12 seed 10104346), its epilogue counts it on the storage
-# (an attribute of the storage's Python object, which lives as long as the storage); the earlier step's
-# backward compares the count it recorded at the call and refuses by name where it moved. A write through
-# ``.data`` in the user's own eager code after the call is not seen (docs/semantics.md, Known gaps).
+# break: ``a.data.t()[:] = ...``, fuzz --semantics12 seed 10104346), its epilogue records it on the storage
+# (``_DataWrites``, an attribute of the storage's Python object, which lives as long as the storage): a count
+# and the byte ranges of the latest writes. The earlier step's backward holds a ``DataWriteMark`` of the
+# memory it reads (the saved tensor's own storage, so a ``set_()`` of the input after the call does not move
+# it) and refuses by name where a later write reached that memory; writes into other parts of the storage
+# (parameters that are views of one flat buffer) do not count. A write through ``.data`` in the user's own
+# eager code after the call is not seen (docs/semantics.md, Known gaps).
 _DATA_WRITES = "_jointgraph_data_writes"
 
 
-def data_writes(t: torch.Tensor) -> int:
-    """How many writes through ``.data`` our steps made into ``t``'s storage."""
-    return getattr(t.untyped_storage(), _DATA_WRITES, 0)
+class _DataWrites:
+    """The writes through ``.data`` our steps made into one storage: how many, and the byte ranges of the
+    latest ``KEPT`` (an older one counts as reaching everything)."""
+
+    KEPT = 64
+    __slots__ = ("count", "recent")
+
+    def __init__(self):
+        self.count = 0
+        self.recent: collections.deque = collections.deque(maxlen=self.KEPT)
+
+    def since(self, count: int, start: int, end: int) -> bool:
+        """A write after the ``count``-th reached bytes [start, end)."""
+        if self.count == count:
+            return False
+        if self.count - count > len(self.recent):
+            return True
+        return any(n > count and lo < end and start < hi for n, lo, hi in self.recent)
+
+
+def _byte_range(t: torch.Tensor) -> tuple[int, int]:
+    size = t.element_size()
+    start = t.storage_offset() * size
+    if t.numel() == 0:
+        return start, start
+    return start, start + (1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride(), strict=True))) * size
+
+
+@dataclasses.dataclass(frozen=True)
+class DataWriteMark:
+    """The writes through ``.data`` into a tensor's memory so far (held weakly: the storage may die first)."""
+
+    storage: weakref.ref
+    count: int
+    start: int
+    end: int
+
+    @classmethod
+    def of(cls, t: torch.Tensor) -> DataWriteMark:
+        storage = t.untyped_storage()
+        writes = getattr(storage, _DATA_WRITES, None)
+        return cls(weakref.ref(storage), writes.count if writes is not None else 0, *_byte_range(t))
+
+    def written(self) -> bool:
+        storage = self.storage()
+        writes = getattr(storage, _DATA_WRITES, None) if storage is not None else None
+        return writes is not None and writes.since(self.count, self.start, self.end)
 
 
 def count_data_write(t: torch.Tensor) -> None:
     storage = t.untyped_storage()
-    setattr(storage, _DATA_WRITES, getattr(storage, _DATA_WRITES, 0) + 1)
+    writes = getattr(storage, _DATA_WRITES, None)
+    if writes is None:
+        writes = _DataWrites()
+        setattr(storage, _DATA_WRITES, writes)
+    writes.count += 1
+    writes.recent.append((writes.count, *_byte_range(t)))
 
 
 def apply_mutations(inputs: list, outs, copies: tuple) -> None:
@@ -104,8 +160,8 @@ def check_recorded_writes(inputs: list, with_grad: tuple) -> None:
                 "it with autograd recording the write: eager sends the gradient of the written elements to its base, "
                 "which the view's own history (onto its old elements) does not reach",
                 hint='call as_strided_() inside the compiled function, or pass on_unsupported="eager"')
-        if t._base is not None and t.requires_grad and torch.is_grad_enabled() and _history_drops_elements(t):
-            raise _lossy_view_refusal(i, "the function writes it with autograd recording the write")
+        if t._base is not None and t.requires_grad and torch.is_grad_enabled() and history_drops_elements(t):
+            raise lossy_view_refusal(i, "the function writes it with autograd recording the write")
         if apart is None and t._base is not None:
             apart = _apart_from_base(inputs, i)
     if apart is not None:
@@ -154,8 +210,8 @@ def check_moved_views(inputs: list, read_after_writes: tuple, writers: tuple) ->
             _refuse_view_older_than_its_base_requires_grad(inputs, j, written)
             continue
         if t.untyped_storage().data_ptr() == t._base.untyped_storage().data_ptr():
-            if any(autograd_root(inputs[i]) is t._base for i in written) and _history_drops_elements(t):
-                raise _lossy_view_refusal(j, "autograd reads it after the function writes its storage")
+            if any(autograd_root(inputs[i]) is t._base for i in written) and history_drops_elements(t):
+                raise lossy_view_refusal(j, "autograd reads it after the function writes its storage")
             continue
         for i in written:
             if autograd_root(inputs[i]) is t._base:
@@ -231,7 +287,7 @@ def check_view_of_leaf(inputs: list, written: tuple) -> None:
 _AS_STRIDED_NODES = (torch._C._functions.AsStridedBackward0, torch._C._functions.AsStridedBackward1)
 
 
-def _history_drops_elements(t: torch.Tensor) -> bool:
+def history_drops_elements(t: torch.Tensor) -> bool:
     """Whether ``t``'s view history (its backward nodes down to its base's) holds an ``as_strided()`` of
     a view, and sends a gradient of ones on fewer elements of the base than ``t`` has (fuzz seed 11103840:
     ``b = base[::2]; b.as_strided_((2,), (1,))`` reaches ``base[1]``, which ``base[::2]``'s backward
@@ -247,19 +303,27 @@ def _history_drops_elements(t: torch.Tensor) -> bool:
         node = nexts[0] if len(nexts) == 1 else None
     if node is None or not any(isinstance(n, _AS_STRIDED_NODES) for n in chain[:-1]):
         return False   # no as_strided() of a view (an as_strided() straight on the base drops nothing)
-    with torch.no_grad():
-        grad = torch.ones(t.shape, dtype=t.dtype, device=t.device)
-        for n in chain:
-            grad = n(grad)
-            grad = grad[0] if isinstance(grad, tuple) else grad
-        return bool(grad.sum() != t.numel())
+    # counted in double precision (a bf16 sum of 301 ones is 300); a real view of a complex base counts each
+    # complex element's two parts
+    wide = torch.complex128 if t.is_complex() else torch.float64
+    try:
+        with torch.no_grad():
+            grad = torch.ones(t.shape, dtype=wide, device=t.device)
+            for n in chain:
+                grad = n(grad)
+                grad = grad[0] if isinstance(grad, tuple) else grad
+    except (RuntimeError, TypeError):   # a node taking several gradients (unbind(), split()): eager's own error
+        return False                    # for such a view comes first
+    reached = torch.view_as_real(grad).sum() if grad.is_complex() and not t.is_complex() else grad.sum()
+    return bool(reached != t.numel())
 
 
-def _lossy_view_refusal(i: int, after: str) -> UnsupportedError:
+def lossy_view_refusal(i: int, after: str, why: str = "") -> UnsupportedError:
+    why = why or ("eager then follows the view's history regenerated as as_strided() of its base, whose gradient "
+                  "reaches those elements too (the history the call was given does not), which a compiled graph "
+                  "cannot follow")
     return RefusedCall(
-        f"input {i} is an as_strided() view of a view that reaches elements outside it, and {after}: eager "
-        "then follows the view's history regenerated as as_strided() of its base, whose gradient reaches those "
-        "elements too (the history the call was given does not), which a compiled graph cannot follow",
+        f"input {i} is an as_strided() view of a view that reaches elements outside it, and {after}: {why}",
         hint='take as_strided() of the base itself, or pass a clone of the view, or pass on_unsupported="eager"')
 
 

@@ -40,6 +40,7 @@ from ..ir.hook_ops import running_hooks
 from ..ir.sizes import extent
 from .aliasing import check_no_aliasing
 from .epilogue import (
+    DataWriteMark,
     apply_metadata_mutations,
     apply_mutations,
     apply_storage_sets,
@@ -51,7 +52,6 @@ from .epilogue import (
     check_storage_sets_apart,
     check_view_of_leaf,
     check_views_of_grad_set,
-    data_writes,
     storage_sources,
     write_target,
 )
@@ -478,8 +478,8 @@ def _expect_versions(outs, inputs: list, saved_mutated: tuple) -> Any:
         node.expected_versions = [(inputs[i], inputs[i]._version, eager_saves, tangents)
                                   for i, eager_saves, tangents in saved_mutated]
         # Note [Writes through .data between graphs]: eager's backward reads the input itself, ours a copy
-        node.data_write_counts = [(inputs[i], data_writes(inputs[i]), tangents)
-                                  for i, eager_saves, tangents in saved_mutated if eager_saves]
+        node.data_write_marks = [(DataWriteMark.of(inputs[i]), tangents)
+                                 for i, eager_saves, tangents in saved_mutated if eager_saves]
     return node
 
 
@@ -896,7 +896,6 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
     geometry = {s: (size, stride) for s, size, stride in layout.saved_geometry}
     result_outputs = layout.result_outputs
     storage_checked = frozenset(layout.storage_checked)   # Note [Inputs given new data after the call]
-    data_written = frozenset(layout.keep_version)   # this call's own epilogue counts one write through .data
     data_checked = layout.data_checked
     saved_copies = layout.saved_copies
     saved_aliases = layout.saved_aliases
@@ -956,7 +955,7 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                                  tangents,
                                  weakref.ref(inputs[i].untyped_storage()) if s in storage_checked and i not in moved
                                  else None,
-                                 data_writes(inputs[i]) + (i in data_written) if s in storage_checked else None)
+                                 DataWriteMark.of(saved[s]) if s in storage_checked and s >= 0 else None)
                                 for s, i, eager_saves, saved_at, tangents in saved_inputs]
             if read_outputs or plan_read_outputs:   # Notes [Version counters of saved outputs], [Outputs only the
                 # plan reads]: (counter, version, tangents, None | the output eager's backward reads nothing of)
@@ -1001,7 +1000,7 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                         raise _recomputed_from_written_input(s, tensor._version, version)
                     if storage is not None and tensor.untyped_storage() is not storage():   # .data =, set_()
                         raise _recomputed_from_written_input(s, tensor._version, version, moved=True)
-                    if writes is not None and data_writes(tensor) != writes:   # a later step's .data write
+                    if writes is not None and writes.written():   # a later step's write through .data
                         raise _recomputed_from_written_input(s, tensor._version, version, through_data=True)
                     if tensor._version != version:
                         which = f"saved input {s}" if s >= 0 else "an input eager saves"
@@ -1019,8 +1018,8 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
                         "one of the variables needed for gradient computation has been modified by an inplace "
                         f"operation: an input the compiled function wrote is at version {tensor._version}; "
                         f"expected version {version} instead.")
-            for tensor, writes, tangents in getattr(ctx, "data_write_counts", ()):
-                if (tangents is None or any(present[t] for t in tangents)) and data_writes(tensor) != writes:
+            for mark, tangents in getattr(ctx, "data_write_marks", ()):
+                if (tangents is None or any(present[t] for t in tangents)) and mark.written():
                     raise _written_input_written_through_data()
             for tensor, version, tangents, plan_only in getattr(ctx, "output_versions", ()):
                 if tangents is not None and not any(present[t] for t in tangents):
