@@ -526,11 +526,17 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
                                 and (writers := tuple(i for i, w in enumerate(joint.inputs)
                                                       if w.first_written_at is not None
                                                       and w.first_written_at <= read))),
+        writes_before_first_reads=tuple(
+            (j, tuple(i for i, w in enumerate(joint.inputs) if w.first_written_at is not None
+                      and w.first_written_at <= read))
+            for j, info in enumerate(joint.inputs) if (read := info.grad_first_read_at) is not None),
         stale_view_reads=tuple(i for i, info in enumerate(joint.inputs) if info.stale_view_read),
         views_read_across_writes=_views_read_across_writes(joint.inputs, set(mutated)),
         geometry_writes_beside_multi_views=tuple(
             (i, viewed) for i, info in enumerate(joint.inputs) if info.new_metadata is not None and info.requires_grad
             and (viewed := tuple(j for j, other in enumerate(joint.inputs) if j != i and other.multi_output_viewed))),
+        copies_before_saves=_copies_before_saves(joint.inputs, saved_inputs, set(mutated) - {
+            i for i in mutated if joint.inputs[i].mutated_via_data}),
         version_clocks=tuple((info.saved_at, info.written_at,
                               _clocks_by_tangent(info, tensor_outs, mutated, tangent_positions))
                              for info in joint.inputs)
@@ -543,6 +549,21 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         out_spec=out_spec,
         signature=signature,
     )
+
+
+def _copies_before_saves(inputs: list, saved_inputs: list, moving: set) -> tuple:
+    """``EntryLayout.copies_before_saves``: per input the step saves, the inputs whose epilogue copy moves their
+    version that eager wrote before it first saved that input (all of them where eager saves it not at all)."""
+    if not moving:
+        return ()
+    entries = []
+    for i in sorted({i for _, i, *_ in saved_inputs}):
+        saved_at = inputs[i].saved_at
+        before = tuple(j for j in sorted(moving) if j != i and (saved_at is None or inputs[j].written_at is None
+                                                             or inputs[j].written_at <= saved_at))
+        if before:
+            entries.append((i, before))
+    return tuple(entries)
 
 
 def _distinct_outputs(forward: torch.fx.GraphModule, tensor_outputs: list, twins: list, n_mutations: int) -> tuple:

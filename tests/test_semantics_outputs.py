@@ -1366,3 +1366,72 @@ def test_write_through_data_into_the_old_storage_of_an_input_set_after_it_was_re
         for a, b in zip(run(compiled, later, True), run(_set_after_reading, _added_through_data, True),
                         strict=True):
             torch.testing.assert_close(a, b)
+
+
+def _leaky_relu_in_place(b):
+    torch.nn.functional.leaky_relu_(b, 0.1)
+    return b * 1.0
+
+
+def _one_member_written_through_data(c, d):
+    c.data.mul_(2.0)   # writes flat[4:8] only, through one synthetic base with d
+    return d.sum()
+
+
+def test_write_through_data_of_one_member_of_a_synthetic_base_marks_that_member_only():
+    """Review of 155fbcb: a later graph given two views of one flat buffer (one synthetic base) writing one of
+    them through ``.data`` recorded the base's bytes, the whole buffer, so the earlier backward (which saved a
+    copy of ``leaky_relu_``'s written input: Note [Writes through .data between graphs]) refused though the
+    write never reached its memory. The members written are recorded instead."""
+    def run(first, later, written):
+        leaf = torch.linspace(-1, 1, 8, requires_grad=True)
+        flat = leaf.clone()
+        out = first(flat[:4])
+        later(flat[written], flat[:4].detach())
+        out.sum().backward()
+        return out.detach(), leaf.grad
+
+    first = jointgraph.aot_function(_leaky_relu_in_place)
+    later = jointgraph.aot_function(_one_member_written_through_data)
+    for a, b in zip(run(first, later, slice(4, 8)), run(_leaky_relu_in_place, _one_member_written_through_data,
+                                                       slice(4, 8)), strict=True):
+        torch.testing.assert_close(a, b)
+    with pytest.raises(jointgraph.UnsupportedError, match="by a later compiled graph"):
+        run(first, later, slice(2, 6))   # reaches the memory the backward reads: eager reads the new values
+
+
+def _view_saved_then_given_data(a):
+    t0 = a.t()
+    t1 = t0.cos()
+    t0.data = t0.data * 2   # Dynamo breaks the graph here; t0, its output, dies with the frame
+    return t1
+
+
+def _view_saved_and_returned(a):
+    t0 = a.t()
+    return t0.data * 2, t0, t0.cos()
+
+
+@pytest.mark.parametrize("how", ["aot_function", "dynamo"])
+def test_returned_view_of_an_input_given_data_then_dropped_still_makes_the_backward_refuse(how):
+    """Fuzz seed 11704458 (through Dynamo): ``t0 = a.t(); t1 = t0.cos(); t0.data = ...``. Eager's ``cos`` saved
+    ``t0`` itself and reads its new data; ours reads the input's. The watch of the view held it weakly, and when
+    it died first (a Dynamo frame's local) the input kept its old storage alive, so the replacement went unseen
+    and the gradient was the old data's. A view of an input is held as eager's saved variable holds it: the
+    backward refuses by name."""
+    def make():
+        return torch.randn(4, 2, generator=torch.Generator().manual_seed(0)).requires_grad_()
+
+    base = make()
+    _view_saved_then_given_data(base[2:]).sum().backward()
+    assert base.grad.abs().sum() > 0
+    base = make()
+    if how == "dynamo":
+        torch._dynamo.reset()
+        out = torch.compile(_view_saved_then_given_data, backend="jointgraph")(base[2:])
+    else:
+        m, t0, out = jointgraph.aot_function(_view_saved_and_returned)(base[2:])
+        t0.data = m
+        del t0
+    with pytest.raises(jointgraph.UnsupportedError, match="was given another storage after the call"):
+        out.sum().backward()

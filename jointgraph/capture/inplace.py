@@ -477,6 +477,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self._last_write: dict[int, int] = {}  # storage -> the clock of its latest such op
         self._first_write: dict[int, int] = {}  # ... and of its first
         self._grad_read_at: dict[int, int] = {}  # input storage -> the clock when autograd last read the input
+        self._grad_first_read_at: dict[int, int] = {}   # ... first read it
         self._stale_reads: set = set()   # storages autograd read through a view made before a write into them
         # Storages written through a .data alias / through any other tensor (eager bumps those versions).
         self.written_via_data: set = set()
@@ -702,6 +703,9 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             # also where autograd records it (fuzz seed 120199: c.detach().copy_(c) on an expanded c)
             if self.analyze and self._views_before_requires_grad.get(target) and self._expanded.views_an_expand(target):
                 raise _write_through_view_before_requires_grad(name)
+            if self.analyze and self._views_before_requires_grad.get(target) and torch.is_grad_enabled() \
+                    and target._base is not None and target._base.is_leaf and target._base.requires_grad:
+                raise ViewOfLeafWritten()
             if self.analyze and _storage_id(target) in self.expanded_inputs:   # fuzz seed 802195
                 raise ExpandedInputWritten()   # before eager's overlap checks, which the inner trace makes
             if in_place and self.analyze and name not in _OVERLAP_UNCHECKED \
@@ -782,7 +786,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         if self.analyze and isinstance(result, torch.Tensor) and result is not target and name != "__get__":
             self._note_reads(args)   # a value computed from them (not x.data, nor requires_grad_() returning x)
         if self.analyze and torch.is_grad_enabled() and _reads_grad_fn(func, name, result):
-            self._note_grad_fn_reads(args, kwargs, before)
+            self._note_grad_fn_reads(args, kwargs, before, linked=name != "__get__")
         if self._saving or self._saving_objects:
             self._attribute_saves(result)
         if isinstance(result, torch.Tensor):
@@ -1148,6 +1152,10 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         """(clock made, clock read) of each view of the input ``t``'s storage that autograd read."""
         return tuple(self._view_reads.get(self._input_storages.get(t), ()))
 
+    def grad_first_read_at(self, t: torch.Tensor) -> int | None:
+        """The clock when autograd first read the input ``t`` or a view of it in autograd, or None."""
+        return self._grad_first_read_at.get(self._input_storages.get(t))
+
     def grad_read_at(self, t: torch.Tensor) -> int | None:
         """The clock when autograd last read the input ``t`` itself or a view of it in autograd (an op linking
         its node to their grad_fn), or None: a read after a version bump regenerates the grad_fn of a view in
@@ -1233,12 +1241,14 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         """The write clock, the writes per storage and the storages with recorded writes, before an op's own."""
         return self._clock, dict(self._writes), frozenset(self._recorded_on_views | self._recorded_on_input)
 
-    def _note_grad_fn_reads(self, args: tuple, kwargs: dict, before: tuple | None = None) -> None:
+    def _note_grad_fn_reads(self, args: tuple, kwargs: dict, before: tuple | None = None,
+                            linked: bool = True) -> None:
         """Autograd read the grad_fn of each tensor argument (to link the op's node to it): an input whose
         storage a recorded write changed, stale until then, has a fresh one from now on. ``before``: the state
         before the op's own write (``_before_write``), when it writes: eager reads its arguments first (fuzz
         --semantics12 seed 5103541: ``t0 = b.chunk(2)[0]; b.narrow(0, 1, 1).mul_(t0)`` leaves ``t0`` stale, its
-        grad_fn not regenerated)."""
+        grad_fn not regenerated). ``linked``: an op linked its node to them (not a read of ``t.grad_fn``): a
+        gradient flows through the history read (``grad_first_read_at``)."""
         clock, writes = (before[0], before[1]) if before is not None else (self._clock, self._writes)
         for arg in (*args, *kwargs.values()):
             for t in arg if isinstance(arg, (list, tuple)) else (arg,):
@@ -1247,10 +1257,14 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                 original = self._input_storages.get(t)
                 if original is not None and t.requires_grad:
                     self._grad_read_at[original] = clock
+                    if linked:
+                        self._grad_first_read_at.setdefault(original, clock)
                     if self._plain_views and self._plain_views.get(t) == "null":
                         self._plain_views[t] = "set"   # autograd regenerated its grad_fn
                 elif t.requires_grad and t._base is not None and (of := self._input_storages.get(t._base)) is not None:
                     self._grad_read_at[of] = clock   # a view of the input in autograd (not of a detach() of it)
+                    if linked:
+                        self._grad_first_read_at.setdefault(of, clock)
                 made = self._made.get(t)
                 if made is not None and made[2] is not None and t.requires_grad and t._is_view() \
                         and made[0] in self._input_bytes:
@@ -1371,6 +1385,17 @@ def _reaches_beyond_its_elements(t: torch.Tensor, size, stride, storage_offset=N
     if not (static(*geometry(plain)) and static(tuple(size), tuple(stride), offset)):
         return True
     return not np.isin(_geometry_offsets(size, stride, offset), _element_offsets(plain)).all()
+
+
+class ViewOfLeafWritten(RuntimeError):
+    """Eager's error for a write through a view of a leaf that requires grad, raised by the trace where the view
+    was taken before ``requires_grad_()`` on the input: eager's is that error where the input is no view of the
+    caller's, and no error where it is one (the view hangs off the caller's base, which requires no grad), which
+    the metadata pass answers by passing such inputs as views (``collect_metadata``), also for an entry compiled
+    without a backward (--semantics12 seed 11800285: eager's backward raises)."""
+
+    def __init__(self):
+        super().__init__(VIEW_OF_LEAF + ".")
 
 
 def _write_through_view_before_requires_grad(name: str) -> UnsupportedError:
@@ -1562,6 +1587,14 @@ class ExpandedViews:
             raise RuntimeError(INTERNAL_OVERLAP)
         # eager's backward writes the target's own gradient into the overlapping view: only where it had one
         target_grad = source.requires_grad
+        if target_grad and torch.is_grad_enabled() and not basic and not has_internal_overlap(t) \
+                and name in ("__setitem__", "index_put_", "index_fill_"):
+            raise UnsupportedError(f"{name} with an index through an unfold whose windows overlap, into a tensor that "
+                                   "requires grad, cannot be compiled: eager's backward copies the gradient through "
+                                   "the overlapping windows in its kernel's order (review of 155fbcb)",
+                                   source=user_source_line(),
+                                   hint="write through x.unfold(d, size, step) with step >= size, or into a clone, "
+                                        'or pass on_unsupported="eager"')
         entries = _entry_counts(name, t.shape, t.device, rest, kwargs)
         counts = torch.zeros(_storage_extent(t, s), dtype=torch.int32, device=t.device)
         counts = counts.index_put((_offsets(t).reshape(-1),), entries.reshape(-1), accumulate=True)
@@ -1697,9 +1730,16 @@ def _entry_counts(name: str, shape: torch.Size, device: torch.device, rest: tupl
         return marks.index_fill_(rest[0], rest[1], 1)
     index = rest[0] if name == "__setitem__" else tuple(rest[0])
     parts = index if isinstance(index, tuple) else (index,)
-    if any(isinstance(p, torch.Tensor) and p.dtype == torch.bool for p in parts):
-        marks[index] = 1
+    masks = [p for p in parts if isinstance(p, torch.Tensor) and p.dtype == torch.bool]
+    if masks and len(masks) == sum(isinstance(p, (torch.Tensor, list, tuple, range)) for p in parts):
+        marks[index] = 1   # masks alone name each element once
         return marks
+    if masks:   # counting a mixed index's entries would gather through the mask: a size known only from values
+        raise UnsupportedError(f"{name} through overlapping unfold windows with an index mixing a mask and integer "
+                               "indices cannot be compiled: eager's gradient of the value counts the entries the "
+                               "index names, whose number depends on the mask's values",
+                               source=user_source_line(),
+                               hint='index with integers only, or write into a clone, or pass on_unsupported="eager"')
     ids = torch.arange(shape.numel(), device=device).view(shape)[index].reshape(-1)
     counts = marks.view(-1).index_put_((ids,), torch.ones_like(ids, dtype=torch.int32), accumulate=True)
     return counts.view(shape)

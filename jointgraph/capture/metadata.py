@@ -73,6 +73,7 @@ from .inplace import (
     VIEW_OF_MODIFIED_BASE,
     EagerInPlaceChecks,
     ExpandedInputWritten,
+    ViewOfLeafWritten,
     recorded_write_after_set_onto_an_input,
     windows_overlap,
 )
@@ -131,7 +132,9 @@ def collect_metadata(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...
                                     leaf_views=leaf_views, plain_views=plain_views)
         views = frozenset(i for i, a in enumerate(fake_args) if isinstance(a, torch.Tensor) and a._base is not None
                           and not a.requires_grad) - as_views
-        if not views_refused or not views or not with_backward:
+        if not views_refused or not views or not (with_backward or isinstance(exc, ViewOfLeafWritten)):
+            if isinstance(exc, ViewOfLeafWritten):
+                raise RuntimeError(str(exc)) from None   # eager's error, as eager raises it
             raise
         found, message = getattr(exc, "after_a_recorded_write", None), str(exc)
     # ``x.requires_grad_()`` on an input that is the caller's view, then an in-place op on a view of
@@ -357,6 +360,7 @@ def _eager_counters(info: InputInfo, f_arg, version: int | None, checks: EagerIn
         written_at=checks.written_at(f_arg),   # Note [When eager saved an input] in capture/inplace.py
         first_written_at=checks.first_written_at(f_arg),
         grad_read_at=checks.grad_read_at(f_arg),
+        grad_first_read_at=checks.grad_first_read_at(f_arg),
         view_reads=checks.view_reads(f_arg),
         stale_view_read=checks.stale_view_read(f_arg),
         multi_output_viewed=checks.multi_output_viewed(f_arg),

@@ -41,6 +41,7 @@ class InputInfo:
     written_at: int | None = None
     first_written_at: int | None = None   # ... before the first one that moved it
     grad_read_at: int | None = None       # ... before autograd last read it (an op linking a node to its grad_fn)
+    grad_first_read_at: int | None = None   # ... before autograd first read it
     view_reads: tuple[tuple[int, int], ...] = ()   # (clocks) its views autograd read: when made, when read
     stale_view_read: bool = False   # autograd read a view of it made before a write into its storage since
     multi_output_viewed: bool = False   # autograd read a chunk() / split() / unbind() view of it taken with grad

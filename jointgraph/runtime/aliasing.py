@@ -46,7 +46,14 @@ from ..capture.leaves import shares_version_counter
 from ..capture.metadata import base_written_after
 from ..errors import UnsupportedError
 from ..ir.sizes import extent
-from .epilogue import RefusedCall, apply_metadata_mutations, history_drops_elements, lossy_view_refusal
+from .epilogue import (
+    RefusedCall,
+    apply_metadata_mutations,
+    data_write_count,
+    history_drops_elements,
+    lossy_view_refusal,
+    narrow_data_writes,
+)
 from .epilogue import autograd_root as _root
 
 
@@ -165,20 +172,24 @@ def _refuse_views_moved_off_their_base(group: tuple, members: list) -> None:
                 "from one", hint='pass a clone, or pass on_unsupported="eager"')
 
 
-def _refuse_views_dropping_elements(group: tuple, members: list) -> None:
-    """Fuzz --semantics12 seed 11600224 (``x0 = base[::2].as_strided((3, 3), (3, 1))`` passed beside
-    ``base[:-1]``, written through ``.data``): eager's gradient through such a member follows the history the
-    call gave it, which drops the elements outside ``base[::2]``, until a write that moves its version makes
-    autograd regenerate it on the base; a member rebuilt from the synthetic base always reaches them."""
+def _refuse_views_dropping_elements(group: tuple, members: list, layout, written: set) -> None:
+    """Fuzz --semantics12 seeds 11600224, 11604809 (``x0 = base[::2].as_strided((3, 3), (3, 1))`` passed beside
+    ``base[:-1]``): eager's gradient through such a member follows the history the call gave it, which drops the
+    elements outside ``base[::2]``, until a write that moves its version (``written``) makes autograd regenerate
+    it on the base; a member rebuilt from the synthetic base always reaches them. Refused where autograd first
+    reads the member before any such write into the group (``layout.writes_before_first_reads``)."""
     if not torch.is_grad_enabled():
         return
+    before = dict(layout.writes_before_first_reads)
     for i, m in zip(group, members, strict=True):
+        if i not in before or any(j in written and j in group for j in before[i]):
+            continue   # never read by autograd, or read only after eager regenerated its history
         if m.requires_grad and m._base is not None and history_drops_elements(m):
             raise lossy_view_refusal(
-                i, "it shares its storage with another input the function writes",
-                "eager's gradient through it follows the history the call gave it (which drops those elements) "
-                "until a write moves its version, and the view rebuilt from the inputs' common storage always "
-                "reaches them")
+                i, "passed beside another input of its storage, autograd reads it before any write of the "
+                "function into that storage moves its version",
+                "eager's gradient there follows the history the call gave it, which drops those elements, and "
+                "the view rebuilt from the inputs' common storage reaches them")
 
 
 def _gradient_reaches(layout, i: int) -> bool:
@@ -512,7 +523,7 @@ class SyntheticBases:
                     hint='pass distinct tensors (e.g. .clone()), or pass on_unsupported="eager"')
             _refuse_views_made_leaves(group, members, layout, written)
             _refuse_views_moved_off_their_base(group, members)
-            _refuse_views_dropping_elements(group, members)
+            _refuse_views_dropping_elements(group, members, layout, written)
             base = base_of(members, tuple(i in recorded for i in group))
             if base is None:   # a refusal, which no caller answers with synthetic bases again (an ExpandedEntry's
                 raise UnsupportedError(aliased.what, hint=aliased.hint) from aliased   # outer call: seed 1201873)
@@ -555,6 +566,8 @@ class SyntheticBases:
         # members eager does not write whose counter no written member shares (``b.set_(a)`` then a write through
         # ``b``: fuzz --semantics12 seed 4900546): the write through the base moves theirs, eager's leaves them
         kept = _counters_apart(leaves, positions, aliased.groups, written)
+        through_data = [leaves[positions[i]] for i in layout.keep_version if i in members_of]
+        marks = [data_write_count(b) for b in bases] if through_data else None
         try:
             result = inner(bases, masked)
         except RuntimeError as exc:
@@ -567,6 +580,10 @@ class SyntheticBases:
                                    f"view; this cannot be traced on their common storage ({str(exc).splitlines()[0]})",
                                    hint="pass distinct tensors (e.g. .clone()), use the out-of-place op "
                                         '(x = x.t()), or pass on_unsupported="eager"') from exc
+        if through_data:   # the inner step wrote the bases: the members written are what a backward checks
+            for base, count in zip(bases, marks, strict=True):
+                narrow_data_writes(base, count, [m for m in through_data if m.untyped_storage() is
+                                                 base.untyped_storage()])
         for i, version in versions.items():
             if leaves[positions[i]]._version == version:
                 torch.autograd.graph.increment_version(leaves[positions[i]])

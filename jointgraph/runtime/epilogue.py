@@ -47,7 +47,7 @@ def write_target(t: torch.Tensor, via_view: bool) -> torch.Tensor:
 # reads are no longer the call's. Where that write is made by a later step of ours (a Dynamo graph after a
 # break: ``a.data.t()[:] = ...``, fuzz --semantics12 seed 10104346), its epilogue records it on the storage
 # (``_DataWrites``, an attribute of the storage's Python object, which lives as long as the storage): a count
-# and the byte ranges of the latest writes. The earlier step's backward holds a ``DataWriteMark`` of the
+# and the byte ranges of the latest 1,024 writes. The earlier step's backward holds a ``DataWriteMark`` of the
 # memory it reads (the saved tensor's own storage, so a ``set_()`` of the input after the call does not move
 # it) and refuses by name where a later write reached that memory; writes into other parts of the storage
 # (parameters that are views of one flat buffer) do not count. A write through ``.data`` in the user's own
@@ -59,7 +59,7 @@ class _DataWrites:
     """The writes through ``.data`` our steps made into one storage: how many, and the byte ranges of the
     latest ``KEPT`` (an older one counts as reaching everything)."""
 
-    KEPT = 64
+    KEPT = 1024
     __slots__ = ("count", "recent")
 
     def __init__(self):
@@ -68,7 +68,7 @@ class _DataWrites:
 
     def since(self, count: int, start: int, end: int) -> bool:
         """A write after the ``count``-th reached bytes [start, end)."""
-        if self.count == count:
+        if self.count == count or start == end:
             return False
         if self.count - count > len(self.recent):
             return True
@@ -102,6 +102,24 @@ class DataWriteMark:
         storage = self.storage()
         writes = getattr(storage, _DATA_WRITES, None) if storage is not None else None
         return writes is not None and writes.since(self.count, self.start, self.end)
+
+
+def data_write_count(t: torch.Tensor) -> int:
+    writes = getattr(t.untyped_storage(), _DATA_WRITES, None)
+    return writes.count if writes is not None else 0
+
+
+def narrow_data_writes(base: torch.Tensor, since: int, members: list) -> None:
+    """The writes through ``.data`` after the ``since``-th into ``base``'s storage were a synthetic base's (Note
+    [Aliased inputs]), which spans every member: record them as writes of the members written instead."""
+    writes = getattr(base.untyped_storage(), _DATA_WRITES, None)
+    if writes is None or writes.count == since or not members or writes.count - since > len(writes.recent):
+        return
+    while writes.recent and writes.recent[-1][0] > since:
+        writes.recent.pop()
+    writes.count = since
+    for m in members:
+        count_data_write(m)
 
 
 def count_data_write(t: torch.Tensor) -> None:

@@ -142,8 +142,13 @@ class EntryLayout:
     # per graph input, (InputInfo.saved_at, InputInfo.written_at, saved_at per tangent), where the epilogue
     # bumps versions (or empty)
     version_clocks: tuple[tuple[int | None, int | None, tuple[int | None, ...]], ...] = ()
+    # (saved input, the other inputs the epilogue copies into, moving their versions, that eager wrote before it
+    # saved that input): one sharing its version counter on another storage moves the version eager saved at
+    copies_before_saves: tuple[tuple[int, tuple[int, ...]], ...] = ()
     # (input, inputs written before autograd last read it): check_moved_views in runtime/epilogue.py
     read_after_writes: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    # (input autograd reads, the inputs written, moving a version, before autograd first read it)
+    writes_before_first_reads: tuple[tuple[int, tuple[int, ...]], ...] = ()
     # (input requires_grad_() is called on, inputs whose version moved between the making and a read of a view of it)
     views_read_across_writes: tuple[tuple[int, tuple[int, ...]], ...] = ()
     stale_view_reads: tuple[int, ...] = ()      # InputInfo.stale_view_read: check_stale_views_of_leaf_views
@@ -292,7 +297,7 @@ class CompiledEntry:
         for k, j in layout.same_objects:   # a view is regenerated per output: one object, as eager's (seed 3303383)
             flat[k] = flat[j]
         if layout.watched_views:
-            _watch_views(outs, flat, layout.watched_views)
+            _watch_views(outs, flat, layout.watched_views, layout.output_plan)
         if layout.backward_error is not None:
             flat = self._with_raising_backward(flat, inputs)
         return flat
@@ -424,18 +429,26 @@ class CompiledEntry:
 
 
 def _epilogue_bumps(inputs: list, i: int, meta_mutated: frozenset, bumped: frozenset, clocks: tuple,
-                    saved_at: int | None) -> int:
+                    saved_at: int | None, copied: tuple = ()) -> int:
     """How many times the epilogue's as_strided_ / increment_version moves input ``i``'s version counter
     before eager saved it (at ``saved_at``): its own, and those of other inputs sharing its storage in this
-    call (a view's counter is its base's). A bump the program made after eager saved input ``i`` is not
-    counted: eager's backward raises there (``clocks``: Note [When eager saved an input] in
+    call (a view's counter is its base's). Also the data copies into other inputs written before eager saved
+    input ``i`` (``copied``, ``EntryLayout.copies_before_saves``) that share its counter on another storage: an
+    autograd view of it, or of its base, given other data by ``.data =`` before the call (``t = base[-1];
+    t.data = ...``, then ``t.add_(1); return base * w``). A bump the program made after eager saved input ``i``
+    is not counted: eager's backward raises there (``clocks``: Note [When eager saved an input] in
     capture/inplace.py)."""
-    if not meta_mutated and not bumped:
+    if not meta_mutated and not bumped and not copied:
         return 0
     storage = inputs[i].untyped_storage().data_ptr()
-    return sum((j in meta_mutated) + (j in bumped) for j in meta_mutated | bumped
+    same = sum((j in meta_mutated) + (j in bumped) for j in meta_mutated | bumped
                if (j == i or storage and inputs[j].untyped_storage().data_ptr() == storage)
                and (saved_at is None or clocks[j][1] is None or clocks[j][1] <= saved_at))
+    if not copied:
+        return same
+    root = autograd_root(inputs[i])
+    return same + sum(1 for j in copied if autograd_root(inputs[j]) is root
+                      and inputs[j].untyped_storage().data_ptr() != storage)
 
 
 def _by_save_clock(saved_inputs: tuple, clocks: tuple) -> tuple:
@@ -538,10 +551,15 @@ def step_node(result: Any, inputs: list) -> Any:
     return None
 
 
-def _watch_views(outs, flat: list, watched: tuple) -> None:
+def _watch_views(outs, flat: list, watched: tuple, plan: tuple) -> None:
     """Note [Inputs given new data after the call]: the same for returned views the runtime regenerates (of an input,
-    or of an intermediate's base) that an op saved as themselves: the stash holds the graph's value, not the view."""
-    add_watches(_node_of(outs), [_DataWatch(flat[k], k, tangents, _view_data_replaced) for k, tangents in watched
+    or of an intermediate's base) that an op saved as themselves: the stash holds the graph's value, not the view.
+    A view of an input is held strongly, as eager's saved variable holds it (its history leads to the input, not
+    to the step's node: no cycle): one that dies after ``.data =`` (a Dynamo frame's local, fuzz seed 11704458:
+    ``t0 = a.t(); t1 = t0.cos(); t0.data = ...``) leaves no storage to compare otherwise, the input's own
+    keeping the old one alive."""
+    add_watches(_node_of(outs), [_DataWatch(flat[k], k, tangents, _view_data_replaced,
+                                            hold=plan[k][0] == "input_view") for k, tangents in watched
                                  if isinstance(flat[k], torch.Tensor)])
 
 
@@ -824,13 +842,14 @@ class _DataWatch:
     reference's callback, which runs before the tensor lets go of its storage, records whether that storage was
     still the one it had."""
 
-    __slots__ = ("output", "storage", "k", "tangents", "error", "moved")
+    __slots__ = ("output", "storage", "k", "tangents", "error", "moved", "held")
 
     def __init__(self, output: torch.Tensor, k: int, tangents: tuple[int, ...] | None,
-                 error: Callable[[int], UnsupportedError]):
+                 error: Callable[[int], UnsupportedError], hold: bool = False):
         self.storage = weakref.ref(output.untyped_storage())
         self.output = weakref.ref(output, self._died)
         self.k, self.tangents, self.error, self.moved = k, tangents, error, False
+        self.held = output if hold else None   # _watch_views: a view of an input, as eager's saved variable
 
     def fires(self, present: list) -> bool:
         return (self.tangents is None or any(present[t] for t in self.tangents)) and self.replaced()
@@ -905,6 +924,7 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
     meta_mutated = frozenset(m[0] for m in layout.metadata_mutations)
     bumped = frozenset(layout.version_bumps)   # the epilogue's increment_version is not the user's write after
     clocks = layout.version_clocks
+    copies_before = dict(layout.copies_before_saves)
     moved = {m[0]: m[-1] for m in layout.storage_sets}   # ... nor its set_ (Note [Inputs given another storage])
     detach_shared = layout.detach_shared
     reach = hooks.reach if hooks is not None else ()   # Note [Hooks eager does not reach]
@@ -951,7 +971,9 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
             ctx.sizes = list(outs[n_fw_outs + n_saved:])
             if saved_inputs:   # the epilogue's own as_strided_ (a metadata mutation) is not the user's write
                 ctx.versions = [(s, inputs[i], inputs[i]._version + moved.get(i, 0)
-                                 + _epilogue_bumps(inputs, i, meta_mutated, bumped, clocks, saved_at), eager_saves,
+                                 + _epilogue_bumps(inputs, i, meta_mutated, bumped, clocks, saved_at,
+                                                   copies_before.get(i, ())),
+                                 eager_saves,
                                  tangents,
                                  weakref.ref(inputs[i].untyped_storage()) if s in storage_checked and i not in moved
                                  else None,
