@@ -1271,6 +1271,12 @@ WRITTEN_AFTER_THE_CALL = {
         "x = torch.randn(5)\nw = torch.randn(2, requires_grad=True)\nx, w", ()),
     # review: an index naming a window twice counts it twice in eager's gradient of the value (index_put_'s
     # backward gathers per entry), while index_fill_'s counts each element once
+    # fuzz seed 11903096: an advanced index writes a plain view input itself (its grad_fn set), so a write after it
+    # runs; the trace took it for a write through a view of it and raised autograd's leaf error at the fill
+    "plain_view_input_written_by_an_advanced_index_then_filled": (
+        "def f(a, b):\n    b[[0, 0]] = a.sum()\n    b.fill_(0.5)\n    return b",
+        "base0 = torch.randn(6, requires_grad=True)\nx0 = base0[1:4]\nbase1 = torch.randn(3, 4)\nx1 = base1[:, 1:]\n"
+        "x0, x1", ()),
     "setitem_naming_an_overlapping_window_twice_with_a_value_requiring_grad": (
         "def f(b, w):\n    t0 = b.unfold(0, 2, 1)\n    t0[[0, 0, 1]] = w.sum()\n    return b * 2.0",
         "x = torch.randn(5)\nw = torch.randn(2, requires_grad=True)\nx, w", ()),
@@ -3496,3 +3502,32 @@ def test_indexed_fills_through_overlapping_windows_eager_orders_are_refused(body
     element two windows share kept a gradient in eager, none in ours) are refused by name, not wrong."""
     outcome = check(Program.scenario(body, inputs), CONTENDERS[contender])
     assert outcome.status == "refused" and (contender == "dynamo" or match in outcome.message), outcome.message
+
+
+@pytest.mark.parametrize("contender", ["default", "mincut"])
+def test_view_taken_before_set_onto_a_0_dim_tensor_then_read_is_refused_not_a_slice_error(contender):
+    """Fuzz seed 11902337: ``t0 = a[1:]; a.set_(b.sum()); t1 * t0``: functionalization replays ``t0``'s slice on
+    ``a``'s new, 0-dim geometry and raised PyTorch's slice error at the call, where eager's ``t0`` keeps its own
+    geometry (Note [Views made before an in-place view op]): refused by name, as the other such replays are."""
+    program = Program.scenario(
+        "def f(a, b):\n    t0 = a[1:]\n    t1 = b.tanh()\n    t2 = b.sum()\n    a.set_(t2)\n    t4 = t1 * t0\n"
+        "    return a",
+        "leaf0 = torch.randn(5, requires_grad=True)\nbase0 = leaf0 * 1\nx0 = base0[1:].detach()\n"
+        "base1 = torch.randn(2, 4, 3, requires_grad=True)\nx0, base1")
+    outcome = check(program, CONTENDERS[contender])
+    assert outcome.status == "refused", outcome.message
+
+
+@pytest.mark.parametrize("contender", ["default", "mincut", "dynamo"])
+def test_set_onto_a_split_view_of_an_input_written_after_matches_eager(contender):
+    """--semantics12 seed 12002099: ``t0 = a.split(1)[1]; b.set_(t0)``, then a write into ``a``. Eager's ``set_``
+    read the split view's history while it was fresh; the epilogue set ``b`` after its copy into ``a``, when the
+    view was stale, and autograd's multi-output view error came at the call (eager's backward raises its own
+    version error for ``tanh``, which the compiled backward raises too)."""
+    program = Program.scenario(
+        "def f(a, b):\n    t0 = a.split(1)[1]\n    b.set_(t0)\n    t1 = a.tanh()\n    t2 = t1.clone()\n"
+        "    a.view(-1)[::2] = 2.0\n    return t2[1:1]",
+        "leaf0 = torch.randn(6, 4, 4, requires_grad=True)\nbase0 = leaf0 * 1\nx0 = base0[1:5]\n"
+        "base1 = torch.randn(3, 4)\nx1 = base1[:, 2:]\nx0, x1")
+    outcome = check(program, CONTENDERS[contender])
+    assert outcome.status == "pass", outcome.message

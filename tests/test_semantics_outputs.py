@@ -1435,3 +1435,31 @@ def test_returned_view_of_an_input_given_data_then_dropped_still_makes_the_backw
         del t0
     with pytest.raises(jointgraph.UnsupportedError, match="was given another storage after the call"):
         out.sum().backward()
+
+
+def _written_with_grad_then_saved(a, w):
+    a.add_(w)
+    return a.sin()
+
+
+@pytest.mark.parametrize("how", ["aot_function", "dynamo"])
+def test_an_input_written_with_grad_and_saved_is_freed_after_the_backward(how):
+    """Review of d8b4394: the step's node kept each written input it checks the version of (Note [Saved mutated
+    inputs]), whose grad_fn leads back to the node: a cycle through autograd's C++ graph that no collector breaks,
+    so every step of ``a.add_(w); return a.sin()`` stayed alive (40 steps of 1000 x 1000: 1,104 MB of peak RSS
+    against eager's 354 MB). A token of the version counter is kept instead."""
+    import gc
+    import weakref
+
+    torch._dynamo.reset()
+    fn = jointgraph.aot_function(_written_with_grad_then_saved) if how == "aot_function" else \
+        torch.compile(_written_with_grad_then_saved, backend="jointgraph")
+    w = torch.randn(4, requires_grad=True)
+    leaf = torch.randn(4, requires_grad=True)
+    a = leaf * 1
+    out = fn(a, w)
+    out.sum().backward()
+    refs = [weakref.ref(leaf), weakref.ref(a), weakref.ref(out)]
+    del out, a, leaf
+    gc.collect()
+    assert [r() is None for r in refs] == [True, True, True]

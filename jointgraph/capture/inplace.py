@@ -740,7 +740,10 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                     and _reaches_beyond_its_elements(target, *args[1:], **kwargs):
                 self._regeometried[target] = True
             if self._plain_views and (in_place or target is not None and name in _DUNDER_WRITES):
-                self._note_plain_view_write(target, _recorded(args, kwargs), name == "__setitem__")
+                # x[i] = v writes a view of x; an advanced index writes x itself (fuzz seed 11903096: ``b[[0, 0]] =
+                # a.sum()`` gives ``b`` its grad_fn, and ``b.fill_()`` after it runs)
+                self._note_plain_view_write(target, _recorded(args, kwargs), name == "__setitem__" and len(args) > 1
+                                            and setitem_writes_a_view(target, args[1]))
             if in_place or target is not None and (name in _DUNDER_WRITES or name in _VERSIONED_METADATA):
                 self._record_write(target, _recorded(args, kwargs))
             if target is not None and name in _VERSIONED_METADATA and target.requires_grad \
@@ -947,8 +950,10 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                                    f"one ({str(exc).splitlines()[0][:120]})",
                                    hint='use the other tensor itself (or a clone) instead of set_(), or pass '
                                         'on_unsupported="eager"') from exc
-        if (self.reshaped_under_views or self.set_under_views) and type(exc) is IndexError \
-                and str(exc).startswith("Dimension out of range"):   # a dimension gone (fuzz seed 1002281)
+        if (self.reshaped_under_views or self.set_under_views) and (
+                type(exc) is IndexError and str(exc).startswith("Dimension out of range")   # fuzz seed 1002281
+                or type(exc) is RuntimeError and "cannot be applied to a 0-dim tensor" in str(exc)):   # 11902337
+            # a dimension gone (``t0 = a[1:]; a.set_(b.sum()); t1 * t0``: the slice replayed on a 0-dim tensor)
             raise stale_view_error("a view taken before an in-place view op (or set_()) on the tensor it views is "
                                    "used afterwards; it is regenerated from the new geometry, where eager keeps its "
                                    f"own ({str(exc).splitlines()[0][:120]})") from exc

@@ -292,7 +292,7 @@ def _check_empty_members(result: Any, leaves: list, layout, members: list) -> No
     10301516: ``b.detach().mul_(2)`` after the call, then the backward), where a gradient of an output whose
     backward reads it came. ``members``: (tensor, the outer layout's tangents reading it). Both steps number
     their outputs' tangents from the user's tensors first."""
-    from .function import step_node  # function.py imports this module
+    from .function import _version_token, step_node  # function.py imports this module
 
     node = step_node(result, leaves) if members else None
     inner = getattr(getattr(node, "_forward_cls", None), "tangent_positions", None)
@@ -308,7 +308,8 @@ def _check_empty_members(result: Any, leaves: list, layout, members: list) -> No
     # one read for a written input's gradient (or for any) has no tangent of the inner step to follow: left
     # unchecked (the empty values read are none), where checking it always would raise in backwards eager's does
     # not run it
-    checks = [(m, m._version, True, tangents) for m, read_by in members if (tangents := mapped(read_by)) is not None]
+    checks = [(_version_token(m), m._version, True, tangents) for m, read_by in members
+              if (tangents := mapped(read_by)) is not None]   # a token: no reference cycle through m's grad_fn
     if checks:
         node.expected_versions = [*getattr(node, "expected_versions", ()), *checks]
 

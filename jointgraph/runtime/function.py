@@ -32,6 +32,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.autograd.function import once_differentiable
 
+from ..capture.inplace import multi_output_view
 from ..capture.inputs import unflattener
 from ..capture.leaves import make_slot
 from ..capture.metadata import MULTI_OUTPUT, STALE_VIEW, WRITTEN_AFTER, replay_views
@@ -251,6 +252,9 @@ class CompiledEntry:
                                data=k in layout.data_views)
                  for k in early_views} if early_views else None
         sources = storage_sources(inputs, outs, layout.storage_sets) if layout.storage_sets else None
+        sets = layout.storage_sets
+        if sources and any(multi_output_view(t) for t in sources):
+            sources, sets = _early_storage_sets(inputs, sources, sets, layout.mutated_inputs)
         if layout.metadata_mutations:
             apply_metadata_mutations(inputs, layout.metadata_mutations)
         if self._copies:
@@ -262,7 +266,7 @@ class CompiledEntry:
             early.update((k, self._view(*layout.output_plan[k], (), outs, inputs, pre, early=True,
                                         data=k in layout.data_views)) for k in layout.set_views)
         if sources:
-            apply_storage_sets(inputs, sources, layout.storage_sets)
+            apply_storage_sets(inputs, sources, sets)
         expecting = None
         if layout.saved_mutated:   # only entries with a backward save anything
             expecting = _expect_versions(outs, inputs, layout.saved_mutated)
@@ -297,7 +301,7 @@ class CompiledEntry:
         for k, j in layout.same_objects:   # a view is regenerated per output: one object, as eager's (seed 3303383)
             flat[k] = flat[j]
         if layout.watched_views:
-            _watch_views(outs, flat, layout.watched_views, layout.output_plan)
+            _watch_views(outs, flat, layout.watched_views, layout.output_plan, layout.mutated_with_grad)
         if layout.backward_error is not None:
             flat = self._with_raising_backward(flat, inputs)
         return flat
@@ -428,6 +432,20 @@ class CompiledEntry:
         return self._unflatten(flat)
 
 
+def _early_storage_sets(inputs: list, sources: list, sets: tuple, mutated: tuple) -> tuple[list, tuple]:
+    """Fuzz --semantics12 seed 12002099: ``t0 = a.split(1)[1]; b.set_(t0)``, then a write into ``a``. Eager's
+    ``set_`` read the fresh history of the multi-output view; after the epilogue's copy into ``a`` it is stale,
+    and autograd's error for it came at the call. Such a recorded ``set_`` of an input the epilogue does not
+    write is applied before the copies (the data it then shows is theirs all the same); the others are left."""
+    early = [k for k, (entry, source) in enumerate(zip(sets, sources, strict=True))
+             if entry[3] and entry[1] is not None and entry[0] not in mutated and multi_output_view(source)]
+    if not early:
+        return sources, sets
+    apply_storage_sets(inputs, [sources[k] for k in early], tuple(sets[k] for k in early))
+    rest = [k for k in range(len(sets)) if k not in early]
+    return [sources[k] for k in rest], tuple(sets[k] for k in rest)
+
+
 def _epilogue_bumps(inputs: list, i: int, meta_mutated: frozenset, bumped: frozenset, clocks: tuple,
                     saved_at: int | None, copied: tuple = ()) -> int:
     """How many times the epilogue's as_strided_ / increment_version moves input ``i``'s version counter
@@ -488,7 +506,10 @@ def _expect_versions(outs, inputs: list, saved_mutated: tuple) -> Any:
     nodes no gradient needs (the backward of a value no output reaches) save nothing."""
     node = _node_of(outs)
     if node is not None:
-        node.expected_versions = [(inputs[i], inputs[i]._version, eager_saves, tangents)
+        # a token of each input's version counter, not the input: a written input's grad_fn may lead back to this
+        # node, and a strong reference would keep both alive (a review of d8b4394: 40 steps of ``a.add_(w);
+        # return a.sin()`` held every step's tensors)
+        node.expected_versions = [(_version_token(inputs[i]), inputs[i]._version, eager_saves, tangents)
                                   for i, eager_saves, tangents in saved_mutated]
         # Note [Writes through .data between graphs]: eager's backward reads the input itself, ours a copy
         node.data_write_marks = [(DataWriteMark.of(inputs[i]), tangents)
@@ -551,16 +572,17 @@ def step_node(result: Any, inputs: list) -> Any:
     return None
 
 
-def _watch_views(outs, flat: list, watched: tuple, plan: tuple) -> None:
+def _watch_views(outs, flat: list, watched: tuple, plan: tuple, written: tuple) -> None:
     """Note [Inputs given new data after the call]: the same for returned views the runtime regenerates (of an input,
     or of an intermediate's base) that an op saved as themselves: the stash holds the graph's value, not the view.
     A view of an input is held strongly, as eager's saved variable holds it (its history leads to the input, not
     to the step's node: no cycle): one that dies after ``.data =`` (a Dynamo frame's local, fuzz seed 11704458:
     ``t0 = a.t(); t1 = t0.cos(); t0.data = ...``) leaves no storage to compare otherwise, the input's own
-    keeping the old one alive."""
+    keeping the old one alive. Not one of an input written with grad (``written``), whose history may lead back
+    to the step's node."""
     add_watches(_node_of(outs), [_DataWatch(flat[k], k, tangents, _view_data_replaced,
-                                            hold=plan[k][0] == "input_view") for k, tangents in watched
-                                 if isinstance(flat[k], torch.Tensor)])
+                                            hold=plan[k][0] == "input_view" and plan[k][1][0] not in written)
+                                 for k, tangents in watched if isinstance(flat[k], torch.Tensor)])
 
 
 # Note [Outputs only the plan reads]
