@@ -39,3 +39,15 @@ def test_cache_store_benchmark_quick(monkeypatch, capsys):
     assert result["entries"] == 203   # the filled ones and the three timed stores: none evicted
     assert result["listing_ms"] > 0 and result["store_ms"] > 0
     assert "a store now" in capsys.readouterr().out
+
+
+def test_retention_benchmark_quick(monkeypatch, capsys):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    monkeypatch.delitem(sys.modules, "retention", raising=False)
+    import retention
+
+    rows = {row["contender"]: row for row in retention.main(["--steps", "3", "--size", "64"])["rows"]}
+    assert set(rows) == {"eager", "pytorch aot_function", "jointgraph"}
+    assert all(row["peak_mib"] > 0 for row in rows.values())
+    assert rows["jointgraph"]["alive"] == rows["eager"]["alive"] == 0   # no step kept by a reference cycle
+    assert "jointgraph / eager peak" in capsys.readouterr().out

@@ -3504,30 +3504,44 @@ def test_indexed_fills_through_overlapping_windows_eager_orders_are_refused(body
     assert outcome.status == "refused" and (contender == "dynamo" or match in outcome.message), outcome.message
 
 
-@pytest.mark.parametrize("contender", ["default", "mincut"])
-def test_view_taken_before_set_onto_a_0_dim_tensor_then_read_is_refused_not_a_slice_error(contender):
-    """Fuzz seed 11902337: ``t0 = a[1:]; a.set_(b.sum()); t1 * t0``: functionalization replays ``t0``'s slice on
-    ``a``'s new, 0-dim geometry and raised PyTorch's slice error at the call, where eager's ``t0`` keeps its own
-    geometry (Note [Views made before an in-place view op]): refused by name, as the other such replays are."""
-    program = Program.scenario(
+# name -> (program body, inputs, contenders, status): fuzz programs of the runs on this session's commits
+FUZZ_FOUND = {
+    # fuzz seed 11902337: ``t0 = a[1:]; a.set_(b.sum()); t1 * t0``: functionalization replays ``t0``'s slice on ``a``'s
+    # new, 0-dim geometry and raised PyTorch's slice error at the call, where eager's ``t0`` keeps its own geometry
+    # (Note [Views made before an in-place view op]): refused by name, as the other such replays are
+    "view_taken_before_set_onto_a_0_dim_tensor_then_read": (
         "def f(a, b):\n    t0 = a[1:]\n    t1 = b.tanh()\n    t2 = b.sum()\n    a.set_(t2)\n    t4 = t1 * t0\n"
         "    return a",
         "leaf0 = torch.randn(5, requires_grad=True)\nbase0 = leaf0 * 1\nx0 = base0[1:].detach()\n"
-        "base1 = torch.randn(2, 4, 3, requires_grad=True)\nx0, base1")
-    outcome = check(program, CONTENDERS[contender])
-    assert outcome.status == "refused", outcome.message
-
-
-@pytest.mark.parametrize("contender", ["default", "mincut", "dynamo"])
-def test_set_onto_a_split_view_of_an_input_written_after_matches_eager(contender):
-    """--semantics12 seed 12002099: ``t0 = a.split(1)[1]; b.set_(t0)``, then a write into ``a``. Eager's ``set_``
-    read the split view's history while it was fresh; the epilogue set ``b`` after its copy into ``a``, when the
-    view was stale, and autograd's multi-output view error came at the call (eager's backward raises its own
-    version error for ``tanh``, which the compiled backward raises too)."""
-    program = Program.scenario(
+        "base1 = torch.randn(2, 4, 3, requires_grad=True)\nx0, base1", ("default", "mincut"), "refused"),
+    # --semantics12 seed 12002099: ``t0 = a.split(1)[1]; b.set_(t0)``, then a write into ``a``. Eager's ``set_`` read
+    # the split view's history while it was fresh; the epilogue set ``b`` after its copy into ``a``, when the view was
+    # stale, and autograd's multi-output view error came at the call (eager's backward raises its own version error
+    # for ``tanh``, which the compiled backward raises too)
+    "set_onto_a_split_view_of_an_input_written_after": (
         "def f(a, b):\n    t0 = a.split(1)[1]\n    b.set_(t0)\n    t1 = a.tanh()\n    t2 = t1.clone()\n"
         "    a.view(-1)[::2] = 2.0\n    return t2[1:1]",
         "leaf0 = torch.randn(6, 4, 4, requires_grad=True)\nbase0 = leaf0 * 1\nx0 = base0[1:5]\n"
-        "base1 = torch.randn(3, 4)\nx1 = base1[:, 2:]\nx0, x1")
-    outcome = check(program, CONTENDERS[contender])
-    assert outcome.status == "pass", outcome.message
+        "base1 = torch.randn(3, 4)\nx1 = base1[:, 2:]\nx0, x1", ("default", "mincut", "dynamo"), "pass"),
+}
+
+
+@pytest.mark.parametrize("name,contender", [(name, c) for name, (*_, cs, _) in FUZZ_FOUND.items() for c in cs])
+def test_fuzz_found_programs_match_eager_or_are_refused(name, contender):
+    body, inputs, _, status = FUZZ_FOUND[name]
+    outcome = check(Program.scenario(body, inputs), CONTENDERS[contender])
+    assert outcome.status == status, outcome.message
+
+
+def test_aliased_inputs_no_synthetic_base_can_stand_for_are_refused_saying_why():
+    """Fuzz seed 18602 (through Dynamo, a graph break at ``b.requires_grad_()`` on ``b = base[1:].detach()``):
+    the inputs share storage, one is written, and each requires grad on an autograd root of its own, so no
+    synthetic base carries both gradients. The refusal only said they share storage; it now says why."""
+    program = Program.scenario(
+        "def f(a, b, c):\n    b.requires_grad_()\n    t0 = a * a\n    b.detach()[[0, 0]] = 0.5\n"
+        "    b.detach().add_(-1.0)\n    return a",
+        "base0 = torch.randn(4, 4, requires_grad=True)\nx1 = base0[1:].detach()\n"
+        "base2 = torch.randn(3, 4, requires_grad=True)\nx2 = base2.t()\nbase0, x1, x2")
+    outcome = check(program, CONTENDERS["dynamo"])
+    assert outcome.status == "refused" and "no common storage carries both gradients" in outcome.message, \
+        outcome.message

@@ -86,23 +86,34 @@ def base_of(members: list[torch.Tensor], recorded: tuple[bool, ...] = ()) -> tor
     """A contiguous 1-D tensor over the whole storage ``members`` share, differentiable
     into their common autograd root (or the one root of those requiring grad, when no write autograd
     records, per member in ``recorded``, is on another root's); None when no such base exists."""
+    base = _base_or_why(members, recorded)
+    return base if isinstance(base, torch.Tensor) else None
+
+
+def _base_or_why(members: list[torch.Tensor], recorded: tuple[bool, ...] = ()) -> torch.Tensor | str:
+    """``base_of``, or why there is no such base (the refusal's reason)."""
     first = members[0]
     if any(m.dtype != first.dtype or m.device != first.device for m in members):
-        return None
+        return "they differ in dtype or device"
     roots = {id(r): r for r in (_root(m) for m in members)}
     numel = first.untyped_storage().nbytes() // first.element_size()
     if len(roots) == 1:
         root = next(iter(roots.values()))
         if not root.requires_grad and any(m.requires_grad for m in members):
-            return None   # a view made a leaf by requires_grad_(): its gradient is its own, not the root's
+            # a view made a leaf by requires_grad_(): its gradient is its own, not the root's
+            return "one is a view made a leaf by requires_grad_(), whose gradient is its own, not their base's"
         if root.requires_grad and not _spans_storage(root, numel):
-            return None
+            return "their autograd base no longer reaches the whole storage (as_strided_() shrank it)"
         return root.as_strided((numel,), (1,), 0)
     if any(m.requires_grad for m in members):
         root = _grad_root(members)
-        if root is None or any(r and _root(m) is not root for m, r in zip(members, recorded, strict=False)) \
-                or not _spans_storage(root, numel):
-            return None
+        if root is None:
+            return ("those that require grad have no one autograd root requiring grad (a tensor and its detach() "
+                    "made a leaf by requires_grad_()): no common storage carries both gradients")
+        if any(r and _root(m) is not root for m, r in zip(members, recorded, strict=False)):
+            return "a write autograd records is on another autograd root than the one that requires grad"
+        if not _spans_storage(root, numel):
+            return "their autograd base no longer reaches the whole storage (as_strided_() shrank it)"
         return root.as_strided((numel,), (1,), 0)
     # no autograd view (fuzz seed 1500250: ``base[1:].detach()`` first, ``base.view(-1)`` second): a view over the
     # whole storage of one starting inside it has a backward that cannot place it. It shares the first member's
@@ -525,9 +536,11 @@ class SyntheticBases:
             _refuse_views_made_leaves(group, members, layout, written)
             _refuse_views_moved_off_their_base(group, members)
             _refuse_views_dropping_elements(group, members, layout, written)
-            base = base_of(members, tuple(i in recorded for i in group))
-            if base is None:   # a refusal, which no caller answers with synthetic bases again (an ExpandedEntry's
-                raise UnsupportedError(aliased.what, hint=aliased.hint) from aliased   # outer call: seed 1201873)
+            base = _base_or_why(members, tuple(i in recorded for i in group))
+            if isinstance(base, str):   # a refusal, which no caller answers with synthetic bases again (an
+                # ExpandedEntry's outer call: seed 1201873); saying why (fuzz seed 18602, through Dynamo)
+                raise UnsupportedError(f"{aliased.what}, and no synthetic base can stand for them: {base}",
+                                       hint=aliased.hint) from aliased
             detached = _other_roots(group, members, recorded, base)
             _check_offset_root(group, members, recorded)
             views += [(positions[i], tuple(m.shape), tuple(m.stride()), m.storage_offset() - base.storage_offset(),

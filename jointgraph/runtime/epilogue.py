@@ -12,6 +12,7 @@ import torch
 from ..capture.inplace import VIEW_OF_LEAF
 from ..capture.metadata import replay_views
 from ..errors import UnsupportedError
+from ..ir.sizes import extent
 
 
 def apply_metadata_mutations(inputs: list, mutations: tuple) -> None:
@@ -76,14 +77,12 @@ class _DataWrites:
 
 
 def _byte_range(t: torch.Tensor) -> tuple[int, int]:
-    size = t.element_size()
-    start = t.storage_offset() * size
-    if t.numel() == 0:
-        return start, start
-    return start, start + (1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride(), strict=True))) * size
+    size, offset = t.element_size(), t.storage_offset()
+    end = extent(t.shape, t.stride(), offset) if t.numel() else offset
+    return offset * size, end * size
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class DataWriteMark:
     """The writes through ``.data`` into a tensor's memory so far (held weakly: the storage may die first)."""
 
