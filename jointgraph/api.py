@@ -513,6 +513,8 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         counters_of=tuple((k, info.counter_of) for k, info in enumerate(o for o in outputs if o.carries is None
                                                                         and o.new_value_of is None)
                           if info.counter_of is not None),
+        counter_shares=tuple((k, *info.shares_counter) for k, info in enumerate(
+            o for o in outputs if o.carries is None and o.new_value_of is None) if info.shares_counter is not None),
         distinct_outputs=_distinct_outputs(graphs.forward, [outputs[i] for i in tensor_outs],
                                            [position.get(outputs[i].same_object) for i in tensor_outs],
                                            len(mutated)),

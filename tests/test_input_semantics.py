@@ -3523,6 +3523,42 @@ FUZZ_FOUND = {
         "    a.view(-1)[::2] = 2.0\n    return t2[1:1]",
         "leaf0 = torch.randn(6, 4, 4, requires_grad=True)\nbase0 = leaf0 * 1\nx0 = base0[1:5]\n"
         "base1 = torch.randn(3, 4)\nx1 = base1[:, 2:]\nx0, x1", ("default", "mincut", "dynamo"), "pass"),
+    # fuzz seed 12103838: an input slice written under no_grad, then a clone of it written and a view of the clone
+    # returned. The clone was removed ahead of select_scatter, whose base was the no_grad write's slice_scatter of
+    # the input: a copy of the input's whole storage with its offset, so the output came back at offset 1 of a
+    # 4-element storage (Note [Scatters keep their base's storage]: the input's layout passes through scatters)
+    "clone_of_an_input_written_under_no_grad_written_and_a_view_returned": (
+        "def f(a, b):\n    with torch.no_grad():\n        a.narrow(0, 1, 1).mul_(0.5)\n    t1 = b.clone()\n"
+        "    t1[0].mul_(2.0)\n    return t1[:-1]",
+        "leaf0 = torch.randn(4, requires_grad=True)\nbase0 = leaf0.clone()\nx0 = base0[1:3]\nx0, x0",
+        ("default", "mincut", "budget", "dynamo"), "pass"),
+    "clone_of_a_written_input_slice_written_and_returned": (
+        "def f(a):\n    with torch.no_grad():\n        a[1:].mul_(0.5)\n    t1 = a.clone()\n    t1[0] = 2.0\n"
+        "    return t1",
+        "base0 = torch.randn(5)\nx0 = base0[2:]\nx0,", ("default", "mincut", "dynamo"), "pass"),
+    # fuzz seed 12500178 (found once the oracle compared version counters): a tensor made inside and set_() onto
+    # the input's storage is returned. Eager's keeps a version counter of its own; ours was regenerated as a view
+    # of the input, whose counter it shared, so a write through it after the call moved the input's version
+    "tensor_set_onto_an_input_returned": (
+        "def f(a):\n    a.data.mul_(2.0)\n    t0 = a.sum()\n    t1 = a.exp()\n    t1.set_(a)\n    t2 = t1 + t0\n"
+        "    with torch.no_grad():\n        a.add_(t2)\n    return t1",
+        "base0 = torch.randn(4, 3)\nbase0,", ("default", "mincut", "dynamo"), "pass"),
+    "tensor_set_onto_an_input_slice_returned_with_a_view_of_the_input": (
+        "def f(a):\n    t1 = a.exp()\n    t1.set_(a)\n    return t1, a[1:]",
+        "base0 = torch.randn(5, 3)\nx0 = base0[1:]\nx0,", ("default", "mincut", "dynamo"), "pass"),
+    # --semantics12 seed 12400591 (under torch.set_default_dtype(torch.float64)): an advanced-index write of a float64
+    # value into a float32 input through an expand. Eager's index_put_ raises its dtype error; the rewrite of writes
+    # into expanded tensors filled the value in, cast (eager's RuntimeError, at the call)
+    "float64_value_written_by_index_through_an_expand_of_a_float32_input": (
+        "def f(a):\n    with torch.no_grad():\n"
+        "        a.expand(2, 3, 3)[[0, -1]] = torch.tensor(2.0, dtype=torch.float64)\n    return a * 2",
+        "base0 = torch.randn(4, 3)\nx0 = base0[1:]\nx0,", ("default", "mincut", "dynamo"), "pass"),
+    "int64_value_written_by_index_put_through_an_unfold": (
+        "def f(a):\n    a.unfold(0, 2, 1).index_put_((torch.tensor([1]),), torch.tensor(3))\n    return a * 2",
+        "base0 = torch.randn(6)\nbase0,", ("default", "mincut", "dynamo"), "pass"),
+    "float64_value_written_by_a_mask_through_an_expand": (   # one mask: eager casts (masked_fill_)
+        "def f(a):\n    t = a.expand(2, 3)\n    t[t > 0] = torch.tensor(2.0, dtype=torch.float64)\n    return a * 2",
+        "base0 = torch.randn(3)\nbase0,", ("default", "mincut", "dynamo"), "pass"),
 }
 
 

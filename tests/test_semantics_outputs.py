@@ -1463,3 +1463,28 @@ def test_an_input_written_with_grad_and_saved_is_freed_after_the_backward(how):
     del out, a, leaf
     gc.collect()
     assert [r() is None for r in refs] == [True, True, True]
+
+
+# name -> program body: a detach of a view of an intermediate returned beside the view (or its base); the caller
+# then writes every float output in place (the --semantics12 generator's ``mutate_outputs``)
+DETACHES_OF_VIEWS = {
+    # fuzz --semantics12 seed 12204874: eager's ``t3.detach()`` shares ``t3``'s version counter, so writing it made
+    # reading ``t3.is_leaf`` raise autograd's multi-output view error; the forward's view left the node as an
+    # ``_unsafe_view`` with a counter of its own, and ours read False (Note [Outputs that view an intermediate])
+    "detach_of_an_unbind_of_a_clone_beside_it":
+        "def f(a):\n    t3 = a.clone().unbind(0)[0]\n    return t3.detach(), t3",
+    "detach_of_a_select_beside_it": "def f(a):\n    t0 = a * 2\n    return t0[0].detach(), t0[0]",
+    "detach_of_a_select_beside_the_base": "def f(a):\n    t0 = a * 2\n    return t0[0].detach(), t0",
+    "detach_of_a_transpose_beside_a_slice": "def f(a):\n    t0 = a.exp()\n    return t0.t().detach(), t0[1:]",
+}
+
+
+@pytest.mark.parametrize("contender", ["default", "mincut", "dynamo"])
+@pytest.mark.parametrize("name", sorted(DETACHES_OF_VIEWS))
+def test_a_detach_of_a_view_of_an_intermediate_shares_its_version_counter(name, contender):
+    from jointgraph.bench.fuzz import Program, check, contenders
+
+    inputs = "leaf = torch.randn(3, 2, requires_grad=True)\nx = leaf * 1\nx,"
+    program = Program.scenario(DETACHES_OF_VIEWS[name], inputs, mutate_outputs=True)
+    outcome = check(program, contenders()[contender])
+    assert outcome.status == "pass", outcome.message

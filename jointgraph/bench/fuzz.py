@@ -16,8 +16,9 @@ second call runs the cached entry). Compared, in order:
   * exceptions: same type (or a subclass) in the same phase, ``call`` or ``backward``;
   * outputs: pytree structure, dtype, shape, strides (dims of size <= 1 ignored), requires_grad,
     is_leaf, grad_fn None-ness, which argument it *is*, which inputs / other outputs it shares a
-    storage with, its storage offset when it shares an input's storage, values (allclose with
-    torch's float32 tolerances, NaN equal to NaN);
+    storage with and which a version counter (probed: each bumped, every version put back), its
+    storage offset when it shares an input's storage, values (allclose with torch's float32
+    tolerances, NaN equal to NaN);
   * every named input tensor after the call: the same, plus untyped storage bytes and whether its
     ``_version`` changed (changed or not, not the count);
   * after ``sum((x * w).sum())`` over differentiable outputs and every non-leaf named tensor that
@@ -614,6 +615,7 @@ class TensorState:
     has_grad_fn: bool | str
     same_object_as: str | None                # outputs: the argument it is
     shares_storage_with: tuple[str, ...]
+    shares_counter_with: tuple[str, ...]      # the inputs / other outputs sharing its version counter
     storage_offset: int
     storage_bytes: int | None                 # inputs
     version_changed: bool | None              # inputs
@@ -647,8 +649,23 @@ def _attribute(t: torch.Tensor, name: str, convert: Callable[[Any], Any] = lambd
         return f"raises {type(exc).__name__}"
 
 
+def _counter_sharing(tensors: dict[str, torch.Tensor]) -> dict[str, tuple[str, ...]]:
+    """Per named tensor, the others sharing its version counter (a write through one moves the other's version:
+    ``t.detach()`` and ``t``, a view and its base). Each is bumped in turn and every version put back as it was,
+    so the probe leaves nothing behind (a multi-output view compares the same version as before)."""
+    names = [n for n, t in tensors.items() if type(t) is torch.Tensor and not t.is_inference()]
+    ts = [tensors[n] for n in names]
+    before = tuple(t._version for t in ts)
+    sharing = {}
+    for n, t in zip(names, ts, strict=True):
+        torch.autograd.graph.increment_version(t)
+        sharing[n] = tuple(sorted(m for m, u, v in zip(names, ts, before, strict=True) if m != n and u._version != v))
+        torch._C._autograd._unsafe_set_version_counter(tuple(ts), before)
+    return sharing
+
+
 def _state(t: torch.Tensor, owners: dict[int, list[str]], own_name: str, *, same_object_as: str | None = None,
-           version_before: int | None = None) -> TensorState:
+           version_before: int | None = None, counters: dict[str, tuple[str, ...]] | None = None) -> TensorState:
     shares = tuple(sorted({n for n in owners.get(_storage_key(t), []) if n != own_name}))
     is_input = version_before is not None
     return TensorState(
@@ -657,6 +674,7 @@ def _state(t: torch.Tensor, owners: dict[int, list[str]], own_name: str, *, same
         requires_grad=t.requires_grad, is_leaf=_attribute(t, "is_leaf"),
         has_grad_fn=_attribute(t, "grad_fn", lambda g: g is not None),
         same_object_as=same_object_as, shares_storage_with=shares,
+        shares_counter_with=(counters or {}).get(own_name, ()),
         storage_offset=t.storage_offset(),
         storage_bytes=t.untyped_storage().nbytes() if is_input else None,
         version_changed=t._version != version_before if is_input else None,
@@ -673,15 +691,19 @@ def _snapshot(observation: Observation, args: tuple, named: dict[str, torch.Tens
     for i, x in enumerate(leaves):
         if isinstance(x, torch.Tensor):
             owners.setdefault(_storage_key(x), []).append(f"output {i}")
+    every = dict(named)
+    every.update((f"output {i}", x) for i, x in enumerate(leaves) if isinstance(x, torch.Tensor))
+    counters = _counter_sharing(every)
     for i, x in enumerate(leaves):
         if isinstance(x, torch.Tensor):
             arg = next((params[j] for j, a in enumerate(args) if a is x), None)
             if arg is None:   # return t, t: one object, as eager's (fuzz --semantics12 seed 3303383: a view twice)
                 arg = next((f"output {j}" for j in range(i) if leaves[j] is x), None)
-            observation.outputs.append(_state(x, owners, f"output {i}", same_object_as=arg))
+            observation.outputs.append(_state(x, owners, f"output {i}", same_object_as=arg, counters=counters))
         else:
             observation.outputs.append(x)
-    observation.inputs = {n: _state(t, owners, n, version_before=versions[n]) for n, t in named.items()}
+    observation.inputs = {n: _state(t, owners, n, version_before=versions[n], counters=counters)
+                          for n, t in named.items()}
     return leaves
 
 

@@ -1600,6 +1600,7 @@ class ExpandedViews:
                                    source=user_source_line(),
                                    hint="write through x.unfold(d, size, step) with step >= size, or into a clone, "
                                         'or pass on_unsupported="eager"')
+        _check_index_put_dtypes(name, t.dtype, rest, kwargs, basic)
         entries = _entry_counts(name, t.shape, t.device, rest, kwargs)
         counts = torch.zeros(_storage_extent(t, s), dtype=torch.int32, device=t.device)
         counts = counts.index_put((_offsets(t).reshape(-1),), entries.reshape(-1), accumulate=True)
@@ -1615,6 +1616,30 @@ class ExpandedViews:
         if torch.is_grad_enabled() and target_grad and not basic and has_internal_overlap(t):
             _BackwardRaisesOverlap.apply(source)   # eager records the write on the overlapping (stride 0) view
         return True
+
+
+def _scalar_type_name(dtype: torch.dtype) -> str:
+    """c10's name of ``dtype`` (``Float``, ``Double``, ``Long``), as eager's kernels print it."""
+    return torch.empty(0, dtype=dtype).type().removeprefix("torch.").removesuffix("Tensor")
+
+
+def _check_index_put_dtypes(name: str, dtype: torch.dtype, rest: tuple, kwargs: dict, basic: bool) -> None:
+    """Eager's index_put_ (also ``x[index] = v`` with an advanced index other than one mask, which eager fills with
+    ``masked_fill_``) requires a tensor value of the target's dtype; the fill rewrite casts, so the check is made
+    here (fuzz --semantics12 seed 12400591: ``a.expand(2, 3, 3)[[0, -1]] = t0.sum()``, ``t0`` float64 under
+    ``torch.set_default_dtype(torch.float64)``, ``a`` float32)."""
+    if name == "index_put_":
+        value = rest[1] if len(rest) > 1 else kwargs.get("values")
+    elif name == "__setitem__" and not basic:
+        value = rest[1]
+        if isinstance(rest[0], torch.Tensor) and rest[0].dtype == torch.bool:
+            return   # one mask: eager casts the (one-element) value
+    else:
+        return
+    if isinstance(value, torch.Tensor) and value.dtype != dtype:
+        raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
+                           f"{_scalar_type_name(dtype)} for the destination and {_scalar_type_name(value.dtype)} "
+                           "for the source.")
 
 
 class _CountedValue(torch.autograd.Function):

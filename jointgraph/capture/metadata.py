@@ -241,9 +241,12 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
             outputs = [dataclasses.replace(info, same_object=next(j for j in range(k) if flat_outs[j] is out))
                        if isinstance(out, torch.Tensor) and any(out is o for o in flat_outs[:k]) else info
                        for k, (out, info) in enumerate(zip(flat_outs, outputs, strict=True))]
-            # fuzz seed 200574: a view of x.data written after the call must not bump x's version
+            # fuzz seed 200574: a view of x.data written after the call must not bump x's version; nor a tensor
+            # made inside and set_() onto an input's storage, whose counter is its own (fuzz seed 12500178)
             outputs = [dataclasses.replace(info, via_data=True)
-                       if info.kind == "input_view" and isinstance(out, torch.Tensor) and checks.via_data(out) else info
+                       if info.kind == "input_view" and isinstance(out, torch.Tensor)
+                       and (checks.via_data(out) or flat_fn.slot_of_view(out) is None
+                            and _counter_of_its_own(out, call_args, info.input_index)) else info
                        for out, info in zip(flat_outs, outputs, strict=True)]
             checks.settle_saves(flat_outs, call_args)   # Note [When eager saved an input] in capture/inplace.py
             for out in flat_outs:
@@ -251,6 +254,7 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
                 checks.refuse_unrecorded_history(out)
             outputs = [_counter_and_saves(info, out, checks, call_args)
                        for out, info in zip(flat_outs, outputs, strict=True)]
+            outputs = _counters_shared(outputs, flat_outs, call_args)
             for k, a in enumerate(call_args):
                 if isinstance(a, torch.Tensor):
                     first, by_output, by_new_value = checks.saved_at(a)
@@ -472,6 +476,35 @@ def _new_storages(infos: list[InputInfo], call_args: list, fake_args: list, vers
                                    "itself given another storage: not supported",
                                    hint='pass on_unsupported="eager"')
     return result
+
+
+def _counters_shared(infos: list[OutputInfo], flat_outs: list, call_args: list) -> list[OutputInfo]:
+    """``OutputInfo.shares_counter`` per output: the first input, else earlier output, sharing its version counter
+    in the trace (probed), left None where the runtime's construction shares it already."""
+    result = []
+    for k, (info, out) in enumerate(zip(infos, flat_outs, strict=True)):
+        if not isinstance(out, torch.Tensor) or info.kind == "constant" or info.same_object is not None:
+            result.append(info)
+            continue
+        found = next((("input", i) for i, a in enumerate(call_args)
+                      if isinstance(a, torch.Tensor) and a is not out and shares_version_counter(a, out)), None)
+        if found is None:
+            found = next((("output", j) for j in range(k) if isinstance(flat_outs[j], torch.Tensor)
+                          and flat_outs[j] is not out and shares_version_counter(flat_outs[j], out)), None)
+        by_construction = found is None or info.kind == "input" \
+            or info.kind == "input_view" and not info.via_data and found == ("input", info.input_index) \
+            or info.kind == "output_view" and found == ("output", info.input_index)
+        result.append(info if by_construction else dataclasses.replace(info, shares_counter=found))
+    return result
+
+
+def _counter_of_its_own(out: torch.Tensor, call_args: list, index: int) -> bool:
+    """``out``, regenerated from input ``index``'s storage, shares no input's version counter: a tensor made inside
+    and ``set_()`` onto the input's storage (``t = a.exp(); t.set_(a); return t``), which eager's writes through
+    ``out`` after the call do not count as the input's. Not a view of a leaf made inside (its slot's)."""
+    if index >= len(call_args):
+        return False
+    return not any(isinstance(a, torch.Tensor) and shares_version_counter(a, out) for a in call_args)
 
 
 def _view_of_moved_input(out, call_args: list, inputs: list[InputInfo], flat_fn: LeafSlots) -> OutputInfo | None:

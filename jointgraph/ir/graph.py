@@ -120,6 +120,11 @@ class OutputInfo:
     # Note [Inputs given another storage] in capture/metadata.py: this "tensor" is no user output but the
     # new value (on a new storage) of input ``new_value_of``, which the runtime sets the input onto.
     new_value_of: int | None = None
+    # Note [Version counters of outputs] in runtime/function.py: ("input", i) or ("output", j), the first input
+    # (or earlier output) whose version counter eager's output shares, where the runtime's construction may not
+    # (a detached alias written with grad, a tensor set_() onto another's storage); None where none or where the
+    # construction shares it (an input, a view regenerated on it)
+    shares_counter: tuple[str, int] | None = None
 
 
 @dataclasses.dataclass(frozen=True)

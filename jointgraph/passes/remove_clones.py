@@ -42,6 +42,16 @@ def _scattered_into(node: torch.fx.Node) -> set:
     return found
 
 
+def _layout_of_an_input(node: torch.fx.Node) -> bool:
+    """``node``'s storage is an input's, or a scatter's copy of one (and so on): its layout is the input's, which
+    an entry does not guard (fuzz seed 12103838: ``a[1:2].mul_(0.5)`` under no_grad, then ``t = a.clone()``
+    written and returned, where ``a`` is a slice of a larger buffer)."""
+    root = storage_root(node)
+    while root.op == "call_function" and root.target in _SCATTERS_KEEPING_STORAGE:
+        root = storage_root(root.args[0])
+    return root.op == "placeholder"
+
+
 def _inside_a_larger_storage(t: torch.Tensor) -> bool:
     """``t`` (a traced value) does not start at its storage's beginning, or its storage holds more than its own
     elements (a slice of a buffer); True where that is not known statically."""
@@ -78,7 +88,7 @@ def remove_clones(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
             continue
         if before.stride() != after.stride() or before.dtype != after.dtype:
             continue
-        if (storage_root(source).op == "placeholder" or _inside_a_larger_storage(before)) \
+        if (_layout_of_an_input(source) or _inside_a_larger_storage(before)) \
                 and _scattered_into(node) & user_roots:
             continue   # Note [Scatters keep their base's storage]
         if source.op == "placeholder":

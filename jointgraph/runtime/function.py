@@ -140,6 +140,8 @@ class EntryLayout:
     distinct_outputs: tuple[tuple[int, int], ...] = ()   # Note [Distinct outputs]
     data_views: tuple[int, ...] = ()            # flat outputs that are views of an input's .data
     counters_of: tuple[tuple[int, int], ...] = ()   # (flat output, input whose version counter it keeps)
+    # (flat output, "input" | "output", index): Note [Version counters of outputs]
+    counter_shares: tuple[tuple[int, str, int], ...] = ()
     # per graph input, (InputInfo.saved_at, InputInfo.written_at, saved_at per tangent), where the epilogue
     # bumps versions (or empty)
     version_clocks: tuple[tuple[int | None, int | None, tuple[int | None, ...]], ...] = ()
@@ -304,6 +306,8 @@ class CompiledEntry:
             _watch_views(outs, flat, layout.watched_views, layout.output_plan, layout.mutated_with_grad)
         if layout.backward_error is not None:
             flat = self._with_raising_backward(flat, inputs)
+        if layout.counter_shares:
+            flat = _share_counters(flat, inputs, layout.counter_shares, layout.same_objects)
         return flat
 
     @staticmethod
@@ -374,7 +378,7 @@ class CompiledEntry:
         roots = [autograd_root(t) for t in chosen]
         unique = list({id(r): r for r in roots}.values())
         outs = RaisesInBackward.apply(error, len(unique), *sources, *unique)
-        _onto_input_storages(unique, outs, inputs)
+        outs = _onto_input_storages(unique, outs, inputs)
         _onto_shared_storages(unique, outs, inputs)
         new_root = {id(r): out for r, out in zip(unique, outs, strict=False)}
         by_storage = {_storage(r): (r, out) for r, out in zip(unique, outs, strict=False)}
@@ -622,6 +626,75 @@ def _input_data_replaced(i: int) -> UnsupportedError:
         hint="run the backward before replacing the input's data, or assign to a clone")
 
 
+# Note [Version counters of outputs]
+# ---------------------------------
+# Eager's output may share the version counter of an input or of another output without being a view the
+# runtime regenerates on it: ``t = x.detach(); t.copy_(y); return t`` (a detached alias written with grad,
+# which the graph returns as a value of its own and the runtime moves onto ``x``'s storage), ``t = b[0];
+# t.set_(a); return t`` (b's counter, a's storage), views of one intermediate behind the node that raises in
+# the backward. A write through such an output after the call moves the other's version in eager, so a backward
+# that saved it raises, and a multi-output view's grad_fn can no longer be read. The trace records, per output,
+# the first input or earlier output whose counter it shares (``OutputInfo.shares_counter``); where the runtime's
+# output does not share it, the output is replaced by a ``detach()`` of that tensor (its counter) set onto the
+# output's memory and geometry, which takes the output's history through ``_TakesHistory`` when it requires
+# grad. Its version is left as it was: set_() counts as a write.
+
+
+class _TakesHistory(torch.autograd.Function):
+    """``alias`` (a tensor without history, sharing ``value``'s memory) takes ``value``'s history: the gradient
+    flowing into ``alias`` is ``value``'s."""
+
+    @staticmethod
+    def forward(ctx, alias, value):
+        ctx.mark_dirty(alias)
+        return alias
+
+    @staticmethod
+    def backward(ctx, grad):
+        return None, grad
+
+
+def _share_counters(flat: list, inputs: list, shares: tuple, same_objects: tuple) -> list:
+    """Note [Version counters of outputs]."""
+    flat = list(flat)
+    for k, kind, index in shares:
+        out = flat[k]
+        target = inputs[index] if kind == "input" else flat[index]
+        if not isinstance(out, torch.Tensor) or not isinstance(target, torch.Tensor) or out is target:
+            continue
+        flat[k] = _with_counter_of(target, out)
+    for k, j in same_objects:
+        flat[k] = flat[j]
+    return flat
+
+
+def _with_counter_of(target: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``out``'s memory, geometry and history on a tensor sharing ``target``'s version counter (Note [Version
+    counters of outputs]); ``out`` itself where that cannot be made (another dtype, a subclass) or is so already."""
+    if type(out) is not torch.Tensor or type(target) is not torch.Tensor or out.layout != torch.strided \
+            or out.dtype != target.dtype or out.device != target.device or target.is_inference() \
+            or _shares_counter(target, out):
+        return out
+    alias = target.detach()
+    version = alias._version
+    with torch.no_grad():
+        alias.set_(out.untyped_storage(), out.storage_offset(), out.shape, out.stride())
+    torch._C._autograd._unsafe_set_version_counter((alias,), (version,))
+    if out.requires_grad and torch.is_grad_enabled():
+        alias = _TakesHistory.apply(alias, out)
+        torch._C._autograd._unsafe_set_version_counter((alias,), (version,))
+    return alias
+
+
+def _shares_counter(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """``b`` moves with ``a``'s version counter: probed, then restored."""
+    version, other = a._version, b._version
+    torch.autograd.graph.increment_version(a)
+    shared = b._version != other
+    torch._C._autograd._unsafe_set_version_counter((a,), (version,))
+    return shared
+
+
 def _move_onto_inputs(outs, inputs: list, moved: tuple) -> None:
     """Note [Detached aliases written with grad]
     ----------------------------------------
@@ -644,14 +717,21 @@ def _set_keeping_version(out: torch.Tensor, storage, offset: int, size, stride) 
     torch._C._autograd._unsafe_set_version_counter((out,), (version,))
 
 
-def _onto_input_storages(roots: list, outs, inputs: list) -> None:
+def _onto_input_storages(roots: list, outs, inputs: list) -> list:
     """Note [Errors in the backward]: the node returns copies; a root that lies in an input's storage
     (an input, a view of one, ``x.detach()`` written with a value that requires grad) is moved back
-    onto that storage, as eager's output shares it (writes through the output reach the input)."""
-    storages = {_storage(t) for t in inputs if isinstance(t, torch.Tensor) and t.numel() > 0}
-    for r, out in zip(roots, outs, strict=False):
+    onto that storage, as eager's output shares it (writes through the output reach the input), and
+    shares that input's version counter, as eager's does (Note [Version counters of outputs])."""
+    storages = {}
+    for t in inputs:
+        if isinstance(t, torch.Tensor) and t.numel() > 0:
+            storages.setdefault(_storage(t), t)
+    outs = list(outs)
+    for k, (r, out) in enumerate(zip(roots, outs, strict=False)):
         if r.numel() > 0 and _storage(r) in storages:
             _set_keeping_version(out, r.untyped_storage(), r.storage_offset(), r.shape, r.stride())
+            outs[k] = _with_counter_of(storages[_storage(r)], out)
+    return outs
 
 
 def _onto_shared_storages(roots: list, outs, inputs: list) -> None:
@@ -756,7 +836,10 @@ class RaisesInBackward(torch.autograd.Function):
 # output as a view made inside a custom Function, and so every view the runtime takes of it
 # (``t1[1:]`` after ``t1 = t0.t(); t1[1] = 3.0``, fuzz seeds 160443, 160525): writing the user's
 # output in place then raises, where eager's is an ordinary view. Those outputs leave the forward
-# as ``_unsafe_view``s, which share the memory without being views in autograd's sense.
+# as ``detach()``es, which share the memory without being views in autograd's sense, and share the
+# version counter too, as eager's view shares its base's: ``t3 = t0.unbind(0)[0]; return t3.detach(), t3``
+# written through the detach after the call makes reading ``t3.grad_fn`` raise, as eager's (fuzz
+# --semantics12 seed 12204874; an ``_unsafe_view`` had a counter of its own).
 
 
 # Note [Distinct outputs]
@@ -961,7 +1044,7 @@ def _make_function(forward: Callable, backward: Callable, layout: EntryLayout, h
         def forward(ctx, *inputs):
             outs = forward(*inputs)
             if any(outs[k]._base is not None for k in own_outputs):   # Note [Outputs that view an intermediate]
-                outs = [torch.ops.aten._unsafe_view(t, t.shape) if k in own_outputs and t._base is not None else t
+                outs = [t.detach() if k in own_outputs and t._base is not None else t
                         for k, t in enumerate(outs)]
             if distinct_outputs:
                 outs = _distinct(outs, distinct_outputs)
