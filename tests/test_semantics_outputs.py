@@ -1488,3 +1488,32 @@ def test_a_detach_of_a_view_of_an_intermediate_shares_its_version_counter(name, 
     program = Program.scenario(DETACHES_OF_VIEWS[name], inputs, mutate_outputs=True)
     outcome = check(program, contenders()[contender])
     assert outcome.status == "pass", outcome.message
+
+
+# name -> (program body, the caller writes every float output in place after the call): views taken under no_grad
+# of a tensor that requires grad, returned (Note [Views made under no_grad] in capture/metadata.py)
+NO_GRAD_VIEWS = {
+    # its base written after: eager's view requires grad, and reading its is_leaf / grad_fn raises autograd's
+    # no_grad view error; ours read False (a known gap of the eighth session, found by a review)
+    "view_of_an_intermediate_then_the_base_written": (
+        "def f(a):\n    t0 = a * 2\n    with torch.no_grad():\n        v = t0[1:]\n    t0.mul_(3)\n    return v, t0",
+        False),
+    "view_of_an_input_then_the_input_written": (
+        "def f(a):\n    with torch.no_grad():\n        v = a[1:]\n    a.mul_(3)\n    return v", False),
+    # written in place after the call with grad mode on: eager raises
+    "view_of_an_intermediate_written_after_the_call": (
+        "def f(a):\n    t0 = a * 2\n    with torch.no_grad():\n        v = t0[1:]\n    return v, t0 * 1", True),
+    "view_of_an_input_written_after_the_call": (
+        "def f(a):\n    with torch.no_grad():\n        v = a.t()\n    return v", True),
+}
+
+
+@pytest.mark.parametrize("contender", ["default", "mincut", "dynamo"])
+@pytest.mark.parametrize("name", sorted(NO_GRAD_VIEWS))
+def test_a_view_made_under_no_grad_keeps_eagers_no_grad_creation(name, contender):
+    from jointgraph.bench.fuzz import Program, check, contenders
+
+    body, mutate = NO_GRAD_VIEWS[name]
+    inputs = "leaf = torch.randn(3, 2, requires_grad=True)\nx = leaf * 1\nx,"
+    outcome = check(Program.scenario(body, inputs, mutate_outputs=mutate), contenders()[contender])
+    assert outcome.status == "pass", outcome.message

@@ -757,7 +757,22 @@ def _view_meta(out, requires_grad: bool) -> tuple:
         # functionalization's view chain runs through a detach() autograd's does not: ``t0 = b.chunk(2)[0];
         # t2 = t0.detach().requires_grad_(); t2.unsqueeze(0)`` is an ordinary view (fuzz --semantics12 seed 4901278)
         multi_output = False
+    if not multi_output and out.requires_grad and out._is_view() \
+            and torch._C._autograd._get_creation_meta(out) == torch._C._autograd.CreationMeta.NO_GRAD_MODE:
+        return (*geometry(plain), plain.dtype, requires_grad, _no_grad_view(out))
     return (*geometry(plain), plain.dtype, requires_grad, bool(multi_output))
+
+
+def _no_grad_view(out) -> str:
+    """Note [Views made under no_grad]: NO_GRAD_STALE where ``out``'s base was written with grad after it was
+    made (reading its grad_fn raises), else NO_GRAD_VIEW."""
+    try:
+        out.grad_fn   # noqa: B018 (autograd checks the view's version here)
+    except RuntimeError as exc:
+        if VIEW_OF_MODIFIED_BASE in str(exc):
+            return NO_GRAD_STALE
+        raise
+    return NO_GRAD_VIEW
 
 
 def returned(out, info: OutputInfo):
@@ -786,6 +801,16 @@ WRITTEN_AFTER = "written_after"
 # a Dynamo graph break between): the runtime moves its version counter after making it, as for the above.
 STALE_VIEW = "stale_view"
 MULTI_OUTPUT = (True, WRITTEN_AFTER)   # the view_meta[5] states of a multi-output view
+# Note [Views made under no_grad]
+# -------------------------------
+# ``with torch.no_grad(): v = t0[1:]`` of a ``t0`` that requires grad: eager's view requires grad, but autograd
+# refuses an in-place op on it with grad mode on, and once its base is written with grad mode on, reading its
+# grad_fn raises. It has no grad_fn until then, so it reads ``is_leaf`` True. Its view_meta's multi_output is
+# NO_GRAD_VIEW, and the runtime makes it under no_grad too; NO_GRAD_STALE where the base was written after it was
+# made, and the runtime also moves its version counter, as for WRITTEN_AFTER (a view of an input made before the
+# epilogue's write is made stale by that write).
+NO_GRAD_VIEW = "no_grad_view"
+NO_GRAD_STALE = "no_grad_stale"
 
 
 def base_written_after(out) -> bool:

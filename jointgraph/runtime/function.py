@@ -23,6 +23,7 @@ autograd.Function that receive its gradients (Note [New leaves] in capture/leave
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import weakref
 from collections.abc import Callable
@@ -35,7 +36,7 @@ from torch.autograd.function import once_differentiable
 from ..capture.inplace import multi_output_view
 from ..capture.inputs import unflattener
 from ..capture.leaves import make_slot
-from ..capture.metadata import MULTI_OUTPUT, STALE_VIEW, WRITTEN_AFTER, replay_views
+from ..capture.metadata import MULTI_OUTPUT, NO_GRAD_STALE, NO_GRAD_VIEW, STALE_VIEW, WRITTEN_AFTER, replay_views
 from ..errors import UnsupportedError, user_source_line
 from ..ir.hook_ops import running_hooks
 from ..ir.sizes import extent
@@ -341,11 +342,14 @@ class CompiledEntry:
             offset = base.storage_offset() + offset   # relative to the base (api._on_base)
         if base.requires_grad and not requires_grad and not (early and not torch.is_grad_enabled()):
             base = base.detach()   # x.detach(), views under no_grad
-        stale = multi_output in (WRITTEN_AFTER, STALE_VIEW) and requires_grad and torch.is_grad_enabled()
+        stale = multi_output in (WRITTEN_AFTER, STALE_VIEW, NO_GRAD_STALE) and requires_grad \
+            and torch.is_grad_enabled() and not (early and multi_output == NO_GRAD_STALE)
         if stale:   # Note [Multi-output views of a written base]: an alias with a version counter of its own,
             base = torch.ops.aten._unsafe_view(base, base.shape)   # as the backward may version-check base
-        view = _regenerate_view(base, size, stride, offset, dtype) if replay is None \
-            else replay_views(base, replay)   # replayed: exact whatever the base's real strides
+        no_grad = multi_output in (NO_GRAD_VIEW, NO_GRAD_STALE)   # Note [Views made under no_grad]
+        with torch.no_grad() if no_grad else contextlib.nullcontext():
+            view = _regenerate_view(base, size, stride, offset, dtype) if replay is None \
+                else replay_views(base, replay)   # replayed: exact whatever the base's real strides
         if multi_output in MULTI_OUTPUT and requires_grad and torch.is_grad_enabled():
             _set_creation_meta(view, _MULTI_OUTPUT_NODE)   # unbind / split: in-place raises
         if stale:
