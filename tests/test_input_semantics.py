@@ -3559,6 +3559,13 @@ FUZZ_FOUND = {
     "float64_value_written_by_a_mask_through_an_expand": (   # one mask: eager casts (masked_fill_)
         "def f(a):\n    t = a.expand(2, 3)\n    t[t > 0] = torch.tensor(2.0, dtype=torch.float64)\n    return a * 2",
         "base0 = torch.randn(3)\nbase0,", ("default", "mincut", "dynamo"), "pass"),
+    # review of 5714ffe: one mask (also in a tuple, beside an Ellipsis, as a list of bools, or through index_put_)
+    # dispatches to masked_fill_, which casts
+    "float64_value_put_through_one_mask_of_an_expand": (
+        "def f(a):\n    t = a.expand(2, 3)\n    v = torch.tensor(2.0, dtype=torch.float64)\n"
+        "    t.index_put_((t > 0,), v)\n    t[(t < -1,)] = v\n    t[t < -2, ...] = v\n    t[[True, False]] = v\n"
+        "    return a * 2",   # Dynamo's graph takes the masks' nonzero(): refused as data-dependent
+        "base0 = torch.randn(3)\nbase0,", ("default", "mincut"), "pass"),
 }
 
 

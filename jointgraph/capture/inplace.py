@@ -1629,17 +1629,30 @@ def _check_index_put_dtypes(name: str, dtype: torch.dtype, rest: tuple, kwargs: 
     here (fuzz --semantics12 seed 12400591: ``a.expand(2, 3, 3)[[0, -1]] = t0.sum()``, ``t0`` float64 under
     ``torch.set_default_dtype(torch.float64)``, ``a`` float32)."""
     if name == "index_put_":
-        value = rest[1] if len(rest) > 1 else kwargs.get("values")
+        value, index = (rest[1] if len(rest) > 1 else kwargs.get("values")), tuple(rest[0])
     elif name == "__setitem__" and not basic:
-        value = rest[1]
-        if isinstance(rest[0], torch.Tensor) and rest[0].dtype == torch.bool:
-            return   # one mask: eager casts the (one-element) value
+        value, index = rest[1], rest[0]
     else:
         return
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and _one_mask(index):
+        return   # eager fills through one mask with masked_fill_, which casts (review of 5714ffe)
     if isinstance(value, torch.Tensor) and value.dtype != dtype:
         raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
                            f"{_scalar_type_name(dtype)} for the destination and {_scalar_type_name(value.dtype)} "
                            "for the source.")
+
+
+def _one_mask(index) -> bool:
+    """The advanced part of ``index`` is one boolean mask (a bool tensor, or a list of Python bools); basic parts
+    (integers, slices, None, Ellipsis) aside."""
+    parts = index if isinstance(index, tuple) else (index,)
+    advanced = [p for p in parts if isinstance(p, (torch.Tensor, list))]
+    if len(advanced) != 1:
+        return False
+    part = advanced[0]
+    if isinstance(part, torch.Tensor):
+        return part.dtype == torch.bool
+    return len(part) > 0 and all(isinstance(v, bool) for v in part)
 
 
 class _CountedValue(torch.autograd.Function):

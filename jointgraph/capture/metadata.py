@@ -483,7 +483,8 @@ def _counters_shared(infos: list[OutputInfo], flat_outs: list, call_args: list) 
     in the trace (probed), left None where the runtime's construction shares it already."""
     result = []
     for k, (info, out) in enumerate(zip(infos, flat_outs, strict=True)):
-        if not isinstance(out, torch.Tensor) or info.kind == "constant" or info.same_object is not None:
+        if not isinstance(out, torch.Tensor) or info.kind == "constant" or info.same_object is not None \
+                or out.is_inference():
             result.append(info)
             continue
         found = next((("input", i) for i, a in enumerate(call_args)
@@ -491,9 +492,11 @@ def _counters_shared(infos: list[OutputInfo], flat_outs: list, call_args: list) 
         if found is None:
             found = next((("output", j) for j in range(k) if isinstance(flat_outs[j], torch.Tensor)
                           and flat_outs[j] is not out and shares_version_counter(flat_outs[j], out)), None)
+        # a view of an earlier output sharing its counter is regenerated on that output, which takes the counter
+        # eager's has first (review of 5714ffe: ``t = x.detach(); t.copy_(y); return t, t[0]``)
         by_construction = found is None or info.kind == "input" \
             or info.kind == "input_view" and not info.via_data and found == ("input", info.input_index) \
-            or info.kind == "output_view" and found == ("output", info.input_index)
+            or info.kind == "output_view" and shares_version_counter(flat_outs[info.input_index], out)
         result.append(info if by_construction else dataclasses.replace(info, shares_counter=found))
     return result
 
@@ -502,8 +505,9 @@ def _counter_of_its_own(out: torch.Tensor, call_args: list, index: int) -> bool:
     """``out``, regenerated from input ``index``'s storage, shares no input's version counter: a tensor made inside
     and ``set_()`` onto the input's storage (``t = a.exp(); t.set_(a); return t``), which eager's writes through
     ``out`` after the call do not count as the input's. Not a view of a leaf made inside (its slot's)."""
-    if index >= len(call_args):
-        return False
+    if index >= len(call_args) or out.is_inference() or any(isinstance(a, torch.Tensor) and a.is_inference()
+                                                            for a in call_args):
+        return False   # inference tensors have no counter to probe (review of 5714ffe: a call under inference_mode)
     return not any(isinstance(a, torch.Tensor) and shares_version_counter(a, out) for a in call_args)
 
 

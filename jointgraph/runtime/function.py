@@ -188,6 +188,7 @@ class CompiledEntry:
         self.function = _make_function(forward, backward, layout, hooks) if backward is not None else None
         self._mutation_check = bool(layout.mutated_inputs)
         # Note [Input mutations]: (input index, output index, record the copy in autograd)
+        self._counter_shares = {k: (kind, index) for k, kind, index in layout.counter_shares}
         self._copies = tuple((i, layout.num_user_tensors + k, i in layout.mutated_with_grad, i in layout.keep_version,
                               i in layout.written_through_views) for k, i in enumerate(layout.mutated_inputs))
         self._positions = layout.signature.tensor_leaf_positions
@@ -284,7 +285,13 @@ class CompiledEntry:
                 expecting.expected_versions = [(t, v + t._version - b, *rest) for (t, v, *rest), b
                                                in zip(expecting.expected_versions, before, strict=True)]
         flat = []
+        shares = self._counter_shares   # Note [Version counters of outputs]
+        if shares:
+            outs = list(outs)
         for kind, value in layout.output_plan:
+            share = shares.get(len(flat)) if shares else None
+            if share is not None and kind == "tensor_view" and not (early and len(flat) in early):
+                outs[value[0]] = _with_counter_of(_counter_target(share, inputs, flat), outs[value[0]])
             if early and len(flat) in early:
                 flat.append(early[len(flat)])
             elif kind == "tensor":
@@ -297,6 +304,10 @@ class CompiledEntry:
                 flat.append(value(inputs))
             else:
                 flat.append(self._view(kind, value, flat, outs, inputs, pre, data=len(flat) in layout.data_views))
+            if share is not None:
+                target = _counter_target(share, inputs, flat)
+                if isinstance(flat[-1], torch.Tensor) and isinstance(target, torch.Tensor) and flat[-1] is not target:
+                    flat[-1] = _with_counter_of(target, flat[-1])
         for k, i in layout.counters_of:   # OutputInfo.counter_of: as eager's ``.data =`` left it
             kept = inputs[i].detach()
             kept.data = flat[k]
@@ -307,7 +318,7 @@ class CompiledEntry:
             _watch_views(outs, flat, layout.watched_views, layout.output_plan, layout.mutated_with_grad)
         if layout.backward_error is not None:
             flat = self._with_raising_backward(flat, inputs)
-        if layout.counter_shares:
+        if shares and layout.backward_error is not None:   # the raising node returned copies
             flat = _share_counters(flat, inputs, layout.counter_shares, layout.same_objects)
         return flat
 
@@ -663,7 +674,7 @@ def _share_counters(flat: list, inputs: list, shares: tuple, same_objects: tuple
     flat = list(flat)
     for k, kind, index in shares:
         out = flat[k]
-        target = inputs[index] if kind == "input" else flat[index]
+        target = _counter_target((kind, index), inputs, flat)
         if not isinstance(out, torch.Tensor) or not isinstance(target, torch.Tensor) or out is target:
             continue
         flat[k] = _with_counter_of(target, out)
@@ -672,11 +683,17 @@ def _share_counters(flat: list, inputs: list, shares: tuple, same_objects: tuple
     return flat
 
 
+def _counter_target(share: tuple[str, int], inputs: list, flat: list):
+    kind, index = share
+    return inputs[index] if kind == "input" else flat[index]
+
+
 def _with_counter_of(target: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     """``out``'s memory, geometry and history on a tensor sharing ``target``'s version counter (Note [Version
     counters of outputs]); ``out`` itself where that cannot be made (another dtype, a subclass) or is so already."""
     if type(out) is not torch.Tensor or type(target) is not torch.Tensor or out.layout != torch.strided \
             or out.dtype != target.dtype or out.device != target.device or target.is_inference() \
+            or out.is_inference() \
             or _shares_counter(target, out):
         return out
     alias = target.detach()
