@@ -3566,6 +3566,19 @@ FUZZ_FOUND = {
         "    t.index_put_((t > 0,), v)\n    t[(t < -1,)] = v\n    t[t < -2, ...] = v\n    t[[True, False]] = v\n"
         "    return a * 2",   # Dynamo's graph takes the masks' nonzero(): refused as data-dependent
         "base0 = torch.randn(3)\nbase0,", ("default", "mincut"), "pass"),
+    # fuzz seed 12701995: ``a.set_(b)`` (``b`` a view of a leaf that requires grad), then ``a.t_()``: eager's t_() is on
+    # ``a``, no view of that leaf, and raises nothing at the call; writes with grad were counted per storage, so the
+    # runtime raised eager's view-of-a-leaf error for ``b`` at the call (now per version counter)
+    "metadata_op_on_a_tensor_set_onto_a_view_of_a_leaf": (
+        "def f(a, b):\n    a.set_(b)\n    t0 = b * 1\n    t1 = t0.relu()\n    t2 = t0 + b\n    t2[1:].square_()\n"
+        "    a.t_()\n    return a, t1, t2",
+        "base0 = torch.randn(6)\nx0 = base0[3:]\nbase1 = torch.randn(6, requires_grad=True)\nx1 = base1[2:5]\nx0, x1",
+        ("default", "mincut", "dynamo"), "pass"),
+    # --semantics12 seed 12801471: a view made a leaf by requires_grad_(), then its base written: eager refuses every
+    # later use of the view (its grad_fn); the trace read its gradient edge and raised autograd's error at the call
+    "view_made_a_leaf_then_its_base_written": (
+        "def f(a):\n    t0 = a.unbind(0)[0]\n    t0.requires_grad_()\n    a[-1] = t0.sum()\n    return t0",
+        "base0 = torch.randn(7, 4)\nx0 = base0[2:6]\nx0,", ("default", "mincut", "dynamo"), "refused"),
 }
 
 

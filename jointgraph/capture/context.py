@@ -372,3 +372,14 @@ def translate_errors():
                                    source=source_from_traceback(exc),
                                    hint='apply it to a clone (x = x.clone()), or pass on_unsupported="eager"') from exc
         raise
+
+
+def shares_version_counter(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """``b`` moves with ``a``'s version counter (a view or detach of it): probed, then restored."""
+    if a.is_inference() or b.is_inference():
+        return False
+    version, other = a._version, b._version
+    torch.autograd.graph.increment_version(a)
+    shared = b._version != other
+    torch._C._autograd._unsafe_set_version_counter((a,), (version,))
+    return shared

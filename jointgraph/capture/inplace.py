@@ -77,6 +77,7 @@ from .context import (
     frozen_storage_write,
     geometry,
     has_internal_overlap,
+    shares_version_counter,
     static,
 )
 
@@ -484,7 +485,9 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self.written_directly: set = set()
         self.written_via_set: set = set()      # storages (of ``elem``s) written through a tensor set_() gave them
         self._written_via_set_with_grad: set = set()   # ... with autograd recording the write
-        self._written_with_grad: set = set()   # storages an in-place op autograd records ran on
+        # storages an in-place op autograd records ran on -> the tensors it ran on (weakly: a strong reference
+        # would keep a temporary view alive, seen as a view taken earlier)
+        self._written_with_grad: dict[int, list[weakref.ref]] = {}
         self._recorded_on_input: set = set()   # storages of inputs written with autograd recording it, by the input
         self._recorded_on_views: set = set()   # ... or by a view of it
         # Inputs (by storage) and watched views whose own grad_fn eager regenerated after such a write
@@ -683,7 +686,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                 and target.requires_grad and torch.is_grad_enabled() and self._of_an_input(target):
             if self._leaf_views.get(target._base if target._base is not None else target):
                 raise RuntimeError(VIEW_OF_LEAF + ".")   # where eager raises it, not at a later op it never runs
-            self._written_with_grad.add(_storage_id(target))   # eager refuses it on a view of a leaf
+            self._written_with_grad.setdefault(_storage_id(target), []).append(weakref.ref(target))   # eager
+            # refuses it on a view of a leaf
         if self.analyze and target is not None and (in_place or name in _DUNDER_WRITES) and torch.is_grad_enabled() \
                 and any(isinstance(t, torch.Tensor) and t.requires_grad for t in (*args, *kwargs.values())) \
                 and self._of_an_input(target):   # Note [Writes through a view of an input] in runtime/epilogue.py
@@ -1345,8 +1349,11 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             and storage not in self._refreshed
 
     def written_with_grad(self, t: torch.Tensor) -> bool:
-        """An in-place op autograd records ran on ``t``'s storage (eager refuses it on a view of a leaf)."""
-        return _storage_id(t) in self._written_with_grad
+        """An in-place op autograd records ran on ``t`` or on a tensor sharing its version counter (a view of it,
+        whose op eager refuses where ``t`` is a view of a leaf); not on another tensor set_() onto its storage
+        (fuzz seed 12701995: ``a.set_(b); a.t_()``, ``b`` a view of a leaf: eager's ``t_()`` is on ``a``)."""
+        return any(target is None or target is t or shares_version_counter(t, target)   # gone: counted, as before
+                   for target in (ref() for ref in self._written_with_grad.get(_storage_id(t), ())))
 
     def written_via_set_with_grad(self, t: torch.Tensor) -> bool:
         """``t``'s storage was written through a tensor set_() gave it, with autograd recording the write."""

@@ -45,8 +45,8 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from ..errors import UnsupportedError, user_source_line
 from ..ir.sizes import extent
-from .context import _AS_INPUTS, _REQUIRES_GRAD, from_fun, geometry, static
-from .inplace import analysis
+from .context import _AS_INPUTS, _REQUIRES_GRAD, from_fun, geometry, shares_version_counter, static
+from .inplace import VIEW_OF_MODIFIED_BASE, analysis
 
 
 @dataclasses.dataclass(frozen=True)
@@ -234,7 +234,7 @@ class LeafSlots:
         ``tensor`` itself."""
         for slot, leaf, edges in zip(self.slots, self.made, self.edges, strict=True):
             if slot is tensor:
-                current = torch.autograd.graph.get_gradient_edge(leaf) if leaf.requires_grad else None
+                current = _gradient_edge(leaf)
                 extra = [current] if current is not None and all(current.node is not e.node for e in edges) else []
                 return [*edges, *extra]
         return [tensor]
@@ -299,17 +299,6 @@ def _describe(leaf: torch.Tensor, where: str | None, outs: list, inputs: list, o
     return NewLeaf((size, stride, offset), leaf.dtype, leaf.device, written=returned, parameter=parameter)
 
 
-def shares_version_counter(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """``b`` moves with ``a``'s version counter (a view or detach of it): probed, then restored."""
-    if a.is_inference() or b.is_inference():
-        return False
-    version, other = a._version, b._version
-    torch.autograd.graph.increment_version(a)
-    shared = b._version != other
-    torch._C._autograd._unsafe_set_version_counter((a,), (version,))
-    return shared
-
-
 def _view_of_input(leaf, original: tuple | None) -> tuple | None:
     """The geometry of ``leaf``, a view of an input, on the caller's tensor: its view ops replayed on
     the input's geometry before the call. A view made after a write to the input has, under
@@ -334,3 +323,22 @@ def _symbolic(where: str | None) -> UnsupportedError:
     return UnsupportedError("a leaf created inside the compiled function with symbolic sizes is not supported: "
                             "the runtime makes it before the graph runs", source=where,
                             hint='pass dynamic=False, or create the leaf outside, or pass on_unsupported="eager"')
+
+
+def _gradient_edge(leaf):
+    """``leaf``'s gradient edge now (None where it requires no grad). A view made a leaf whose base was written after
+    (fuzz --semantics12 seed 12801471: ``t0 = a.unbind(0)[0]; t0.requires_grad_(); a[-1] = t0.sum()``) has a grad_fn
+    eager refuses to read: every use of it after the call raises in eager, which the step's leaf, a graph input of
+    its own, cannot follow; refused by name (it raised autograd's error at the call)."""
+    if not leaf.requires_grad:
+        return None
+    try:
+        return torch.autograd.graph.get_gradient_edge(leaf)
+    except RuntimeError as exc:
+        if VIEW_OF_MODIFIED_BASE in str(exc):
+            raise UnsupportedError("a view made a leaf by requires_grad_() whose base is written after it was made "
+                                   "cannot be compiled: eager refuses every later use of it (its grad_fn, is_leaf, "
+                                   "a backward through it), which the step's leaf cannot follow",
+                                   hint="call requires_grad_() on a clone of the view, or pass "
+                                        'on_unsupported="eager"') from exc
+        raise

@@ -496,7 +496,8 @@ def _counters_shared(infos: list[OutputInfo], flat_outs: list, call_args: list) 
         # eager's has first (review of 5714ffe: ``t = x.detach(); t.copy_(y); return t, t[0]``)
         by_construction = found is None or info.kind == "input" \
             or info.kind == "input_view" and not info.via_data and found == ("input", info.input_index) \
-            or info.kind == "output_view" and shares_version_counter(flat_outs[info.input_index], out)
+            or info.kind == "output_view" and info.input_index < k \
+            and shares_version_counter(flat_outs[info.input_index], out)   # (a later one's is made before it)
         result.append(info if by_construction else dataclasses.replace(info, shares_counter=found))
     return result
 
