@@ -33,6 +33,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.autograd.function import once_differentiable
 
+from ..capture.context import shares_version_counter
 from ..capture.inplace import multi_output_view
 from ..capture.inputs import unflattener
 from ..capture.leaves import make_slot
@@ -694,7 +695,7 @@ def _with_counter_of(target: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     if type(out) is not torch.Tensor or type(target) is not torch.Tensor or out.layout != torch.strided \
             or out.dtype != target.dtype or out.device != target.device or target.is_inference() \
             or out.is_inference() \
-            or _shares_counter(target, out):
+            or shares_version_counter(target, out):
         return out
     alias = target.detach()
     version = alias._version
@@ -705,15 +706,6 @@ def _with_counter_of(target: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         alias = _TakesHistory.apply(alias, out)
         torch._C._autograd._unsafe_set_version_counter((alias,), (version,))
     return alias
-
-
-def _shares_counter(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """``b`` moves with ``a``'s version counter: probed, then restored."""
-    version, other = a._version, b._version
-    torch.autograd.graph.increment_version(a)
-    shared = b._version != other
-    torch._C._autograd._unsafe_set_version_counter((a,), (version,))
-    return shared
 
 
 def _move_onto_inputs(outs, inputs: list, moved: tuple) -> None:
