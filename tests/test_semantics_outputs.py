@@ -1505,6 +1505,23 @@ NO_GRAD_VIEWS = {
         "def f(a):\n    t0 = a * 2\n    with torch.no_grad():\n        v = t0[1:]\n    return v, t0 * 1", True),
     "view_of_an_input_written_after_the_call": (
         "def f(a):\n    with torch.no_grad():\n        v = a.t()\n    return v", True),
+    # review of 0b5d60a: the stale view was made on an alias of its base with a counter of its own, so a write
+    # through it after the call did not reach the base output's counter (eager's backward, which saved the base,
+    # raises; ours read the new values), and a detach beside it raised autograd's error at the call
+    "base_then_its_stale_view_written_after_the_call": (
+        "def f(a):\n    t = a * 2\n    with torch.no_grad():\n        u = t[1:]\n    t.mul_(3)\n    w = t * t\n"
+        "    return t, u, w", False),
+    "a_row_of_the_base_beside_the_stale_view": (
+        "def f(a):\n    t0 = a * 2\n    with torch.no_grad():\n        v = t0[1:]\n    t0.mul_(3)\n"
+        "    return t0[0], v", False),
+    "detach_of_a_stale_view_beside_it": (
+        "def f(a):\n    t0 = a * 2\n    with torch.no_grad():\n        v = t0[1:]\n    t0.mul_(3)\n"
+        "    return v.detach(), v, t0", False),
+    "stale_unbind_view_beside_its_detach_and_base": (
+        "def f(a):\n    t0 = a * 2\n    u = t0.unbind(0)\n    t0.mul_(3)\n    return u[0].detach(), u[0], t0", False),
+    # a view taken with grad mode on of a view made under no_grad: an ordinary view (eager's has a grad_fn)
+    "grad_mode_view_of_a_no_grad_view": (
+        "def f(a):\n    t0 = a * 2\n    with torch.no_grad():\n        v = t0[1:]\n    return v.t(), t0", False),
 }
 
 
@@ -1568,3 +1585,18 @@ def test_a_view_of_an_input_returned_under_inference_mode_shares_the_inputs_coun
             z.backward()
         results.append((out._base is x, x._version - before))
     assert results[1] == results[0] == (True, 1)
+
+
+@pytest.mark.parametrize("contender", ["default", "mincut", "dynamo"])
+def test_a_returned_value_written_after_the_call_is_not_merged_with_its_twin_the_backward_reads(contender):
+    """Fuzz --semantics12 seed 13001286: ``t0 = a.tanh(); t1 = a.tanh()``, ``t0`` returned and written in place
+    after the call. CSE merged ``t1`` into ``t0``, so the backward through ``t1`` (tanh saves its own result) read
+    the written ``t0`` and raised eager's version error where eager's does not."""
+    from jointgraph.bench.fuzz import Program, check, contenders
+
+    program = Program.scenario(
+        "def f(a):\n    t0 = a.tanh()\n    t1 = a.tanh()\n    t3 = t1 * torch.ones((2, 4, 3), requires_grad=True)\n"
+        "    return t3[:, 1:], t0",
+        "base0 = torch.randn(2, 4, 3, requires_grad=True)\nbase0,", mutate_outputs=True)
+    outcome = check(program, contenders()[contender])
+    assert outcome.status == "pass", outcome.message

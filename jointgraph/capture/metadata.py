@@ -770,14 +770,15 @@ def _view_meta(out, requires_grad: bool) -> tuple:
 
 def _no_grad_view(out) -> str:
     """Note [Views made under no_grad]: NO_GRAD_STALE where ``out``'s base was written with grad after it was
-    made (reading its grad_fn raises), else NO_GRAD_VIEW."""
+    made (reading its grad_fn raises), NO_GRAD_VIEW where it has no grad_fn, NO_GRAD_ROOTED where it has one: a
+    view taken with grad mode on of a view made under no_grad (the creation meta is inherited; review of 0b5d60a)."""
     try:
-        out.grad_fn   # noqa: B018 (autograd checks the view's version here)
+        grad_fn = out.grad_fn
     except RuntimeError as exc:
         if VIEW_OF_MODIFIED_BASE in str(exc):
             return NO_GRAD_STALE
         raise
-    return NO_GRAD_VIEW
+    return NO_GRAD_VIEW if grad_fn is None else NO_GRAD_ROOTED
 
 
 def returned(out, info: OutputInfo):
@@ -816,6 +817,10 @@ MULTI_OUTPUT = (True, WRITTEN_AFTER)   # the view_meta[5] states of a multi-outp
 # epilogue's write is made stale by that write).
 NO_GRAD_VIEW = "no_grad_view"
 NO_GRAD_STALE = "no_grad_stale"
+# A view taken with grad mode on of such a view (``v.t()``): its grad_fn's edge ends at the no_grad view, which
+# autograd takes for a leaf, so no gradient reaches the base through it. The runtime makes the view under no_grad
+# and an identity view of it with grad mode on.
+NO_GRAD_ROOTED = "no_grad_rooted"
 
 
 def base_written_after(out) -> bool:

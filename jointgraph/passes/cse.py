@@ -24,8 +24,8 @@ def cse(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     with a forward one (Note [Phases]: a checkpoint's recomputation stays a recomputation).
     Scalars match by type and value: ``add(x, 1)`` is not ``add(x, 1.0)`` (an integer
     tensor gives different dtypes), nor ``mul(x, 0.0)`` ``mul(x, -0.0)``.
-    Guarantees: same outputs; each distinct pure computation appears once, except that two
-    nodes the graph returns (or returns views of) are never merged into one.
+    Guarantees: same outputs; each distinct pure computation appears once, except that a node the
+    graph returns (or returns views of) is never merged with another.
     """
     graph = gm.graph
     # Two graph outputs stay two tensors: eager returns distinct objects for ``a * 3, a * 3``, and
@@ -46,13 +46,15 @@ def cse(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
         previous = seen.get(key)
         if previous is None:
             seen[key] = node
-        elif node in returned and previous in returned:
+        elif node in returned or previous in returned:
+            # nor a returned one with one that is not: the caller may write the returned tensor in place after the
+            # call, which eager's other tensor never sees, while the backward may read that one (fuzz --semantics12
+            # seed 13001286: ``t0 = a.tanh(); t1 = a.tanh()``, ``t0`` returned and written: eager's backward through
+            # ``t1``, which saved its own result, does not raise)
             continue
         else:
             node.replace_all_uses_with(previous)
             graph.erase_node(node)
-            if node in returned:   # previous is returned now (fuzz seed 2501374: a third t0.sum() stays apart)
-                returned.add(previous)
     gm.recompile()
     return gm
 

@@ -37,7 +37,15 @@ from ..capture.context import shares_version_counter
 from ..capture.inplace import multi_output_view
 from ..capture.inputs import unflattener
 from ..capture.leaves import make_slot
-from ..capture.metadata import MULTI_OUTPUT, NO_GRAD_STALE, NO_GRAD_VIEW, STALE_VIEW, WRITTEN_AFTER, replay_views
+from ..capture.metadata import (
+    MULTI_OUTPUT,
+    NO_GRAD_ROOTED,
+    NO_GRAD_STALE,
+    NO_GRAD_VIEW,
+    STALE_VIEW,
+    WRITTEN_AFTER,
+    replay_views,
+)
 from ..errors import UnsupportedError, user_source_line
 from ..ir.hook_ops import running_hooks
 from ..ir.sizes import extent
@@ -356,16 +364,21 @@ class CompiledEntry:
             base = base.detach()   # x.detach(), views under no_grad
         stale = multi_output in (WRITTEN_AFTER, STALE_VIEW, NO_GRAD_STALE) and requires_grad \
             and torch.is_grad_enabled() and not (early and multi_output == NO_GRAD_STALE)
-        if stale:   # Note [Multi-output views of a written base]: an alias with a version counter of its own,
-            base = torch.ops.aten._unsafe_view(base, base.shape)   # as the backward may version-check base
-        no_grad = multi_output in (NO_GRAD_VIEW, NO_GRAD_STALE)   # Note [Views made under no_grad]
-        with torch.no_grad() if no_grad else contextlib.nullcontext():
-            view = _regenerate_view(base, size, stride, offset, dtype) if replay is None \
-                else replay_views(base, replay)   # replayed: exact whatever the base's real strides
+        no_grad = multi_output in (NO_GRAD_VIEW, NO_GRAD_STALE, NO_GRAD_ROOTED)   # Note [Views made under no_grad]
+        version = base._version
+        if stale:   # Note [Multi-output views of a written base]: made at a version the counter then leaves
+            torch._C._autograd._unsafe_set_version_counter((base,), (version + 1,))
+        try:
+            with torch.no_grad() if no_grad else contextlib.nullcontext():
+                view = _regenerate_view(base, size, stride, offset, dtype) if replay is None \
+                    else replay_views(base, replay)   # replayed: exact whatever the base's real strides
+        finally:
+            if stale:
+                torch._C._autograd._unsafe_set_version_counter((base,), (version,))
         if multi_output in MULTI_OUTPUT and requires_grad and torch.is_grad_enabled():
             _set_creation_meta(view, _MULTI_OUTPUT_NODE)   # unbind / split: in-place raises
-        if stale:
-            torch.autograd.graph.increment_version(view)
+        elif multi_output == NO_GRAD_ROOTED and requires_grad and torch.is_grad_enabled():
+            view = view.view_as(view)
         return view
 
     def _run_graph(self, inputs: list):
