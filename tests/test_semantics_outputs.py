@@ -1600,3 +1600,38 @@ def test_a_returned_value_written_after_the_call_is_not_merged_with_its_twin_the
         "base0 = torch.randn(2, 4, 3, requires_grad=True)\nbase0,", mutate_outputs=True)
     outcome = check(program, contenders()[contender])
     assert outcome.status == "pass", outcome.message
+
+
+def _stale_unbind(x):
+    a = x * 2
+    u = a.unbind(0)
+    a.mul_(2)
+    return u[0], a
+
+
+def _stale_no_grad_view(x):
+    a = x * 2
+    with torch.no_grad():
+        v = a[1:]
+    a.mul_(2)
+    return v, a
+
+
+@pytest.mark.parametrize("how", ["aot_function", "dynamo"])
+@pytest.mark.parametrize("fn", [_stale_unbind, _stale_no_grad_view], ids=["unbind", "no_grad"])
+@pytest.mark.parametrize("writes", [1, 2])
+def test_a_stale_view_stays_stale_after_the_callers_writes_to_its_base(fn, how, writes):
+    """Review of 1e1841a: a stale view (its base written after it was made) was made at the version its base's
+    counter reached next, so one write by the caller to the base made it fresh: its grad_fn read, and a backward
+    through it ran, where eager's raise. Also: the view shares its base's counter (a write through it moves it)."""
+    torch._dynamo.reset()
+    compiled = jointgraph.aot_function(fn) if how == "aot_function" else torch.compile(fn, backend="jointgraph")
+    for f in (fn, compiled):
+        view, base = f(torch.randn(3, 4, requires_grad=True))
+        for _ in range(writes):
+            with torch.no_grad():
+                base.add_(1)
+        with pytest.raises(RuntimeError, match="modified inplace"):
+            view.grad_fn   # noqa: B018
+        with pytest.raises(RuntimeError, match="modified inplace"):
+            view.sum().backward()

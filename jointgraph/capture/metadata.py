@@ -800,7 +800,8 @@ _STALE_VIEW_OF_NON_GRAD_BASE = "new_fn INTERNAL ASSERT FAILED"
 # returned, and its base was written after it was made, so reading its grad_fn (is_leaf, a backward
 # through it) or writing it in place raises. The runtime regenerates the view from the base the
 # graph returns, so nothing was written after; its view_meta's multi_output is WRITTEN_AFTER, and
-# the runtime moves the version counter after making it, which makes autograd refuse it as eager's.
+# the runtime makes it at a version its base's counter (which it shares, as eager's) then leaves and
+# never reaches, which makes autograd refuse it as eager's.
 WRITTEN_AFTER = "written_after"
 # A view of an intermediate (no multi-output view) written after it was made: eager's view is stale, and
 # regenerates its grad_fn from its geometry *when read*, after a ``.data =`` on it too (fuzz seed 3403996,

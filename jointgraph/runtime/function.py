@@ -74,6 +74,7 @@ _HOOKED = object()  # ctx.stash marker: saved values went through save_for_backw
 _set_creation_meta = torch._C._autograd._set_creation_meta
 _any_autocast = getattr(torch._C, "_is_any_autocast_enabled", lambda: True)
 _MULTI_OUTPUT_NODE = torch._C._autograd.CreationMeta.MULTI_OUTPUT_NODE
+_FAR_VERSION = 2 ** 30   # a stale view's recorded version, ahead of its counter's: no caller's writes reach it
 
 
 @dataclasses.dataclass
@@ -366,8 +367,9 @@ class CompiledEntry:
             and torch.is_grad_enabled() and not (early and multi_output == NO_GRAD_STALE)
         no_grad = multi_output in (NO_GRAD_VIEW, NO_GRAD_STALE, NO_GRAD_ROOTED)   # Note [Views made under no_grad]
         version = base._version
-        if stale:   # Note [Multi-output views of a written base]: made at a version the counter then leaves
-            torch._C._autograd._unsafe_set_version_counter((base,), (version + 1,))
+        if stale:   # Note [Multi-output views of a written base]: made at a version the counter then leaves and
+            # never reaches (version + 1 did, at the caller's next write: the view was fresh again, review of 1e1841a)
+            torch._C._autograd._unsafe_set_version_counter((base,), (version + _FAR_VERSION,))
         try:
             with torch.no_grad() if no_grad else contextlib.nullcontext():
                 view = _regenerate_view(base, size, stride, offset, dtype) if replay is None \
