@@ -487,8 +487,8 @@ def _counters_shared(infos: list[OutputInfo], flat_outs: list, call_args: list) 
                 or out.is_inference():
             result.append(info)
             continue
-        found = next((("input", i) for i, a in enumerate(call_args)
-                      if isinstance(a, torch.Tensor) and a is not out and shares_version_counter(a, out)), None)
+        i = _input_sharing_counter(out, call_args)
+        found = None if i is None else ("input", i)
         if found is None:
             found = next((("output", j) for j in range(k) if isinstance(flat_outs[j], torch.Tensor)
                           and flat_outs[j] is not out and shares_version_counter(flat_outs[j], out)), None)
@@ -509,7 +509,13 @@ def _counter_of_its_own(out: torch.Tensor, call_args: list, index: int) -> bool:
     if index >= len(call_args) or out.is_inference() or any(isinstance(a, torch.Tensor) and a.is_inference()
                                                             for a in call_args):
         return False   # inference tensors have no counter to probe (review of 5714ffe: a call under inference_mode)
-    return not any(isinstance(a, torch.Tensor) and shares_version_counter(a, out) for a in call_args)
+    return _input_sharing_counter(out, call_args) is None
+
+
+def _input_sharing_counter(out: torch.Tensor, call_args: list) -> int | None:
+    """The first input (other than ``out`` itself) whose version counter ``out`` shares in the trace (probed)."""
+    return next((i for i, a in enumerate(call_args)
+                 if isinstance(a, torch.Tensor) and a is not out and shares_version_counter(a, out)), None)
 
 
 def _view_of_moved_input(out, call_args: list, inputs: list[InputInfo], flat_fn: LeafSlots) -> OutputInfo | None:
@@ -814,7 +820,7 @@ MULTI_OUTPUT = (True, WRITTEN_AFTER)   # the view_meta[5] states of a multi-outp
 # refuses an in-place op on it with grad mode on, and once its base is written with grad mode on, reading its
 # grad_fn raises. It has no grad_fn until then, so it reads ``is_leaf`` True. Its view_meta's multi_output is
 # NO_GRAD_VIEW, and the runtime makes it under no_grad too; NO_GRAD_STALE where the base was written after it was
-# made, and the runtime also moves its version counter, as for WRITTEN_AFTER (a view of an input made before the
+# made, which the runtime makes stale as it does WRITTEN_AFTER views (a view of an input made before the
 # epilogue's write is made stale by that write).
 NO_GRAD_VIEW = "no_grad_view"
 NO_GRAD_STALE = "no_grad_stale"

@@ -301,7 +301,9 @@ class CompiledEntry:
         for kind, value in layout.output_plan:
             share = shares.get(len(flat)) if shares else None
             if share is not None and kind == "tensor_view" and not (early and len(flat) in early):
+                # the base takes the counter, and the view made of it below shares it
                 outs[value[0]] = _with_counter_of(_counter_target(share, inputs, flat), outs[value[0]])
+                share = None
             if early and len(flat) in early:
                 flat.append(early[len(flat)])
             elif kind == "tensor":
@@ -366,9 +368,9 @@ class CompiledEntry:
         stale = multi_output in (WRITTEN_AFTER, STALE_VIEW, NO_GRAD_STALE) and requires_grad \
             and torch.is_grad_enabled() and not (early and multi_output == NO_GRAD_STALE)
         no_grad = multi_output in (NO_GRAD_VIEW, NO_GRAD_STALE, NO_GRAD_ROOTED)   # Note [Views made under no_grad]
-        version = base._version
         if stale:   # Note [Multi-output views of a written base]: made at a version the counter then leaves and
             # never reaches (version + 1 did, at the caller's next write: the view was fresh again, review of 1e1841a)
+            version = base._version
             torch._C._autograd._unsafe_set_version_counter((base,), (version + _FAR_VERSION,))
         try:
             with torch.no_grad() if no_grad else contextlib.nullcontext():
