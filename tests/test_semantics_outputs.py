@@ -1536,6 +1536,34 @@ def test_a_view_made_under_no_grad_keeps_eagers_no_grad_creation(name, contender
     assert outcome.status == "pass", outcome.message
 
 
+# a call under torch.no_grad(): every view the function takes is made under no_grad, and one whose base is written
+# after it was made is stale as eager's (reading its is_leaf raises); ours were made stale only with grad mode on
+# (fuzz seed 13403240)
+VIEWS_IN_A_CALL_UNDER_NO_GRAD = {
+    "view_of_the_input_written_through_itself": (
+        "def f(a):\n    t1 = a.view(-1).requires_grad_(True)\n    t1.mul_(t1)\n    return t1, a"),
+    "view_of_the_input_after_data_assignment": (
+        "def f(a):\n    a[1:].zero_()\n    a.data = a.data * 2\n    t1 = a.view(-1).requires_grad_(True)\n"
+        "    t1.mul_(t1)\n    return t1, a"),
+    "view_of_an_intermediate_then_the_base_written": (
+        "def f(a):\n    t0 = a * 2\n    v = t0[1:]\n    t0.mul_(3)\n    return v, t0"),
+    "view_unwritten": "def f(a):\n    v = a.t()\n    return v * 1, v",
+}
+
+
+@pytest.mark.parametrize("contender", ["default", "dynamo"])
+@pytest.mark.parametrize("name", sorted(VIEWS_IN_A_CALL_UNDER_NO_GRAD))
+def test_a_view_made_in_a_call_under_no_grad_is_stale_once_written(name, contender):
+    import dataclasses
+
+    from jointgraph.bench.fuzz import Program, check, contenders
+
+    inputs = "a = torch.randn(3, 4, requires_grad=True)\na,"
+    program = dataclasses.replace(Program.scenario(VIEWS_IN_A_CALL_UNDER_NO_GRAD[name], inputs), guard="no_grad")
+    outcome = check(program, contenders()[contender])
+    assert outcome.status == "pass", outcome.message
+
+
 # review of 5714ffe: a detached alias of an input written with grad (eager's shares the input's version counter)
 # returned with views of it; the caller writes every float output in place after the call
 _ALIAS_INPUTS = ("leaf = torch.randn(3, 2, requires_grad=True)\nx = leaf * 1\n"

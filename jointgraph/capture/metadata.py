@@ -775,8 +775,8 @@ def _view_meta(out, requires_grad: bool) -> tuple:
 
 
 def _no_grad_view(out) -> str:
-    """Note [Views made under no_grad]: NO_GRAD_STALE where ``out``'s base was written with grad after it was
-    made (reading its grad_fn raises), NO_GRAD_VIEW where it has no grad_fn, NO_GRAD_ROOTED where it has one: a
+    """Note [Views made under no_grad]: NO_GRAD_STALE where ``out``'s base was written after it was made
+    (reading its grad_fn raises; in a call under no_grad too, where every view is made under no_grad), NO_GRAD_VIEW where it has no grad_fn, NO_GRAD_ROOTED where it has one: a
     view taken with grad mode on of a view made under no_grad (the creation meta is inherited; review of 0b5d60a)."""
     try:
         grad_fn = out.grad_fn
@@ -820,8 +820,8 @@ MULTI_OUTPUT = (True, WRITTEN_AFTER)   # the view_meta[5] states of a multi-outp
 # refuses an in-place op on it with grad mode on, and once its base is written with grad mode on, reading its
 # grad_fn raises. It has no grad_fn until then, so it reads ``is_leaf`` True. Its view_meta's multi_output is
 # NO_GRAD_VIEW, and the runtime makes it under no_grad too; NO_GRAD_STALE where the base was written after it was
-# made, which the runtime makes stale as it does WRITTEN_AFTER views (a view of an input made before the
-# epilogue's write is made stale by that write).
+# made, which the runtime makes stale as it does WRITTEN_AFTER views, whatever the grad mode of the call (a view of
+# an input made before the epilogue's write is made stale by that write).
 NO_GRAD_VIEW = "no_grad_view"
 NO_GRAD_STALE = "no_grad_stale"
 # A view taken with grad mode on of such a view (``v.t()``): its grad_fn's edge ends at the no_grad view, which

@@ -365,8 +365,8 @@ class CompiledEntry:
             offset = base.storage_offset() + offset   # relative to the base (api._on_base)
         if base.requires_grad and not requires_grad and not (early and not torch.is_grad_enabled()):
             base = base.detach()   # x.detach(), views under no_grad
-        stale = multi_output in (WRITTEN_AFTER, STALE_VIEW, NO_GRAD_STALE) and requires_grad \
-            and torch.is_grad_enabled() and not (early and multi_output == NO_GRAD_STALE)
+        stale = requires_grad and (multi_output in (WRITTEN_AFTER, STALE_VIEW) and torch.is_grad_enabled()
+                                   or multi_output == NO_GRAD_STALE and not early)   # under no_grad too (13403240)
         no_grad = multi_output in (NO_GRAD_VIEW, NO_GRAD_STALE, NO_GRAD_ROOTED)   # Note [Views made under no_grad]
         if stale:   # Note [Multi-output views of a written base]: made at a version the counter then leaves and
             # never reaches (version + 1 did, at the caller's next write: the view was fresh again, review of 1e1841a)
