@@ -31,7 +31,15 @@ from .capture.unbacked import estimated_sizes, make_fake_mode
 from .hooks import apply_policy, check_policy, user_hook_codecs
 from .ir import NO_RESHARDING, Decision, Plan, Resharding, Role, verify
 from .ir.graph import gradient_tangents, output_node, output_roles, output_values, placeholders, tangent_sources
-from .ir.graph_utils import aliases_input, ancestors, backward_nodes, input_index_of, storage_root, users_through_views
+from .ir.graph_utils import (
+    aliases_input,
+    ancestors,
+    backward_nodes,
+    input_index_of,
+    readers_in,
+    storage_root,
+    users_through_views,
+)
 from .logs import compile_log, configure_from_env, graphs_log, plan_log
 from .options import CompileOptions
 from .passes.pipeline import run_joint_passes, run_split_passes
@@ -432,6 +440,8 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         slot_of = {k: slot[values[k]] for k in styles if values[k] in slot}   # the output the plan saves itself
         result_outputs = tuple((s, k) for k, s in slot_of.items() if styles[k] == "result")
         tangents_of = dict(read_outputs)
+        styles.update((k, "value" if k in slot_of and _both_as_eager(graphs.backward.graph, slot_of[k]) else "both")
+                      for k, style in styles.items() if style == "views")
         data_checked = tuple((k, slot_of.get(k, -1), style, tangents_of[k])
                              for k, style in styles.items() if style != "result" and k in tangents_of)
         view_slots = set()
@@ -811,19 +821,36 @@ def _static_geometry(node) -> tuple | None:
 def _saved_output_styles(graph, num_user_tensors: int, read: _TangentReader) -> dict[int, str]:
     """Per user tensor output made by the graph (not an input): how eager's backward reads it (Note [Which op
     saved a value] in capture/trace.py). "result": only the backward of the op that made it (eager kept a
-    shallow copy; a later ``.data =`` does not reach it), or none; "value": only the backward of ops that
-    read it (eager kept the tensor: ``.data =`` does); "both", or unknown (a backward node not tagged)."""
+    shallow copy; a later ``.data =`` does not reach it), or of ops that read a view of it taken in the forward
+    (eager kept that view, on the old storage too: fuzz --semantics12 seed 13400062), or none; "value": only the
+    backward of other ops that read it itself (eager kept the tensor: ``.data =`` does); "both", or unknown (a
+    backward node not tagged)."""
     styles = {}
     made = output_node(graph).meta.get("made_by", ())
     for k, node in enumerate(output_values(graph)[:num_user_tensors]):
         if not isinstance(node, torch.fx.Node) or node.op == "placeholder":
             continue
         made_by = made[k] if k < len(made) else None
-        readers = [u.meta.get("backward_of") for u in users_through_views(node) if u in read.backward]
-        own = {seq == made_by for seq in readers}
-        unknown = made_by is None or None in readers
-        styles[k] = "both" if unknown or len(own) == 2 else ("value" if own == {False} else "result")
+        readers = [(u.meta.get("backward_of"), through) for u, through in readers_in(node, read.backward)]
+        kinds = {"view" if through else "own" if seq == made_by else "value" for seq, through in readers}
+        if made_by is None or any(seq is None for seq, _ in readers):
+            styles[k] = "both"
+        elif kinds == {"value"}:
+            styles[k] = "value"
+        elif "value" not in kinds:
+            styles[k] = "result"
+        else:   # "views": the plan may keep them as eager did (_both_as_eager)
+            styles[k] = "views" if kinds == {"value", "view"} else "both"
     return styles
+
+
+def _both_as_eager(backward, s: int) -> bool:
+    """For an output saved (slot ``s``) of "views" style (``_saved_output_styles``): the plan's backward takes no
+    view of it that eager took in the forward, so the views eager kept are saved values of their own, on the call's
+    storage as eager's, and only readers of the output itself read the slot."""
+    saved = [n for n in placeholders(backward) if n.meta.get("role") is Role.SAVED_TENSOR]
+    return s < len(saved) and not any(u.meta.get("phase") != "backward" and storage_root(u) is saved[s]
+                                      for u in users_through_views(saved[s]))
 
 
 def plan(fn_or_module: Any, *example_args: Any, **options: Any) -> Plan:

@@ -776,8 +776,9 @@ def _view_meta(out, requires_grad: bool) -> tuple:
 
 def _no_grad_view(out) -> str:
     """Note [Views made under no_grad]: NO_GRAD_STALE where ``out``'s base was written after it was made
-    (reading its grad_fn raises; in a call under no_grad too, where every view is made under no_grad), NO_GRAD_VIEW where it has no grad_fn, NO_GRAD_ROOTED where it has one: a
-    view taken with grad mode on of a view made under no_grad (the creation meta is inherited; review of 0b5d60a)."""
+    (reading its grad_fn raises; in a call under no_grad too, where every view is made under no_grad),
+    NO_GRAD_VIEW where it has no grad_fn, NO_GRAD_ROOTED where it has one: a view taken with grad mode on of a
+    view made under no_grad (the creation meta is inherited; review of 0b5d60a)."""
     try:
         grad_fn = out.grad_fn
     except RuntimeError as exc:

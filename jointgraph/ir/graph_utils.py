@@ -139,6 +139,22 @@ def users_through_views(node: torch.fx.Node) -> set[torch.fx.Node]:
     return users
 
 
+def readers_in(node: torch.fx.Node, region: set) -> list[tuple[torch.fx.Node, bool]]:
+    """The users of ``node`` and of its views (``users_through_views``) that lie in ``region`` (the backward), each
+    with whether it reads ``node`` through a view taken outside ``region``: in the forward, so eager saved that view,
+    a tensor of its own on ``node``'s storage (Note [Which op saved a value] in capture/trace.py)."""
+    found, stack, seen = [], [(node, False)], {node}
+    while stack:
+        current, through = stack.pop()
+        for user in current.users:
+            if user in region:
+                found.append((user, through))
+            if user not in seen and _views_of(current, user):
+                seen.add(user)
+                stack.append((user, through or user not in region))
+    return found
+
+
 def input_index_of(root: torch.fx.Node) -> int | None:
     """The graph input ``root`` (a ``storage_root``) stands for in the user's function: a placeholder's
     own, or the input the trace copied into it (``meta["copy_of_input"]``); None for tangents and others."""

@@ -1002,7 +1002,7 @@ def _data_replaced(k: int) -> UnsupportedError:
     return UnsupportedError(
         f"output {k} of the compiled function was given another storage after the call (.data =, set_()) and "
         "the backward reads it: eager's backward reads the new value where an op kept it as an argument and the "
-        "old one where an op kept it as its own result; the plan keeps one value for both",
+        "old one where an op kept it as its own result or kept a view of it; the plan keeps one value for both",
         source=user_source_line(),
         hint="assign .data after the backward, or write the new values in place under torch.no_grad()")
 
