@@ -726,6 +726,12 @@ DATA_AFTER_THE_CALL = {
     # min-cut saves ``a`` and recomputes the view from it (eager read the old data)
     "input_saved_only_through_a_view": ("def f(a):\n    return a, (a.t() @ a.detach().cos()).sum()",
                                         ("eager", "refused")),
+    # a detached alias of the input written with grad, which the runtime makes on the input's memory, saved as itself
+    # by the sin (fuzz --semantics12 seed 12402857: the step read the values of the call)
+    "detached_alias_written_with_grad_saved_as_is": (
+        "def f(a):\n    t0 = a.detach()\n    t0.copy_(a * 2)\n    return t0, t0.sin().sum()", ("refused", "refused")),
+    "seed_12402857": ("def f(a):\n    t0 = a.detach()\n    a.sin_()\n    t0.copy_(a)\n    t0.detach().fill_(-1.0)\n"
+                      "    return t0, t0.sin().sum() + t0.reshape(-1).sum()", ("refused", "refused")),
 }
 
 

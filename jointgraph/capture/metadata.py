@@ -858,7 +858,7 @@ def _counter_and_saves(info: OutputInfo, out, checks: EagerInPlaceChecks, call_a
     --semantics12 seed 6102248) and ``saved_by`` (relu_() on a returned unfold view: eager saved the view, which
     the graph's own reads of the output, through scatters, do not show: seed 6500307)."""
     if isinstance(out, torch.Tensor) and info.kind in ("input_view", "output_view", "tensor") \
-            and info.view_meta is not None:
+            and (info.view_meta is not None or info.on_input is not None):   # on_input: fuzz seed 12402857
         info = dataclasses.replace(info, saved_itself_by=checks.saved_itself_by(out))
     if info.kind != "tensor" or info.carries is not None or info.new_value_of is not None \
             or not isinstance(out, torch.Tensor):

@@ -963,9 +963,9 @@ def _written_input_written_through_data() -> UnsupportedError:
 
 def _view_data_replaced(k: int) -> UnsupportedError:
     return UnsupportedError(
-        f"output {k} of the compiled function, a view an op saved as itself, was given another storage after the "
-        "call (.data =, set_()): eager's backward reads its new data, the compiled backward the values of the call: "
-        "not supported", source=user_source_line(),
+        f"output {k} of the compiled function, a view or alias an op saved as itself, was given another storage "
+        "after the call (.data =, set_()): eager's backward reads its new data, the compiled backward the values of "
+        "the call: not supported", source=user_source_line(),
         hint="assign .data after the backward, or write the new values in place under torch.no_grad()")
 
 
