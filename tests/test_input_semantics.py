@@ -3579,6 +3579,13 @@ FUZZ_FOUND = {
     "view_made_a_leaf_then_its_base_written": (
         "def f(a):\n    t0 = a.unbind(0)[0]\n    t0.requires_grad_()\n    a[-1] = t0.sum()\n    return t0",
         "base0 = torch.randn(7, 4)\nx0 = base0[2:6]\nx0,", ("default", "mincut", "dynamo"), "refused"),
+    # --semantics12 seed 13502098: ``c`` (a root, passed beside its view ``a``) given history through ``a``, then
+    # ``c.t_()``: the view standing for ``c`` had no grad_fn yet, and the in-place view op took it for a leaf that
+    # requires grad (autograd's leaf error at the call; eager's ``c`` has its CopySlices)
+    "in_place_view_op_on_a_root_written_through_its_view": (
+        "def f(a, b, c):\n    a[0] = b.sum()\n    c.t_()\n    return b, c * 1",
+        "base0 = torch.randn(5)\nx0 = base0[3:]\nleaf1 = torch.randn(4, requires_grad=True)\nx1 = leaf1.clone()[1:3]\n"
+        "x0, x1, base0", ("default", "mincut", "dynamo"), "pass"),
 }
 
 

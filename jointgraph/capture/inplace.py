@@ -756,8 +756,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             if target is not None and name in _VERSIONED_METADATA and self._views.get(_storage_id(target), 0):
                 self.reshaped_under_views = True   # Note [Views made before an in-place view op]
                 self._refuse_regenerated_gradients(name, target)
-        if in_place and self._root_stand_ins and self._root_stand_ins.get(target):
-            _as_a_root(target)
+        if (in_place or name in _VERSIONED_METADATA) and self._root_stand_ins and self._root_stand_ins.get(target):
+            _as_a_root(target)   # t_() too (fuzz --semantics12 seed 13502098)
         writes = target is not None and (in_place or name in _DUNDER_WRITES or name in _VERSIONED_METADATA)
         version = target._version if in_place and _custom_op_name(func) in _CUSTOM_WRITES_MOVING_VERSIONS else None
         try:
