@@ -350,6 +350,19 @@ def test_semantics12_is_opt_in_and_covers_issue_12():
     assert 5 < sum(p.assign_data for p in programs) < 100
     assert any("torch._dynamo.graph_break()" in p.source for p in programs)
     assert any(re.search(r"return .*\bn\d", p.source) for p in programs)    # non-tensor outputs
+    # Note [Grad mode switched on inside]: regions with grad mode on (and calls under the "no_grad" guard, above)
+    assert any("with torch.enable_grad():" in p.source for p in programs)
+    assert any("with torch.set_grad_enabled(True):" in p.source for p in programs)
+
+
+def test_semantics12_finds_history_made_under_enable_grad_in_a_call_under_no_grad():
+    """--semantics12 seed 13600291 (found by its grad_mode writer): a value computed under torch.enable_grad() in the
+    third call, under no_grad, came back without eager's history (a wrong requires_grad); now refused by name."""
+    program = _semantics12(13600291)
+    assert "enable_grad" in program.source or "set_grad_enabled" in program.source
+    assert program.guard == "no_grad"
+    outcome = fuzz.check(program, fuzz.contenders()["default"])
+    assert outcome.status == "refused" and "torch.enable_grad()" in outcome.message, outcome.message
 
 
 def test_semantics12_eager_against_itself_passes_and_raises_in_every_phase():

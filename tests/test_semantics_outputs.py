@@ -1713,3 +1713,51 @@ def test_a_stale_view_stays_stale_after_the_callers_writes_to_its_base(fn, how, 
             view.grad_fn   # noqa: B018
         with pytest.raises(RuntimeError, match="modified inplace"):
             view.sum().backward()
+
+
+# Note [Grad mode switched on inside]: name -> (f, whether history made under enable_grad reaches the caller) for a
+# call under torch.no_grad(); ``x`` a plain tensor, ``w`` one that requires grad
+GRAD_SWITCHED_ON = {
+    "enable_grad_region_returned": (
+        "def f(x, w):\n    with torch.enable_grad():\n        y = w * 2\n    return y", True),
+    "set_grad_enabled_returned_through_a_view": (
+        "def f(x, w):\n    torch.set_grad_enabled(True)\n    y = w.sin()\n    torch.set_grad_enabled(False)\n"
+        "    return y.t(), x + 1", True),
+    "input_written_with_grad": (
+        "def f(x, w):\n    with torch.enable_grad():\n        x.add_(w)\n    return x * 1", True),
+    "history_not_returned": ("def f(x, w):\n    with torch.enable_grad():\n        y = w * 2\n    return y * 3", False),
+    "region_without_tensors_that_require_grad": (
+        "def f(x, w):\n    with torch.enable_grad():\n        y = x * 2\n    return y + w", False),
+    "a_leaf_made_inside": ("def f(x, w):\n    v = torch.ones(3, 3, requires_grad=True)\n    return v, w * 2", False),
+}
+
+
+@pytest.mark.parametrize("how", HOW)
+@pytest.mark.parametrize("name", sorted(GRAD_SWITCHED_ON))
+def test_grad_mode_switched_on_inside_a_call_under_no_grad_is_eagers_or_refused(name, how):
+    body, reaches = GRAD_SWITCHED_ON[name]
+    namespace: dict = {"torch": torch}
+    exec(body, namespace)
+    f = namespace["f"]
+
+    def call(fn):
+        x, w = torch.ones(3, 3), torch.arange(9.0).view(3, 3).requires_grad_()
+        with torch.no_grad():
+            out = fn(x, w)
+        flat = [t for t in (out if isinstance(out, tuple) else (out,)) if isinstance(t, torch.Tensor)]
+        return [(t.detach().clone(), t.requires_grad, t.is_leaf) for t in [*flat, x]]
+
+    def same(actual, expected):
+        assert [a[1:] for a in actual] == [e[1:] for e in expected]
+        for a, e in zip(actual, expected, strict=True):
+            torch.testing.assert_close(a[0], e[0])
+
+    expected = call(f)
+    if not reaches:
+        same(call(compile_with(how, f)), expected)
+        return
+    refusal = jointgraph.UnsupportedError if how == "aot_function" else torch._dynamo.exc.BackendCompilerFailed
+    with pytest.raises(refusal, match=r"under torch.enable_grad\(\) \(or set_grad_enabled\(True\)\) inside"):
+        call(compile_with(how, f))
+    if how == "aot_function":
+        same(call(compile_with(how, f, on_unsupported="eager")), expected)

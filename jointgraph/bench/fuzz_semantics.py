@@ -12,7 +12,7 @@ modified in place right after the call (``out.mul_(2)``, before backward), as a 
 from __future__ import annotations
 
 from . import fuzz
-from .fuzz import SCALARS, _eval, _matmul_fits, _operand, _Scope, _Statement, _view_suffix
+from .fuzz import SCALARS, _eval, _matmul_fits, _mutation, _operand, _Scope, _Statement, _target, _view_suffix
 
 
 def _floats(scope: _Scope) -> list[str]:
@@ -83,6 +83,22 @@ def _autocast(scope: _Scope) -> _Statement | None:
     region = scope.rng.choice(('torch.autocast("cpu", torch.bfloat16)', 'torch.autocast("cpu", torch.bfloat16)',
                                'torch.autocast("cpu", enabled=False)'))
     name = scope.fresh()
+    return _Statement(f"with {region}:\n    {name} = {expr}", name, "value")
+
+
+def _grad_mode(scope: _Scope) -> _Statement | None:
+    """A ``with torch.enable_grad():`` (or ``set_grad_enabled(True)``) region around an op or an in-place write: a
+    no-op in a call with grad mode on; under the "no_grad" guard, history the caller's no_grad does not stop
+    (Note [Grad mode switched on inside] in capture/context.py)."""
+    names = _floats(scope)
+    if not names:
+        return None
+    region = scope.rng.choice(("torch.enable_grad()", "torch.set_grad_enabled(True)"))
+    if scope.rng.random() < 0.4 and (target := _target(scope)) is not None:
+        return _Statement(f"with {region}:\n    {_mutation(scope, *target)}")
+    x = scope.pick(names)
+    name = scope.fresh()
+    expr = scope.rng.choice((f"{x} * {scope.rng.choice(SCALARS)}", f"{x}.sin()", f"({x} * {x}).sum()"))
     return _Statement(f"with {region}:\n    {name} = {expr}", name, "value")
 
 
@@ -179,5 +195,6 @@ SEMANTICS12_WRITERS: fuzz.Writers = fuzz.Writers({
     "in_place_operand": (_in_place_operand, 1.0),
     "graph_break": (_graph_break, 3.0),
     "functional_in_place": (_functional_in_place, 1.5),
+    "grad_mode": (_grad_mode, 0.8),
 }, steps=("guard", "mutate_outputs", "assign_data"))
 

@@ -18,6 +18,7 @@ from torch._subclasses.fake_tensor import (
 from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
 from torch.fx.experimental.symbolic_shapes import guard_or_true
 from torch.utils._mode_utils import no_dispatch
+from torch.utils.weak import WeakTensorKeyDictionary
 
 from ..errors import UnsupportedError, source_from_traceback, user_source_line
 
@@ -226,6 +227,65 @@ def grad_context(with_backward: bool):
     traced again without the backward eager's backward would raise in, Note [Errors in the backward],
     where the function's own forward, its grad-mode switches included, runs as eager's does)."""
     return torch.enable_grad() if with_backward else contextlib.nullcontext()
+
+
+# Note [Grad mode switched on inside]
+# -----------------------------------
+# ``with torch.enable_grad(): y = x * 2`` (or ``torch.set_grad_enabled(True)``) inside a function the caller runs
+# under ``torch.no_grad()``: eager's ``y`` has history into ``x``. A call under no_grad compiles no backward (its
+# entry is the no_grad one), so such a ``y`` would come back without it. The metadata pass of a call under no_grad
+# notes each op that records history (torch's own helpers run ops with grad mode on too: a new leaf's gradient edge
+# is read through a throwaway view), and where a result, its base, or an input written so reaches the caller, it
+# refuses by name (on_unsupported="eager" runs the call eagerly).
+class GradSwitchedOn(torch.overrides.TorchFunctionMode):
+    """Note [Grad mode switched on inside]: entered where the call's grad mode is off."""
+
+    def __init__(self):
+        super().__init__()
+        self.recorded = WeakTensorKeyDictionary()   # a result with history -> (op, the user's source line)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        if torch.is_grad_enabled() and getattr(func, "__name__", "") != "__get__":
+            for t in result if isinstance(result, (tuple, list)) else (result,):
+                if isinstance(t, torch.Tensor) and t.requires_grad and _has_history(t) and t not in self.recorded:
+                    self.recorded[t] = (_op_name(func), user_source_line())
+        return result
+
+    def check(self, tensors: list) -> None:
+        """Refuse where one of ``tensors`` (the results, the inputs), or its base, got history here."""
+        for t in tensors:
+            for u in (t, t._base) if isinstance(t, torch.Tensor) else ():
+                if u is not None and u in self.recorded:
+                    op, source = self.recorded[u]
+                    raise UnsupportedError(
+                        f"{op} records autograd history under torch.enable_grad() (or set_grad_enabled(True)) "
+                        "inside a function called under torch.no_grad(), and its result reaches the caller: the "
+                        "call compiles no backward, so that history would be lost: not supported", source=source,
+                        hint='call the function with grad mode on, or pass on_unsupported="eager"')
+
+
+class _NoGradSwitch(contextlib.nullcontext):
+    def check(self, tensors: list) -> None:
+        pass
+
+
+def grad_switched_on():
+    """``GradSwitchedOn`` where grad mode is off now (the call's), else nothing to watch."""
+    return GradSwitchedOn() if not torch.is_grad_enabled() else _NoGradSwitch()
+
+
+def _has_history(t: torch.Tensor) -> bool:
+    try:
+        return t.grad_fn is not None
+    except RuntimeError:   # a stale view refusing its grad_fn: it had one
+        return True
+
+
+def _op_name(func) -> str:
+    name = getattr(func, "__name__", None) or str(func)
+    owner = getattr(func, "__objclass__", None) or getattr(func, "__self__", None)
+    return f"Tensor.{name}" if owner is torch.Tensor or owner is torch._C.TensorBase else f"torch.{name}"
 
 
 _AS_INPUTS = threading.local()   # ids of tensors the traced function takes as inputs (rebuilt aliased views)

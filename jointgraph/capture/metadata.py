@@ -60,6 +60,7 @@ from .context import (
     from_fun,
     geometry,
     grad_context,
+    grad_switched_on,
     has_internal_overlap,
     static,
     to_fun_input,
@@ -178,8 +179,8 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
             # Before the call: an input given another's storage (set_, .data =) shows that storage after
             input_storages = {StorageWeakRef(f.untyped_storage()): i for i, f in enumerate(call_args)
                               if isinstance(f, torch.Tensor)}
-            with grad_context(with_backward), MetaFallbacks(), checks, checks.saves(), \
-                    HooksInside(call_args, HookTable()), GeneratorArgs():
+            with grad_context(with_backward), (switch := grad_switched_on()), MetaFallbacks(), checks, \
+                    checks.saves(), HooksInside(call_args, HookTable()), GeneratorArgs():
                 grad_fns = [a.grad_fn if isinstance(a, torch.Tensor) else None for a in call_args]
                 writes = [_write_count(a) for a in call_args]   # clone_as_is writes its copy once
                 versions = [_version(a) for a in call_args]
@@ -189,6 +190,7 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
                 except Exception as exc:
                     checks.refuse_stale_views(exc)
                     raise
+            switch.check([*flat_outs, *call_args])   # Note [Grad mode switched on inside]
             for t in (*tensors, *flat_outs):
                 if isinstance(t, torch.Tensor):
                     checks.check_storage_kept(t)
