@@ -355,14 +355,21 @@ def test_semantics12_is_opt_in_and_covers_issue_12():
     assert any("with torch.set_grad_enabled(True):" in p.source for p in programs)
 
 
-def test_semantics12_finds_history_made_under_enable_grad_in_a_call_under_no_grad():
-    """--semantics12 seed 13600291 (found by its grad_mode writer): a value computed under torch.enable_grad() in the
-    third call, under no_grad, came back without eager's history (a wrong requires_grad); now refused by name."""
-    program = _semantics12(13600291)
-    assert "enable_grad" in program.source or "set_grad_enabled" in program.source
-    assert program.guard == "no_grad"
+@pytest.mark.parametrize("seed,region,refusal", [
+    # a value computed under torch.enable_grad() in the third call, under no_grad, came back without eager's history
+    (13600291, "enable_grad", "torch.enable_grad()"),
+    # a view taken under torch.inference_mode(): c10's version-counter error at the call
+    (13600285, "inference_mode", "a view taken under it"),
+    # an inference tensor returned: eager's in-place op on it after the call raises, the compiled one's did not
+    (13600304, "inference_mode", "a result is an inference tensor"),
+])
+def test_semantics12_grad_mode_writer_finds_modes_switched_on_inside(seed, region, refusal):
+    """--semantics12's grad_mode writer (Note [Grad mode switched on inside]): each was wrong or a crash before,
+    and is refused by name now."""
+    program = _semantics12(seed)
+    assert region in program.source
     outcome = fuzz.check(program, fuzz.contenders()["default"])
-    assert outcome.status == "refused" and "torch.enable_grad()" in outcome.message, outcome.message
+    assert outcome.status == "refused" and refusal in outcome.message, outcome.message
 
 
 def test_semantics12_eager_against_itself_passes_and_raises_in_every_phase():

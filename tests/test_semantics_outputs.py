@@ -1761,3 +1761,43 @@ def test_grad_mode_switched_on_inside_a_call_under_no_grad_is_eagers_or_refused(
         call(compile_with(how, f))
     if how == "aot_function":
         same(call(compile_with(how, f, on_unsupported="eager")), expected)
+
+
+# Note [Grad mode switched on inside]: torch.inference_mode() inside the function. name -> (f, refused)
+INFERENCE_MODE_INSIDE = {
+    # eager's result is an inference tensor (in-place ops on it outside raise); the compiled one was not
+    "inference_tensor_returned": (
+        "def f(x):\n    with torch.inference_mode():\n        y = x * 2\n    return x.sin(), y", True),
+    # a view under it of a normal tensor: functionalization raised c10's version-counter error at the call
+    "view_taken_under_it": ("def f(x):\n    with torch.inference_mode():\n        v = x.view(-1)\n    return x * 2, v",
+                            True),
+    "inference_tensor_cloned_outside": (
+        "def f(x):\n    with torch.inference_mode():\n        y = x * 2\n    return x.sin() * y.clone()", False),
+}
+
+
+@pytest.mark.parametrize("how", HOW)
+@pytest.mark.parametrize("name", sorted(INFERENCE_MODE_INSIDE))
+def test_inference_mode_inside_the_function_is_eagers_or_refused(name, how):
+    body, refused = INFERENCE_MODE_INSIDE[name]
+    namespace: dict = {"torch": torch}
+    exec(body, namespace)
+    f = namespace["f"]
+
+    def call(fn):
+        x = torch.arange(6.0).view(2, 3).requires_grad_()
+        out = fn(x)
+        flat = out if isinstance(out, tuple) else (out,)
+        sum(t.sum() for t in flat if t.requires_grad).backward()
+        return [(t.detach().clone(), t.requires_grad, t.is_inference()) for t in flat] + [(x.grad, True, False)]
+
+    expected = call(f)
+    if refused:
+        refusal = jointgraph.UnsupportedError if how == "aot_function" else torch._dynamo.exc.BackendCompilerFailed
+        with pytest.raises(refusal, match=r"torch.inference_mode\(\) is switched on inside the compiled function"):
+            call(compile_with(how, f))
+        return
+    actual = call(compile_with(how, f))
+    assert [a[1:] for a in actual] == [e[1:] for e in expected]
+    for a, e in zip(actual, expected, strict=True):
+        torch.testing.assert_close(a[0], e[0])

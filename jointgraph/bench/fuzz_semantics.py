@@ -89,7 +89,7 @@ def _autocast(scope: _Scope) -> _Statement | None:
 def _grad_mode(scope: _Scope) -> _Statement | None:
     """A ``with torch.enable_grad():`` (or ``set_grad_enabled(True)``) region around an op or an in-place write: a
     no-op in a call with grad mode on; under the "no_grad" guard, history the caller's no_grad does not stop
-    (Note [Grad mode switched on inside] in capture/context.py)."""
+    (Note [Grad mode switched on inside] in capture/context.py). Sometimes ``torch.inference_mode()`` instead."""
     names = _floats(scope)
     if not names:
         return None
@@ -99,6 +99,8 @@ def _grad_mode(scope: _Scope) -> _Statement | None:
     x = scope.pick(names)
     name = scope.fresh()
     expr = scope.rng.choice((f"{x} * {scope.rng.choice(SCALARS)}", f"{x}.sin()", f"({x} * {x}).sum()"))
+    if scope.rng.random() < 0.2:   # an inference tensor (eager's result is one), or a view taken under it
+        region, expr = "torch.inference_mode()", scope.rng.choice((expr, f"{x}.view(-1)", f"{x}.sin().clone()"))
     return _Statement(f"with {region}:\n    {name} = {expr}", name, "value")
 
 

@@ -237,23 +237,46 @@ def grad_context(with_backward: bool):
 # notes each op that records history (torch's own helpers run ops with grad mode on too: a new leaf's gradient edge
 # is read through a throwaway view), and where a result, its base, or an input written so reaches the caller, it
 # refuses by name (on_unsupported="eager" runs the call eagerly).
-class GradSwitchedOn(torch.overrides.TorchFunctionMode):
-    """Note [Grad mode switched on inside]: entered where the call's grad mode is off."""
+#
+# ``torch.inference_mode()`` switched on inside is refused where an inference tensor it made is a result (eager's
+# is one: autograd refuses to save it, an in-place op on it outside raises; the compiled one would not be) or where
+# a view taken under it fails inside functionalization. Called under inference mode, the function is traced under it.
+class ModeSwitches(torch.overrides.TorchFunctionMode):
+    """Note [Grad mode switched on inside]: entered around the function in the metadata pass."""
 
     def __init__(self):
         super().__init__()
+        self.watch_history = not torch.is_grad_enabled()
+        self.inference = torch.is_inference_mode_enabled()
         self.recorded = WeakTensorKeyDictionary()   # a result with history -> (op, the user's source line)
+        self.inference_made = WeakTensorKeyDictionary()   # an inference tensor made inside -> the source line
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        if not self.inference and torch.is_inference_mode_enabled():
+            try:
+                result = func(*args, **(kwargs or {}))
+            except RuntimeError as exc:   # a view of a normal tensor: functionalization cannot make it
+                if _INFERENCE_VIEW not in str(exc):
+                    raise
+                raise _inference_refused("a view taken under it fails to trace", user_source_line()) from exc
+            for t in result if isinstance(result, (tuple, list)) else (result,):
+                if isinstance(t, torch.Tensor) and t.is_inference() and t not in self.inference_made:
+                    self.inference_made[t] = user_source_line()
+            return result
         result = func(*args, **(kwargs or {}))
-        if torch.is_grad_enabled() and getattr(func, "__name__", "") != "__get__":
+        if self.watch_history and torch.is_grad_enabled() and getattr(func, "__name__", "") != "__get__":
             for t in result if isinstance(result, (tuple, list)) else (result,):
                 if isinstance(t, torch.Tensor) and t.requires_grad and _has_history(t) and t not in self.recorded:
                     self.recorded[t] = (_op_name(func), user_source_line())
         return result
 
     def check(self, tensors: list) -> None:
-        """Refuse where one of ``tensors`` (the results, the inputs), or its base, got history here."""
+        """Refuse where one of ``tensors`` (the results, the inputs), or its base, got history under a grad mode
+        switched on inside a call under no_grad, or is an inference tensor made inside."""
+        for t in tensors if not self.inference else ():
+            if isinstance(t, torch.Tensor) and t.is_inference():
+                raise _inference_refused("a result is an inference tensor, which a compiled graph does not make",
+                                         self.inference_made.get(t) or user_source_line())
         for t in tensors:
             for u in (t, t._base) if isinstance(t, torch.Tensor) else ():
                 if u is not None and u in self.recorded:
@@ -265,14 +288,15 @@ class GradSwitchedOn(torch.overrides.TorchFunctionMode):
                         hint='call the function with grad mode on, or pass on_unsupported="eager"')
 
 
-class _NoGradSwitch(contextlib.nullcontext):
-    def check(self, tensors: list) -> None:
-        pass
+_INFERENCE_VIEW = "Cannot set version_counter for inference tensor"   # c10's, for a view functionalization makes
 
 
-def grad_switched_on():
-    """``GradSwitchedOn`` where grad mode is off now (the call's), else nothing to watch."""
-    return GradSwitchedOn() if not torch.is_grad_enabled() else _NoGradSwitch()
+def _inference_refused(why: str, source) -> UnsupportedError:
+    return UnsupportedError(
+        f"torch.inference_mode() is switched on inside the compiled function, and {why}: not supported",
+        source=source,
+        hint="use torch.no_grad() inside the function, call the whole compiled function under "
+             'torch.inference_mode(), or pass on_unsupported="eager"')
 
 
 def _has_history(t: torch.Tensor) -> bool:

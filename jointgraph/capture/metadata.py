@@ -56,11 +56,11 @@ from ..ir.sizes import extent
 from .context import (
     OLD_STORAGE,
     JointFunctionalMode,
+    ModeSwitches,
     clone_as_is,
     from_fun,
     geometry,
     grad_context,
-    grad_switched_on,
     has_internal_overlap,
     static,
     to_fun_input,
@@ -179,7 +179,7 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
             # Before the call: an input given another's storage (set_, .data =) shows that storage after
             input_storages = {StorageWeakRef(f.untyped_storage()): i for i, f in enumerate(call_args)
                               if isinstance(f, torch.Tensor)}
-            with grad_context(with_backward), (switch := grad_switched_on()), MetaFallbacks(), checks, \
+            with grad_context(with_backward), (switch := ModeSwitches()), MetaFallbacks(), checks, \
                     checks.saves(), HooksInside(call_args, HookTable()), GeneratorArgs():
                 grad_fns = [a.grad_fn if isinstance(a, torch.Tensor) else None for a in call_args]
                 writes = [_write_count(a) for a in call_args]   # clone_as_is writes its copy once
