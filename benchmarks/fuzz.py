@@ -131,7 +131,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--n", type=int, default=200, help="number of programs")
     parser.add_argument("--seed", type=int, default=0, help="programs seed .. seed + n - 1")
     parser.add_argument("--contenders", default="default,mincut,budget,dynamo",
-                        help="comma-separated, from default, mincut, budget, dynamo")
+                        help="comma-separated, from default, mincut, budget, dynamo, dynamic (aot_function with "
+                        "dynamic=True; opt-in)")
     parser.add_argument("--dynamo-every", type=int, default=1, help="check dynamo on every K-th program only")
     parser.add_argument("--show", type=int, default=5, help="print the first K failing programs in full")
     parser.add_argument("--minimize", action="store_true", help="shorten the failing programs shown")
@@ -145,7 +146,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--subclass", action="store_true",
                         help="programs over TwoTensor arguments instead (jointgraph/bench/fuzz_subclass.py)")
     args = parser.parse_args(argv)
-    known = fuzz.contenders(dynamo_every=args.dynamo_every)
+    known = fuzz.contenders(dynamo_every=args.dynamo_every, opt_in=True)
     names = [n for n in args.contenders.split(",") if n]
     unknown = [n for n in names if n not in known]
     if unknown:

@@ -25,7 +25,7 @@ from .capture.guards import ambient_state
 from .capture.inputs import FlatSignature, fakeify
 from .capture.leaves import slot_examples
 from .capture.subclasses import SubclassOutputs, any_subclass, flatten_call
-from .capture.symbolic import data_view_entry, output_entry, view_entry
+from .capture.symbolic import data_view_entry, geometry_entry, output_entry, view_entry
 from .capture.trace import trace_joint
 from .capture.unbacked import estimated_sizes, make_fake_mode
 from .hooks import apply_policy, check_policy, user_hook_codecs
@@ -505,8 +505,8 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         hooks_inlined=graphs.hooks_inlined,
         non_differentiable=non_diff,
         detach_shared=detach_shared,
-        moved_onto_inputs=tuple((position[i], *info.on_input) for i, info in enumerate(outputs)
-                                if info.on_input is not None),
+        moved_onto_inputs=tuple((position[i], info.on_input[0], *geometry_entry(*info.on_input[1:], fakes))
+                                for i, info in enumerate(outputs) if info.on_input is not None),
         grad_inputs=tuple(info.requires_grad or info.requires_grad_set for info in joint.inputs),
         no_gradient=_inputs_without_gradient(joint),
         storage_sets=_storage_sets(joint.inputs, {info.new_value_of: position[k] for k, info in enumerate(outputs)

@@ -997,20 +997,24 @@ class Contender:
     through_dynamo: bool = False   # Dynamo captures the program: its own failures are told apart (Note [Fuzz oracle])
 
 
-def contenders(dynamo_every: int = 1) -> dict[str, Contender]:
-    """jointgraph.aot_function under each partitioner, and torch.compile(backend="jointgraph")."""
+def contenders(dynamo_every: int = 1, opt_in: bool = False) -> dict[str, Contender]:
+    """jointgraph.aot_function under each partitioner, and torch.compile(backend="jointgraph"); ``opt_in`` adds
+    aot_function with symbolic sizes ("dynamic")."""
     from .. import aot_function
 
     def aot(**options: Any) -> Callable[[Callable], Callable]:
         return lambda fn: aot_function(fn, **options)
 
-    return {
+    chosen = {
         "default": Contender("default", aot(partitioner="default")),
         "mincut": Contender("mincut", aot(partitioner="mincut")),
         "budget": Contender("budget", aot(partitioner="budget", memory_budget=0.5)),
         "dynamo": Contender("dynamo", lambda fn: torch.compile(fn, backend="jointgraph"), torch._dynamo.reset,
                             dynamo_every, through_dynamo=True),
     }
+    if opt_in:   # symbolic sizes: each output's geometry read per call
+        chosen["dynamic"] = Contender("dynamic", aot(partitioner="default", dynamic=True))
+    return chosen
 
 
 def check(program: Program, contender: Contender, eager: Observation | None = None) -> Outcome:
@@ -1185,7 +1189,7 @@ def _resolve(chosen: Sequence[Contender | str]) -> list[Contender]:
     resolved = []
     for c in chosen:
         if isinstance(c, str):
-            known = known or contenders()
+            known = known or contenders(opt_in=True)
             if c not in known:
                 raise ValueError(f"contender {c!r} is invalid; allowed: {', '.join(known)}")
             c = known[c]

@@ -80,6 +80,23 @@ def view_entry(kind: str, value: tuple, fake_inputs: list, base: Any = None) -> 
     return "symbolic_view", (kind, index, read, dtype, requires_grad, multi_output)
 
 
+def geometry_entry(size: tuple, stride: tuple, offset: Any, fake_inputs: list) -> tuple:
+    """(size, stride, offset), or where one holds symbols (``dynamic=True``), ``(read,)`` with ``read(inputs)``
+    giving them for the graph inputs of one call (a detached alias moved onto an input, runtime/function.py)."""
+    geometry = [*size, *stride, offset]
+    if not any(is_symbolic(v) for v in geometry):
+        return size, stride, offset
+    where = _symbol_sources(fake_inputs)
+    readers = [symbolic_reader(v, fake_inputs, where) if is_symbolic(v) else None for v in geometry]
+    rank = len(size)
+
+    def read(inputs: list) -> tuple:
+        values = [r(inputs) if r is not None else int(c) for r, c in zip(readers, geometry, strict=True)]
+        return tuple(values[:rank]), tuple(values[rank:2 * rank]), values[-1]
+
+    return (read,)
+
+
 def needs_carrier(kind: str, index: int, info, fake_inputs: list) -> bool:
     """Note [Views with data-dependent geometry]: the view ``info`` cannot be regenerated from sizes."""
     if info.view_meta is None:

@@ -138,7 +138,7 @@ class EntryLayout:
     new_leaves: tuple = ()                      # Note [New leaves]: a slot made per call, after the inputs
     detach_shared: tuple[int, ...] = ()         # non-differentiable outputs sharing a differentiable one's storage
     # (Function output, input index, size, stride, offset): Note [Detached aliases written with grad]
-    moved_onto_inputs: tuple[tuple, ...] = ()
+    moved_onto_inputs: tuple[tuple, ...] = ()   # (output, input, size, stride, offset) or (output, input, read)
     no_gradient: tuple[int, ...] = ()           # inputs requiring grad the backward gives none: passed detached
     # Note [Inputs given another storage]: (input, source input or None, view replay or Function output,
     # recorded by autograd, version delta)
@@ -735,7 +735,8 @@ def _move_onto_inputs(outs, inputs: list, moved: tuple) -> None:
     ``t``'s geometry (under no_grad, as eager's alias is no view in autograd's sense). The values
     are equal: the epilogue wrote the same ones there. Its version stays what the backward expects
     of it."""
-    for k, i, size, stride, offset in moved:   # offset: relative to the input's (metadata._moved_onto_input)
+    for k, i, *geometry in moved:   # offset: relative to the input's (metadata._moved_onto_input)
+        size, stride, offset = geometry if len(geometry) == 3 else geometry[0](inputs)   # symbolic: read this call's
         _set_keeping_version(outs[k], inputs[i].untyped_storage(), inputs[i].storage_offset() + offset, size, stride)
 
 
