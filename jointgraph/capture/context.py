@@ -54,6 +54,14 @@ class JointFunctionalMode(FunctionalTensorMode):
             return None
         if func in _RESIZES:
             func, args, kwargs = _as_resize(func, args, kwargs or {})
+        if func in _CLAMPS and not static(*geometry(args[0])):
+            # functionalization's own clamp_ / clamp_min_ / clamp_max_ / hardtanh_ fail on symbolic sizes (c10's
+            # "SymIntArrayRef expected to contain only concrete integers", fuzz seed 13700022): the out-of-place op,
+            # then copy_
+            value = super().__torch_dispatch__(_CLAMPS[func], types, args, kwargs)
+            if value.dtype == args[0].dtype:   # else the op's own (eager refuses the cast)
+                super().__torch_dispatch__(torch.ops.aten.copy_.default, types, (args[0], value), {})
+                return args[0]
         if func is _SET_SOURCE and isinstance(args[0], FunctionalTensor) and not hasattr(args[0], OLD_STORAGE):
             # Note [Inputs given another storage]: the first storage's value, where it was written
             old = super().__torch_dispatch__(torch.ops.aten.alias.default, types, (args[0],), {}) \
@@ -69,6 +77,13 @@ class JointFunctionalMode(FunctionalTensorMode):
         return out
 
 
+_CLAMPS = {getattr(torch.ops.aten, f"{name}_").default: getattr(torch.ops.aten, name).default
+           for name in ("clamp_min", "clamp_max")}
+_CLAMPS.update({torch.ops.aten.clamp_.default: torch.ops.aten.clamp.default,
+                torch.ops.aten.clamp_.Tensor: torch.ops.aten.clamp.Tensor,
+                torch.ops.aten.clamp_min_.Tensor: torch.ops.aten.clamp_min.Tensor,
+                torch.ops.aten.clamp_max_.Tensor: torch.ops.aten.clamp_max.Tensor,
+                torch.ops.aten.hardtanh_.default: torch.ops.aten.hardtanh.default})
 _RESIZE = torch.ops.aten.resize_.default
 _SET_SOURCE = torch.ops.aten.set_.source_Tensor
 # Attribute of a FunctionalTensor given another storage by set_(): an alias of its first storage, taken
@@ -92,6 +107,10 @@ def _take_storage_of(t: FunctionalTensor, source: FunctionalTensor) -> None:
                                f"supported ({tuple(t.shape)} to {tuple(source.shape)}): its gradient would have the "
                                "new shape, which its autograd history does not accept", source=user_source_line(),
                                hint='keep the shape, or pass on_unsupported="eager"')
+    if not (static(*geometry(t)) and static(*geometry(source))):   # the wrapper's own set_ takes plain ints
+        raise UnsupportedError("set_() (or .data =) of a tensor with symbolic sizes is not supported",
+                               source=user_source_line(),
+                               hint='pass dynamic=False, or on_unsupported="eager"')
     version = t._version
     with no_dispatch(), torch._C._AutoDispatchBelowADInplaceOrView():
         torch.ops.aten.set_.source_Tensor(t, source)

@@ -60,8 +60,9 @@ def view_entry(kind: str, value: tuple, fake_inputs: list, base: Any = None) -> 
     """
     index, (size, stride, offset, dtype, requires_grad, multi_output), _replay = value
     geometry = [*size, *stride, offset]
-    if not any(is_symbolic(v) for v in geometry):
-        return kind, value
+    if not any(is_symbolic(v) for v in geometry):   # a SymInt holding a constant is made an int (fuzz seed 13700011)
+        size, stride, offset = _concrete(size), _concrete(stride), _concrete((offset,))[0]
+        return kind, (index, (size, stride, offset, dtype, requires_grad, multi_output), _replay)
     sources = [*fake_inputs, base]
     try:
         where = _symbol_sources(sources)
@@ -72,9 +73,11 @@ def view_entry(kind: str, value: tuple, fake_inputs: list, base: Any = None) -> 
                                hint='return a copy (.clone()) of the view, or pass on_unsupported="eager"') from None
     rank = len(size)
 
+    constants = _concrete(geometry)
+
     def read(inputs: list, base_now) -> tuple:
         now = [*inputs, base_now]
-        values = [r(now) if r is not None else c for r, c in zip(readers, geometry, strict=True)]
+        values = [r(now) if r is not None else c for r, c in zip(readers, constants, strict=True)]
         return tuple(values[:rank]), tuple(values[rank:2 * rank]), values[-1]
 
     return "symbolic_view", (kind, index, read, dtype, requires_grad, multi_output)
@@ -85,16 +88,23 @@ def geometry_entry(size: tuple, stride: tuple, offset: Any, fake_inputs: list) -
     giving them for the graph inputs of one call (a detached alias moved onto an input, runtime/function.py)."""
     geometry = [*size, *stride, offset]
     if not any(is_symbolic(v) for v in geometry):
-        return size, stride, offset
+        return _concrete(size), _concrete(stride), _concrete((offset,))[0]
     where = _symbol_sources(fake_inputs)
     readers = [symbolic_reader(v, fake_inputs, where) if is_symbolic(v) else None for v in geometry]
     rank = len(size)
 
+    constants = _concrete(geometry)
+
     def read(inputs: list) -> tuple:
-        values = [r(inputs) if r is not None else int(c) for r, c in zip(readers, geometry, strict=True)]
+        values = [r(inputs) if r is not None else c for r, c in zip(readers, constants, strict=True)]
         return tuple(values[:rank]), tuple(values[rank:2 * rank]), values[-1]
 
     return (read,)
+
+
+def _concrete(values) -> tuple:
+    """``values`` with each SymInt that holds a constant made the int it is."""
+    return tuple(int(v) if isinstance(v, torch.SymInt) and not is_symbolic(v) else v for v in values)
 
 
 def needs_carrier(kind: str, index: int, info, fake_inputs: list) -> bool:
