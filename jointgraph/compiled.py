@@ -185,13 +185,21 @@ class CompiledFunction:
         reasons = self._recompile_reasons(leaves, spec, grad_enabled)
         dynamic = self._wants_dynamic(reasons)
         start = time.perf_counter()
+        shape_guard = None
         try:
             if guard.refused is not None:
                 raise guard.refused
             try:
                 if any_subclass(leaves):
                     raise SubclassOutputs()
+                given = leaves
                 entry, leaves, signature = self._build(leaves, spec, leaf_roles, dynamic, hooks)
+                if dynamic and not isinstance(entry, _EagerEntry) \
+                        and (shape_guard := _shape_guard(entry, signature)) is None:
+                    compile_log.info("compiling %s again with static sizes: its symbolic sizes cannot be guarded "
+                                     "(aliased inputs, a view's base)", self._name)
+                    dynamic = False
+                    entry, leaves, signature = self._build(given, spec, leaf_roles, False, hooks)
             except SubclassOutputs:   # subclass arguments or results: Note [Tensor subclasses]
                 entry, signature, dynamic = self._subclass_entry(spec, leaf_roles), None, False
             except ExpandedInputWritten:   # Note [Expanded inputs written in place] in runtime/expanded.py
@@ -225,7 +233,7 @@ class CompiledFunction:
             compile_log.info("compiled %s (entry %d%s) in %.3f s", self._name, self._num_entries,
                              ", symbolic sizes" if dynamic else "", time.perf_counter() - start)
         if dynamic and not isinstance(entry, _EagerEntry):
-            entry.guard = _shape_guard(entry, signature)
+            entry.guard = shape_guard   # computed after the build, which dynamic entries all come from
             self._dynamic.setdefault((dynamic_key(leaves, grad_enabled), context), []).append(entry)
         else:
             self._static.setdefault((skey, context), []).append(entry)
@@ -289,12 +297,22 @@ class CompiledFunction:
         return False
 
 
-def _shape_guard(entry, signature) -> Callable[[list], bool]:
-    """The ShapeEnv's guards on the symbolic sizes, as a callable over leaves."""
+def _shape_guard(entry, signature) -> Callable[[list], bool] | None:
+    """The ShapeEnv's guards on the symbolic sizes, as a callable over leaves; None where a guard is on a symbol no
+    graph input's geometry gives (a fake view's base, or an aliased inputs' synthetic base: PyTorch asserts, or names
+    the base ``__meta_utils_unknown_tensor0`` in code that fails when evaluated, fuzz seeds 13700001, 13700022)."""
     shape_env = entry.fake_mode.shape_env
     fakes = entry.fakes
     positions = signature.tensor_leaf_positions
-    code = shape_env.produce_guards_expression(fakes) if fakes else None
+    try:
+        code = shape_env.produce_guards_expression(fakes) if fakes else None
+    except AssertionError:   # "sources must not be empty for symbol ..."
+        return None
     if not code:
         return lambda leaves: True
+    if _UNKNOWN_SOURCE in code:
+        return None
     return lambda leaves: shape_env.evaluate_guards_expression(code, [leaves[p] for p in positions])
+
+
+_UNKNOWN_SOURCE = "__meta_utils_unknown"   # meta_utils' name for a tensor it was given no source for

@@ -6,8 +6,10 @@ into UnsupportedError. Eager's checks of in-place ops are in ``inplace.py``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import threading
+from typing import Any
 
 import torch
 from torch._subclasses.fake_tensor import (
@@ -30,6 +32,7 @@ except ImportError:  # pragma: no cover
 _REAL_TENSOR_REACHED = "Please convert all Tensors to FakeTensors first"   # FakeTensorMode on a real tensor
 _FAKE_DATA_ACCESS = "data is not allocated yet"   # c10's message when a kernel reads a fake tensor's data
 _DATA_DEPENDENT = (DataDependentOutputException, DynamicOutputShapeException, _DataDependentGuard)
+_SYMBOLIC_OFFSET_SET = "set_storage_offset() called on tensor with symbolic shape"   # c10's
 _FUNCTIONALIZATION_LIMITS = ("functionalization",)   # RuntimeErrors functionalization raises on what it cannot express
 
 
@@ -54,14 +57,15 @@ class JointFunctionalMode(FunctionalTensorMode):
             return None
         if func in _RESIZES:
             func, args, kwargs = _as_resize(func, args, kwargs or {})
-        if func in _CLAMPS and not static(*geometry(args[0])):
-            # functionalization's own clamp_ / clamp_min_ / clamp_max_ / hardtanh_ fail on symbolic sizes (c10's
-            # "SymIntArrayRef expected to contain only concrete integers", fuzz seed 13700022): the out-of-place op,
-            # then copy_
-            value = super().__torch_dispatch__(_CLAMPS[func], types, args, kwargs)
-            if value.dtype == args[0].dtype:   # else the op's own (eager refuses the cast)
+        if args and isinstance(args[0], torch.Tensor) and not static(*geometry(args[0])) \
+                and (functional := _out_of_place(func)) is not None:
+            # Functionalization's own in-place kernels of clamp_, hardtanh_, square_, ... fail on symbolic sizes
+            # (c10's "SymIntArrayRef expected to contain only concrete integers", fuzz seed 13700022; an INTERNAL
+            # ASSERT in PyTorch's arg parser under autocast, seed 13700170): the out-of-place op, then copy_
+            value = super().__torch_dispatch__(functional, types, args, kwargs)
+            if isinstance(value, torch.Tensor) and value.dtype == args[0].dtype and value.shape == args[0].shape:
                 super().__torch_dispatch__(torch.ops.aten.copy_.default, types, (args[0], value), {})
-                return args[0]
+                return args[0]   # else the op's own (eager refuses the cast)
         if func is _SET_SOURCE and isinstance(args[0], FunctionalTensor) and not hasattr(args[0], OLD_STORAGE):
             # Note [Inputs given another storage]: the first storage's value, where it was written
             old = super().__torch_dispatch__(torch.ops.aten.alias.default, types, (args[0],), {}) \
@@ -77,13 +81,31 @@ class JointFunctionalMode(FunctionalTensorMode):
         return out
 
 
-_CLAMPS = {getattr(torch.ops.aten, f"{name}_").default: getattr(torch.ops.aten, name).default
-           for name in ("clamp_min", "clamp_max")}
-_CLAMPS.update({torch.ops.aten.clamp_.default: torch.ops.aten.clamp.default,
-                torch.ops.aten.clamp_.Tensor: torch.ops.aten.clamp.Tensor,
-                torch.ops.aten.clamp_min_.Tensor: torch.ops.aten.clamp_min.Tensor,
-                torch.ops.aten.clamp_max_.Tensor: torch.ops.aten.clamp_max.Tensor,
-                torch.ops.aten.hardtanh_.default: torch.ops.aten.hardtanh.default})
+_OUT_OF_PLACE_NAMED_OTHERWISE = {torch.ops.aten.pow_.Scalar: torch.ops.aten.pow.Tensor_Scalar,
+                                 torch.ops.aten.pow_.Tensor: torch.ops.aten.pow.Tensor_Tensor}
+
+
+@functools.cache
+def _out_of_place(func) -> Any:
+    """The out-of-place overload of the in-place ATen op ``func`` (``clamp_.default`` -> ``clamp.default``), where one
+    exists with the same arguments; None for any other op."""
+    if not isinstance(func, torch._ops.OpOverload) or func.namespace != "aten" or not func._schema.is_mutable \
+            or torch.Tag.inplace_view in func.tags or torch.Tag.nondeterministic_seeded in func.tags:
+        return None   # random ops keep theirs (their generator state, capture/generators.py)
+    if func in _OUT_OF_PLACE_NAMED_OTHERWISE:
+        return _OUT_OF_PLACE_NAMED_OTHERWISE[func]
+    name = func._schema.name.split("::")[-1]
+    if not name.endswith("_") or name.startswith("_") or name in ("copy_", "set_", "resize_", "resize_as_"):
+        return None
+    packet = getattr(torch.ops.aten, name[:-1], None)
+    overload = getattr(packet, func._overloadname, None) if packet is not None else None
+    if overload is None or overload._schema.is_mutable \
+            or [(a.name, str(a.type)) for a in overload._schema.arguments] \
+            != [(a.name, str(a.type)) for a in func._schema.arguments]:
+        return None
+    return overload
+
+
 _RESIZE = torch.ops.aten.resize_.default
 _SET_SOURCE = torch.ops.aten.set_.source_Tensor
 # Attribute of a FunctionalTensor given another storage by set_(): an alias of its first storage, taken
@@ -446,6 +468,10 @@ def translate_errors():
         message = str(exc)
         if "cannot mutate tensors with frozen storage" in message:
             raise frozen_storage_write(source_from_traceback(exc)) from exc
+        if _SYMBOLIC_OFFSET_SET in message:   # as_strided_ on a tensor with symbolic sizes (fuzz seed 13700066)
+            raise UnsupportedError("as_strided_() (or another op setting a storage offset) on a tensor with "
+                                   "symbolic sizes cannot be traced", source=source_from_traceback(exc),
+                                   hint='pass dynamic=False, or on_unsupported="eager"') from exc
         if "as_strided() is non-compositional" in message:
             # functionalization's own ban: a write through a view chain one of whose views is as_strided (the
             # view set_() or .data = leaves between tensors sharing a storage is one; fuzz seed 3000390)
