@@ -722,14 +722,23 @@ def _view_replay(f_tensor, autograd_base=None) -> tuple | None:
     ``squeeze_`` on its FFT result before ``view_as_real``). The base's own ops are a prefix of the
     view's; only the ops after it are replayed on the base."""
     plain = from_fun(f_tensor)
-    if not static(*geometry(plain)):
-        return None
+    if not static(*geometry(plain)) or _symbolic_trace(plain):   # its ops may hold symbols (fuzz seed 13800161:
+        return None                                               # a reshape(-1) before a static t0[0])
     try:
         sequence = tuple(functionalization.get_view_meta_sequence(f_tensor.elem))
         skip = 0 if autograd_base is None else len(functionalization.get_view_meta_sequence(autograd_base.elem))
     except (RuntimeError, AttributeError):
         return None
     return sequence[skip:] if skip < len(sequence) else None
+
+
+def _symbolic_trace(fake: torch.Tensor) -> bool:
+    """The trace ``fake`` belongs to gave its inputs symbolic sizes (``dynamic=True``)."""
+    shape_env = getattr(getattr(fake, "fake_mode", None), "shape_env", None)
+    if shape_env is None:
+        return False
+    values = shape_env.backed_var_to_val if hasattr(shape_env, "backed_var_to_val") else shape_env.var_to_val
+    return bool(values)
 
 
 def _output_view_info(out, flat_outs: list, infos: list[OutputInfo], with_backward: bool) -> OutputInfo | None:
