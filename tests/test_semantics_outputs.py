@@ -20,6 +20,13 @@ def compile_with(how: str, fn, **options):
     return torch.compile(fn, backend=backend)
 
 
+def defined(body: str):
+    """The function ``f`` that ``body`` (source) defines, with ``torch`` in its globals."""
+    namespace: dict = {"torch": torch}
+    exec(body, namespace)
+    return namespace["f"]
+
+
 def assert_same_structure(actual, expected):
     """Same pytree structure and types (torch.Size stays torch.Size), same values."""
     assert type(actual) is type(expected), (type(actual), type(expected))
@@ -735,36 +742,6 @@ DATA_AFTER_THE_CALL = {
 }
 
 
-@pytest.mark.parametrize("how", HOW)
-@pytest.mark.parametrize("partitioner", ["default", "mincut"])
-@pytest.mark.parametrize("name", list(DATA_AFTER_THE_CALL))
-def test_data_assigned_after_the_call_to_an_input_or_a_view_is_read_as_eager_reads_it_or_refused(name, partitioner,
-                                                                                                 how):
-    """``.data =`` on a returned input (or a view the runtime regenerates) after the call, then the backward: eager
-    reads the new data where an op saved that tensor itself, the old where it kept a view or an op's own result.
-    The compiled step gives eager's gradient where its saved values are read the same way, else refuses by name;
-    without the ``.data =`` it gives eager's gradient."""
-    body, outcomes = DATA_AFTER_THE_CALL[name]
-    namespace: dict = {"torch": torch}
-    exec(body, namespace)
-    f = namespace["f"]
-
-    def step(fn, assign: bool = True):
-        leaf = torch.randn(3, 3, requires_grad=True, generator=torch.Generator().manual_seed(0))
-        first, loss = fn(leaf * 1)
-        if assign:
-            first.data = first.data * 2
-        loss.backward()
-        return leaf.grad
-
-    if outcomes[partitioner == "mincut"] == "refused":
-        with pytest.raises(jointgraph.UnsupportedError, match="after the call"):
-            step(compile_with(how, f, partitioner=partitioner))
-    else:
-        torch.testing.assert_close(step(compile_with(how, f, partitioner=partitioner)), step(f))
-    torch.testing.assert_close(step(compile_with(how, f, partitioner=partitioner), assign=False), step(f, assign=False))
-
-
 # The same for an output the function computed: eager's backward reads a view of it taken in the forward (a tensor
 # of its own, kept by the op that read it) on the old storage (fuzz --semantics12 seed 13400062: the mm saved t1 and
 # t1.t(); under min-cut the step saved t1 and took the view in the backward, from the new data)
@@ -783,15 +760,20 @@ DATA_OF_AN_INTERMEDIATE_AFTER_THE_CALL = {
 }
 
 
+DATA_AFTER_THE_CALL.update(DATA_OF_AN_INTERMEDIATE_AFTER_THE_CALL)
+
+
 @pytest.mark.parametrize("how", HOW)
 @pytest.mark.parametrize("partitioner", ["default", "mincut"])
-@pytest.mark.parametrize("name", list(DATA_OF_AN_INTERMEDIATE_AFTER_THE_CALL))
-def test_data_assigned_after_the_call_to_an_intermediate_read_through_a_view_is_read_as_eager_or_refused(
-        name, partitioner, how):
-    body, outcomes = DATA_OF_AN_INTERMEDIATE_AFTER_THE_CALL[name]
-    namespace: dict = {"torch": torch}
-    exec(body, namespace)
-    f = namespace["f"]
+@pytest.mark.parametrize("name", list(DATA_AFTER_THE_CALL))
+def test_data_assigned_after_the_call_to_an_input_or_a_view_is_read_as_eager_reads_it_or_refused(name, partitioner,
+                                                                                                 how):
+    """``.data =`` on a returned input (or a view the runtime regenerates) after the call, then the backward: eager
+    reads the new data where an op saved that tensor itself, the old where it kept a view or an op's own result.
+    The compiled step gives eager's gradient where its saved values are read the same way, else refuses by name;
+    without the ``.data =`` it gives eager's gradient."""
+    body, outcomes = DATA_AFTER_THE_CALL[name]
+    f = defined(body)
 
     def step(fn, assign: bool = True):
         leaf = torch.randn(3, 3, requires_grad=True, generator=torch.Generator().manual_seed(0))
@@ -1736,6 +1718,18 @@ def test_a_stale_view_stays_stale_after_the_callers_writes_to_its_base(fn, how, 
             view.sum().backward()
 
 
+def assert_same_records(actual: list, expected: list) -> None:
+    """(value, flags...) records per tensor: the same flags, and values equal."""
+    assert [a[1:] for a in actual] == [e[1:] for e in expected]
+    for a, e in zip(actual, expected, strict=True):
+        torch.testing.assert_close(a[0], e[0])
+
+
+def refusal_type(how: str) -> type:
+    """What a compile-time refusal raises: UnsupportedError, wrapped by Dynamo under torch.compile."""
+    return jointgraph.UnsupportedError if how == "aot_function" else torch._dynamo.exc.BackendCompilerFailed
+
+
 # Note [Grad mode switched on inside]: name -> (f, whether history made under enable_grad reaches the caller) for a
 # call under torch.no_grad(); ``x`` a plain tensor, ``w`` one that requires grad
 GRAD_SWITCHED_ON = {
@@ -1757,9 +1751,7 @@ GRAD_SWITCHED_ON = {
 @pytest.mark.parametrize("name", sorted(GRAD_SWITCHED_ON))
 def test_grad_mode_switched_on_inside_a_call_under_no_grad_is_eagers_or_refused(name, how):
     body, reaches = GRAD_SWITCHED_ON[name]
-    namespace: dict = {"torch": torch}
-    exec(body, namespace)
-    f = namespace["f"]
+    f = defined(body)
 
     def call(fn):
         x, w = torch.ones(3, 3), torch.arange(9.0).view(3, 3).requires_grad_()
@@ -1768,20 +1760,15 @@ def test_grad_mode_switched_on_inside_a_call_under_no_grad_is_eagers_or_refused(
         flat = [t for t in (out if isinstance(out, tuple) else (out,)) if isinstance(t, torch.Tensor)]
         return [(t.detach().clone(), t.requires_grad, t.is_leaf) for t in [*flat, x]]
 
-    def same(actual, expected):
-        assert [a[1:] for a in actual] == [e[1:] for e in expected]
-        for a, e in zip(actual, expected, strict=True):
-            torch.testing.assert_close(a[0], e[0])
-
     expected = call(f)
     if not reaches:
-        same(call(compile_with(how, f)), expected)
+        assert_same_records(call(compile_with(how, f)), expected)
         return
-    refusal = jointgraph.UnsupportedError if how == "aot_function" else torch._dynamo.exc.BackendCompilerFailed
+    refusal = refusal_type(how)
     with pytest.raises(refusal, match=r"under torch.enable_grad\(\) \(or set_grad_enabled\(True\)\) inside"):
         call(compile_with(how, f))
     if how == "aot_function":
-        same(call(compile_with(how, f, on_unsupported="eager")), expected)
+        assert_same_records(call(compile_with(how, f, on_unsupported="eager")), expected)
 
 
 # Note [Grad mode switched on inside]: torch.inference_mode() inside the function. name -> (f, refused)
@@ -1801,9 +1788,7 @@ INFERENCE_MODE_INSIDE = {
 @pytest.mark.parametrize("name", sorted(INFERENCE_MODE_INSIDE))
 def test_inference_mode_inside_the_function_is_eagers_or_refused(name, how):
     body, refused = INFERENCE_MODE_INSIDE[name]
-    namespace: dict = {"torch": torch}
-    exec(body, namespace)
-    f = namespace["f"]
+    f = defined(body)
 
     def call(fn):
         x = torch.arange(6.0).view(2, 3).requires_grad_()
@@ -1814,11 +1799,7 @@ def test_inference_mode_inside_the_function_is_eagers_or_refused(name, how):
 
     expected = call(f)
     if refused:
-        refusal = jointgraph.UnsupportedError if how == "aot_function" else torch._dynamo.exc.BackendCompilerFailed
-        with pytest.raises(refusal, match=r"torch.inference_mode\(\) is switched on inside the compiled function"):
+        with pytest.raises(refusal_type(how), match=r"torch.inference_mode\(\) is switched on inside the compiled"):
             call(compile_with(how, f))
         return
-    actual = call(compile_with(how, f))
-    assert [a[1:] for a in actual] == [e[1:] for e in expected]
-    for a, e in zip(actual, expected, strict=True):
-        torch.testing.assert_close(a[0], e[0])
+    assert_same_records(call(compile_with(how, f)), expected)
