@@ -358,6 +358,8 @@ def test_semantics12_is_opt_in_and_covers_issue_12():
 @pytest.mark.parametrize("seed,region,refusal", [
     # a value computed under torch.enable_grad() in the third call, under no_grad, came back without eager's history
     (13600291, "enable_grad", "torch.enable_grad()"),
+    # an input view written in place under set_grad_enabled(True): its base (the caller's) takes the history
+    (13900026, "set_grad_enabled", "torch.enable_grad()"),
     # a view taken under torch.inference_mode(): c10's version-counter error at the call
     (13600285, "inference_mode", "a view taken under it"),
     # an inference tensor returned: eager's in-place op on it after the call raises, the compiled one's did not

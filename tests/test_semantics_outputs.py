@@ -1738,6 +1738,8 @@ GRAD_SWITCHED_ON = {
     "set_grad_enabled_returned_through_a_view": (
         "def f(x, w):\n    torch.set_grad_enabled(True)\n    y = w.sin()\n    torch.set_grad_enabled(False)\n"
         "    return y.t(), x + 1", True),
+    "row_of_the_input_written_with_grad": (   # --semantics12 seed 13900026 (``x`` here a view of x_base)
+        "def f(x, w):\n    with torch.set_grad_enabled(True):\n        x[0].mul_(w[0])\n    return x", True),
     "input_written_with_grad": (
         "def f(x, w):\n    with torch.enable_grad():\n        x.add_(w)\n    return x * 1", True),
     "history_not_returned": ("def f(x, w):\n    with torch.enable_grad():\n        y = w * 2\n    return y * 3", False),

@@ -305,8 +305,14 @@ class ModeSwitches(torch.overrides.TorchFunctionMode):
                     self.inference_made[t] = user_source_line()
             return result
         result = func(*args, **(kwargs or {}))
-        if self.watch_history and torch.is_grad_enabled() and getattr(func, "__name__", "") != "__get__":
-            for t in result if isinstance(result, (tuple, list)) else (result,):
+        name = getattr(func, "__name__", "")
+        if self.watch_history and torch.is_grad_enabled() and name != "__get__":
+            results = list(result) if isinstance(result, (tuple, list)) else [result]
+            if args and isinstance(args[0], torch.Tensor) and (name == "__setitem__" or result is args[0]):
+                # written in place: a view's base takes the history too (fuzz --semantics12 seed 13900026:
+                # ``b[0].mul_(3.0)`` of an input under set_grad_enabled(True), ``b`` returned)
+                results += [args[0], args[0]._base]
+            for t in results:
                 if isinstance(t, torch.Tensor) and t.requires_grad and _has_history(t) and t not in self.recorded:
                     self.recorded[t] = (_op_name(func), user_source_line())
         return result
