@@ -3586,6 +3586,14 @@ FUZZ_FOUND = {
         "def f(a, b, c):\n    a[0] = b.sum()\n    c.t_()\n    return b, c * 1",
         "base0 = torch.randn(5)\nx0 = base0[3:]\nleaf1 = torch.randn(4, requires_grad=True)\nx1 = leaf1.clone()[1:3]\n"
         "x0, x1, base0", ("default", "mincut", "dynamo"), "pass"),
+    # fuzz seed 14000298: ``b.set_(a)`` on a plain view input, then a write through ``b.select(...)`` and ``b.sin_()``:
+    # eager's b stays a view whose grad_fn autograd regenerates, and raises only at the backward (set_'s); the trace
+    # took b for a plain view left without a grad_fn and raised autograd's leaf error at the call. Now the write
+    # through the set_() tensor is refused by name, as such writes are
+    "write_through_a_plain_view_input_set_onto_another": (
+        "def f(a, b):\n    b.set_(a)\n    b.select(0, -1).fill_(0.5)\n    b.sin_()\n    return b",
+        "leaf0 = torch.randn(2, 5, requires_grad=True)\nbase0 = leaf0 * 1\nx0 = base0[:, 2:]\n"
+        "base1 = torch.randn(3, 4)\nx1 = base1[:, :3]\nx0, x1", ("default", "mincut", "dynamo"), "refused"),
 }
 
 

@@ -621,6 +621,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         if name.split(".")[0] == "set_" and target is not None:   # set_.source_Tensor, ...
             self._note_read_before_set(target)
             self.set_inside = True
+            if self._plain_views.get(target) is not None:   # eager's stays a view whose grad_fn autograd regenerates
+                self._plain_views[target] = "set"           # after writes through its views (fuzz seed 14000298)
             if len(args) > 1 and isinstance(args[1], torch.Tensor):   # fuzz seed 3600451: set_() onto an expand
                 self._expanded.note_set(target, args[1])
             if self._views.get(_storage_id(target)):   # views made before: regenerated from the new geometry
