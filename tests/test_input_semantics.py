@@ -3586,6 +3586,12 @@ FUZZ_FOUND = {
         "def f(a, b, c):\n    a[0] = b.sum()\n    c.t_()\n    return b, c * 1",
         "base0 = torch.randn(5)\nx0 = base0[3:]\nleaf1 = torch.randn(4, requires_grad=True)\nx1 = leaf1.clone()[1:3]\n"
         "x0, x1, base0", ("default", "mincut", "dynamo"), "pass"),
+    # review of the change above: a t_() that changes the geometry (2-D) left the stand-in with the history of its old
+    # geometry, and the backward failed on the gradient's shape; refused by name
+    "geometry_changing_view_op_on_a_root_written_through_its_view": (
+        "def f(a, b, c):\n    a[0] = b.sum()\n    c.t_()\n    return b, c * 1",
+        "base0 = torch.randn(2, 3)\nx0 = base0[1]\nleaf1 = torch.randn(4, requires_grad=True)\n"
+        "x1 = leaf1.clone()[1:3]\nx0, x1, base0", ("default", "mincut"), "refused"),
     # fuzz seed 14000298: ``b.set_(a)`` on a plain view input, then a write through ``b.select(...)`` and ``b.sin_()``:
     # eager's b stays a view whose grad_fn autograd regenerates, and raises only at the backward (set_'s); the trace
     # took b for a plain view left without a grad_fn and raised autograd's leaf error at the call. Now the write

@@ -1746,13 +1746,47 @@ GRAD_SWITCHED_ON = {
     "region_without_tensors_that_require_grad": (
         "def f(x, w):\n    with torch.enable_grad():\n        y = x * 2\n    return y + w", False),
     "a_leaf_made_inside": ("def f(x, w):\n    v = torch.ones(3, 3, requires_grad=True)\n    return v, w * 2", False),
+    # review of the change: a view property, writes by __setitem__, a custom Function (which no mode sees applied),
+    # and history taken off again by detach_()
+    "a_view_property_returned": ("def f(x, w):\n    with torch.enable_grad():\n        v = w.T\n    return v", True),
+    "input_written_by_setitem": (
+        "def f(x, w):\n    with torch.enable_grad():\n        x[0] = w.sum()\n    return x * 1", True),
+    "intermediate_written_by_setitem": (
+        "def f(x, w):\n    y = torch.zeros(3)\n    with torch.enable_grad():\n        y[0] = w.sum()\n    return y",
+        True),
+    "custom_function_applied": (
+        "class Dbl(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n        return x * 2\n"
+        "    @staticmethod\n    def backward(ctx, g):\n        return g * 2\n\n\n"
+        "def f(x, w):\n    with torch.enable_grad():\n        y = Dbl.apply(w)\n    return y", True),
+    "history_detached_again": (
+        "def f(x, w):\n    with torch.enable_grad():\n        y = w * 2\n    y.detach_()\n    return y", False),
 }
 
 
 @pytest.mark.parametrize("how", HOW)
+def test_an_argument_handed_back_under_enable_grad_is_no_new_history(how):
+    """Review of the change: ``x.contiguous()`` returns ``x`` itself, whose history is the caller's: nothing the
+    switched-on grad mode recorded reaches the caller, so the call compiles (it was refused, naming contiguous)."""
+    f = defined("def f(x, w):\n    with torch.enable_grad():\n        y = x.contiguous()\n        z = (y * w).sum()\n"
+                "    return x * 2, z.detach()")
+
+    def call(fn):
+        x = torch.arange(9.0).view(3, 3).requires_grad_() * 1
+        with torch.no_grad():
+            out = fn(x, torch.ones(3, 3))
+        return [(t.detach().clone(), t.requires_grad, t.is_leaf) for t in [*out, x]]
+
+    assert_same_records(call(compile_with(how, f)), call(f))
+
+
+@pytest.mark.parametrize("how", HOW)
 @pytest.mark.parametrize("name", sorted(GRAD_SWITCHED_ON))
-def test_grad_mode_switched_on_inside_a_call_under_no_grad_is_eagers_or_refused(name, how):
+def test_grad_mode_switched_on_inside_a_call_under_no_grad_is_eagers_or_refused(name, how, request):
     body, reaches = GRAD_SWITCHED_ON[name]
+    if (name, how) == ("a_view_property_returned", "torch.compile"):   # strict: it fails until Dynamo changes
+        request.applymarker(pytest.mark.xfail(strict=True, reason="Dynamo rebuilds an output that views an input "
+                                              "in its own bytecode, after the region (backend='aot_eager' too): "
+                                              "no backend sees w.T"))
     f = defined(body)
 
     def call(fn):

@@ -19,6 +19,7 @@ from torch._subclasses.fake_tensor import (
 )
 from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
 from torch.fx.experimental.symbolic_shapes import guard_or_true
+from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._mode_utils import no_dispatch
 from torch.utils.weak import WeakTensorKeyDictionary
 
@@ -50,8 +51,17 @@ class JointFunctionalMode(FunctionalTensorMode):
     def __init__(self):
         super().__init__(_allow_token_discovery=True)
         self._fsdp_copy = _fsdp_copy()
+        self.inference_views: list = []   # source lines of views taken under inference mode (refused after the call)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if torch.is_inference_mode_enabled() and isinstance(func, torch._ops.OpOverload) and func.is_view \
+                and args and isinstance(args[0], FunctionalTensor) and not args[0].is_inference():
+            # functionalization fails on a view of a normal tensor under inference mode: made outside it and refused
+            # after the function ran (ModeSwitches.check), not here: a Dynamo graph's exit from inference mode is a
+            # call after this op, which an exception would skip, leaving inference mode on behind it
+            self.inference_views.append(user_source_line())
+            with torch.inference_mode(False):
+                return super().__torch_dispatch__(func, types, args, kwargs)
         if func is self._fsdp_copy:
             super().__torch_dispatch__(torch.ops.aten.copy_.default, types, tuple(args), kwargs)
             return None
@@ -267,7 +277,9 @@ def grad_context(with_backward: bool):
     """Grad mode while tracing: on with a backward; without one, the caller's (off, unless the entry is
     traced again without the backward eager's backward would raise in, Note [Errors in the backward],
     where the function's own forward, its grad-mode switches included, runs as eager's does)."""
-    return torch.enable_grad() if with_backward else contextlib.nullcontext()
+    # the caller's, restored on the way out: a Dynamo graph switches grad mode by calls, not a with block, and an
+    # error between its calls would leave the switch behind
+    return torch.enable_grad() if with_backward else torch.set_grad_enabled(torch.is_grad_enabled())
 
 
 # Note [Grad mode switched on inside]
@@ -290,52 +302,66 @@ class ModeSwitches(torch.overrides.TorchFunctionMode):
         self.watch_history = not torch.is_grad_enabled()
         self.inference = torch.is_inference_mode_enabled()
         self.recorded = WeakTensorKeyDictionary()   # a result with history -> (op, the user's source line)
-        self.inference_made = WeakTensorKeyDictionary()   # an inference tensor made inside -> the source line
+        self.inference_made: dict = {}   # the storage of an inference tensor made inside -> the source line
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if not self.inference and torch.is_inference_mode_enabled():
-            try:
-                result = func(*args, **(kwargs or {}))
-            except RuntimeError as exc:   # a view of a normal tensor: functionalization cannot make it
-                if _INFERENCE_VIEW not in str(exc):
-                    raise
-                raise _inference_refused("a view taken under it fails to trace", user_source_line()) from exc
+            result = func(*args, **(kwargs or {}))
             for t in result if isinstance(result, (tuple, list)) else (result,):
-                if isinstance(t, torch.Tensor) and t.is_inference() and t not in self.inference_made:
-                    self.inference_made[t] = user_source_line()
+                if isinstance(t, torch.Tensor) and t.is_inference():   # by storage: its views outside have no _base
+                    self.inference_made.setdefault(StorageWeakRef(t.untyped_storage()), user_source_line())
             return result
+        if not (self.watch_history and torch.is_grad_enabled()):
+            return func(*args, **(kwargs or {}))
+        target = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        written = [t for t in (target, target._base if target is not None else None) if t is not None]
+        before = [_grad_fn(t) for t in written]
         result = func(*args, **(kwargs or {}))
-        name = getattr(func, "__name__", "")
-        if self.watch_history and torch.is_grad_enabled() and name != "__get__":
-            results = list(result) if isinstance(result, (tuple, list)) else [result]
-            if args and isinstance(args[0], torch.Tensor) and (name == "__setitem__" or result is args[0]):
-                # written in place: a view's base takes the history too (fuzz --semantics12 seed 13900026:
-                # ``b[0].mul_(3.0)`` of an input under set_grad_enabled(True), ``b`` returned)
-                results += [args[0], args[0]._base]
-            for t in results:
-                if isinstance(t, torch.Tensor) and t.requires_grad and _has_history(t) and t not in self.recorded:
-                    self.recorded[t] = (_op_name(func), user_source_line())
+        # a new tensor with history (a view property too: ``w.T``), not an argument handed back (``x.contiguous()``)
+        made = [t for t in (result if isinstance(result, (tuple, list)) else (result,))
+                if isinstance(t, torch.Tensor) and not any(t is a for a in args)]
+        # a tensor written in place, and its base, whose history the write changed (fuzz --semantics12 seed
+        # 13900026: ``b[0].mul_(3.0)`` of an input under set_grad_enabled(True); ``y[0] = w.sum()``)
+        made += [t for t, grad_fn in zip(written, before, strict=True) if _grad_fn(t) is not grad_fn]
+        for t in made:
+            if t.requires_grad and _has_history(t) and t not in self.recorded:
+                self.recorded[t] = (_op_name(func), user_source_line())
         return result
 
-    def check(self, tensors: list) -> None:
-        """Refuse where one of ``tensors`` (the results, the inputs), or its base, got history under a grad mode
-        switched on inside a call under no_grad, or is an inference tensor made inside."""
+    def check(self, tensors: list, inference_views: list = ()) -> None:
+        """Refuse where one of ``tensors`` (the results, the inputs), or its base, still has history it got under a
+        grad mode switched on inside a call under no_grad (or a custom Function's, which no mode sees applied), or
+        is an inference tensor made inside (or a view of one)."""
+        if inference_views and not self.inference:   # JointFunctionalMode.inference_views
+            raise _inference_refused("a view taken under it cannot be traced", inference_views[0])
         for t in tensors if not self.inference else ():
-            if isinstance(t, torch.Tensor) and t.is_inference():
-                raise _inference_refused("a result is an inference tensor, which a compiled graph does not make",
-                                         self.inference_made.get(t) or user_source_line())
-        for t in tensors:
+            made = self.inference_made.get(StorageWeakRef(t.untyped_storage())) if isinstance(t, torch.Tensor) \
+                else None
+            if made is not None or isinstance(t, torch.Tensor) and t.is_inference():   # (fuzz --semantics12 seed
+                raise _inference_refused("a result is an inference tensor (or a view of one), which a compiled "
+                                         "graph does not make", made or user_source_line())   # 13901505: a view)
+        for t in tensors if self.watch_history else ():
             for u in (t, t._base) if isinstance(t, torch.Tensor) else ():
-                if u is not None and u in self.recorded:
-                    op, source = self.recorded[u]
-                    raise UnsupportedError(
-                        f"{op} records autograd history under torch.enable_grad() (or set_grad_enabled(True)) "
-                        "inside a function called under torch.no_grad(), and its result reaches the caller: the "
-                        "call compiles no backward, so that history would be lost: not supported", source=source,
-                        hint='call the function with grad mode on, or pass on_unsupported="eager"')
+                if u is None or not (u in self.recorded or _custom_history(u)) or not _has_history(u):
+                    continue
+                op, source = self.recorded[u] if u in self.recorded else ("a custom autograd.Function", None)
+                raise UnsupportedError(
+                    f"{op} records autograd history under torch.enable_grad() (or set_grad_enabled(True)) "
+                    "inside a function called under torch.no_grad(), and its result reaches the caller: the "
+                    "call compiles no backward, so that history would be lost: not supported", source=source,
+                    hint='call the function with grad mode on, or pass on_unsupported="eager"')
 
 
-_INFERENCE_VIEW = "Cannot set version_counter for inference tensor"   # c10's, for a view functionalization makes
+def _grad_fn(t: torch.Tensor):
+    try:
+        return t.grad_fn
+    except RuntimeError:   # a stale view refusing its grad_fn
+        return None
+
+
+def _custom_history(t: torch.Tensor) -> bool:
+    """``t``'s grad_fn is a custom autograd.Function's node: under no_grad, only a switched-on grad mode made it."""
+    return isinstance(_grad_fn(t), torch.autograd.function.BackwardCFunction)
 
 
 def _inference_refused(why: str, source) -> UnsupportedError:

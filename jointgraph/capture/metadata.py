@@ -159,7 +159,7 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
              leaf_views: frozenset[int], plain_views: frozenset[int]) -> TraceMetadata:
     # Note [Unbacked sizes]: the graph is not kept, so neither are the symbols the pass allocates.
     with translate_errors(), rng_state_as_effects(), fake_mode, fresh_symbols_ignored(fake_mode):
-        with JointFunctionalMode():
+        with (functional := JointFunctionalMode()):
             f_args = [to_fun_input(a, leaf=i not in non_leaf) for i, a in enumerate(fake_args)]
             storage_bytes = storage_sizes(fake_args)
             checks = EagerInPlaceChecks()
@@ -190,7 +190,7 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
                 except Exception as exc:
                     checks.refuse_stale_views(exc)
                     raise
-            switch.check([*flat_outs, *call_args])   # Note [Grad mode switched on inside]
+            switch.check([*flat_outs, *call_args], functional.inference_views)   # Note [Grad mode switched on inside]
             for t in (*tensors, *flat_outs):
                 if isinstance(t, torch.Tensor):
                     checks.check_storage_kept(t)

@@ -137,8 +137,9 @@ class EntryLayout:
     saved_geometry: tuple[tuple[int, tuple, tuple], ...] = ()
     new_leaves: tuple = ()                      # Note [New leaves]: a slot made per call, after the inputs
     detach_shared: tuple[int, ...] = ()         # non-differentiable outputs sharing a differentiable one's storage
-    # (Function output, input index, size, stride, offset): Note [Detached aliases written with grad]
-    moved_onto_inputs: tuple[tuple, ...] = ()   # (output, input, size, stride, offset) or (output, input, read)
+    # (Function output, input index, size, stride, offset), or (Function output, input index, read) where the
+    # geometry is symbolic (read(inputs) gives it per call): Note [Detached aliases written with grad]
+    moved_onto_inputs: tuple[tuple, ...] = ()
     no_gradient: tuple[int, ...] = ()           # inputs requiring grad the backward gives none: passed detached
     # Note [Inputs given another storage]: (input, source input or None, view replay or Function output,
     # recorded by autograd, version delta)
