@@ -1845,3 +1845,24 @@ def test_inference_mode_inside_the_function_is_eagers_or_refused(name, how):
             call(compile_with(how, f))
         return
     assert_same_records(call(compile_with(how, f)), expected)
+
+
+@pytest.mark.parametrize("value", ["x * 2", "None"])
+def test_assigning_grad_inside_is_refused_by_aot_function_and_eagers_through_dynamo(value):
+    """Review of the tenth session: ``w.grad = ...`` inside the function was dropped by aot_function (the trace set it
+    on a stand-in); Dynamo runs it in its own bytecode, as eager does."""
+    f = defined(f"def f(x, w):\n    w.grad = {value}\n    return x * w")
+
+    def call(fn):
+        x, w = torch.ones(3), torch.ones(3, requires_grad=True)
+        w.grad = torch.full((3,), 7.0)
+        out = fn(x, w)
+        return out.detach(), w.grad
+
+    with pytest.raises(jointgraph.UnsupportedError, match="assigning .grad inside the compiled function"):
+        call(compile_with("aot_function", f))
+    expected, actual = call(f), call(compile_with("torch.compile", f))
+    torch.testing.assert_close(actual[0], expected[0])
+    assert (actual[1] is None) == (expected[1] is None)
+    if expected[1] is not None:
+        torch.testing.assert_close(actual[1], expected[1])

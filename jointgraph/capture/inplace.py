@@ -104,6 +104,7 @@ _DUNDER_WRITES = frozenset({"__setitem__", "__iadd__", "__isub__", "__imul__", "
                             "__imod__", "__ipow__", "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__",
                             "__imatmul__"})
 _DATA = torch._C.TensorBase.__dict__["data"]   # the descriptor whose __get__ is `x.data`
+_GRAD = torch._C.TensorBase.__dict__["grad"]   # and ``x.grad``
 _GET_DATA = torch._C._autograd._get_data_attr   # what Dynamo records for `x.data`
 
 
@@ -614,6 +615,11 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         before = self._before_write() if self.analyze and (in_place or name in _DUNDER_WRITES) else None
         if name == "__setitem__" and target is not None and len(args) > 2 and args[1] is False:
             return None   # eager's x[False] = v writes nothing and moves no version (review of the change)
+        if name == "__set__" and target is not None and getattr(func, "__self__", None) is _GRAD:
+            raise UnsupportedError(   # review of the tenth session: aot_function dropped it silently
+                "assigning .grad inside the compiled function is not supported: the trace runs on stand-ins of the "
+                "tensors, and the compiled call would not set it", source=user_source_line(),
+                hint='assign .grad outside the compiled function, or pass on_unsupported="eager"')
         if name == "__set__" and target is not None and getattr(func, "__self__", None) is _DATA \
                 and len(args) > 1 and isinstance(args[1], torch.Tensor):
             self._note_read_before_set(target)
