@@ -766,12 +766,15 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                 self._refuse_regenerated_gradients(name, target)
         if (in_place or name in _VERSIONED_METADATA) and self._root_stand_ins and self._root_stand_ins.get(target):
             _as_a_root(target)   # t_() too (fuzz --semantics12 seed 13502098)
-            if name in _VERSIONED_METADATA and target.requires_grad and torch.is_grad_enabled() \
-                    and not (name == "t_" and target.dim() < 2):
+            # its history came from a write through another alias only (one on it itself rebases it: the squeeze_
+            # after b.clamp_() compiles)
+            if self.analyze and name in _VERSIONED_METADATA and target.requires_grad and torch.is_grad_enabled() \
+                    and not self._written_itself.get(target) and not (name == "t_" and target.dim() < 2):
                 raise UnsupportedError(
                     f"{name} on an input that shares storage with another input the function writes, after a write "
-                    "gave it a history, is not supported: the view standing for it keeps the history of its old "
-                    "geometry (the backward would fail on the gradient's shape)", source=user_source_line(),
+                    "through that other input gave it a history, is not supported: the view standing for it keeps "
+                    "the history of its old geometry (the backward would fail on the gradient's shape)",
+                    source=user_source_line(),
                     hint='pass distinct tensors (e.g. .clone()), or pass on_unsupported="eager"')
         writes = target is not None and (in_place or name in _DUNDER_WRITES or name in _VERSIONED_METADATA)
         version = target._version if in_place and _custom_op_name(func) in _CUSTOM_WRITES_MOVING_VERSIONS else None
