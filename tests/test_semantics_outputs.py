@@ -1764,10 +1764,12 @@ GRAD_SWITCHED_ON = {
 
 
 @pytest.mark.parametrize("how", HOW)
-def test_an_argument_handed_back_under_enable_grad_is_no_new_history(how):
+@pytest.mark.parametrize("handed_back", ["x.contiguous()", "torch.atleast_1d([x, w])[0]"])
+def test_an_argument_handed_back_under_enable_grad_is_no_new_history(how, handed_back):
     """Review of the change: ``x.contiguous()`` returns ``x`` itself, whose history is the caller's: nothing the
-    switched-on grad mode recorded reaches the caller, so the call compiles (it was refused, naming contiguous)."""
-    f = defined("def f(x, w):\n    with torch.enable_grad():\n        y = x.contiguous()\n        z = (y * w).sum()\n"
+    switched-on grad mode recorded reaches the caller, so the call compiles (it was refused, naming contiguous);
+    the second review: the same through a list argument."""
+    f = defined(f"def f(x, w):\n    with torch.enable_grad():\n        y = {handed_back}\n        z = (y * w).sum()\n"
                 "    return x * 2, z.detach()")
 
     def call(fn):
@@ -1845,6 +1847,17 @@ def test_inference_mode_inside_the_function_is_eagers_or_refused(name, how):
             call(compile_with(how, f))
         return
     assert_same_records(call(compile_with(how, f)), expected)
+
+
+def test_reading_grad_of_an_argument_inside_is_refused_by_name():
+    """Second review of the tenth session: ``p.grad`` of an argument read None inside (the stand-in carries no
+    .grad), so ``p * 2 if p.grad is None else p * p.grad`` silently took the other branch."""
+    f = defined("def f(p):\n    g = p.grad\n    return p * 2 if g is None else p * g")
+    p = torch.ones(3, requires_grad=True)
+    p.grad = torch.full((3,), 5.0)
+    with pytest.raises(jointgraph.UnsupportedError, match=r"reading .grad of an argument"):
+        jointgraph.aot_function(f)(p)
+    torch.testing.assert_close(jointgraph.aot_function(f, on_unsupported="eager")(p), f(p))
 
 
 @pytest.mark.parametrize("value", ["x * 2", "None"])

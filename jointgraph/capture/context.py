@@ -12,6 +12,7 @@ import threading
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
     DynamicOutputShapeException,
@@ -318,8 +319,9 @@ class ModeSwitches(torch.overrides.TorchFunctionMode):
         before = [_grad_fn(t) for t in written]
         result = func(*args, **(kwargs or {}))
         # a new tensor with history (a view property too: ``w.T``), not an argument handed back (``x.contiguous()``)
+        given = pytree.tree_leaves((args, kwargs))   # also inside a list argument (torch.atleast_1d([x, y]))
         made = [t for t in (result if isinstance(result, (tuple, list)) else (result,))
-                if isinstance(t, torch.Tensor) and not any(t is a for a in args)]
+                if isinstance(t, torch.Tensor) and not any(t is a for a in given)]
         # a tensor written in place, and its base, whose history the write changed (fuzz --semantics12 seed
         # 13900026: ``b[0].mul_(3.0)`` of an input under set_grad_enabled(True); ``y[0] = w.sum()``)
         made += [t for t, grad_fn in zip(written, before, strict=True) if _grad_fn(t) is not grad_fn]
