@@ -374,6 +374,16 @@ def test_semantics12_grad_mode_writer_finds_modes_switched_on_inside(seed, regio
     assert outcome.status == "refused" and refusal in outcome.message, outcome.message
 
 
+def test_the_oracle_reads_no_version_of_a_tensor_without_a_counter():
+    """--semantics12 seed 14600584: an inference tensor returned, then given other data by ``.data =`` after the call
+    (is_inference() reads False, yet it has no version counter): the oracle's counter probe raised on eager's run."""
+    program = _semantics12(14600584)
+    assert "inference_mode" in program.source and program.assign_data
+    observation = fuzz.observe(program, program.function())
+    assert observation.error is None or observation.phase != "call"
+    assert fuzz.check(program, fuzz.contenders()["default"]).status in ("pass", "refused")
+
+
 def test_semantics12_eager_against_itself_passes_and_raises_in_every_phase():
     phases = []
     for seed in range(80):

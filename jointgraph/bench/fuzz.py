@@ -649,11 +649,21 @@ def _attribute(t: torch.Tensor, name: str, convert: Callable[[Any], Any] = lambd
         return f"raises {type(exc).__name__}"
 
 
+def _tracks_versions(t: torch.Tensor) -> bool:
+    """Not an inference tensor, nor one given another's data by ``.data =`` (is_inference() then reads False, yet it
+    has no version counter: --semantics12 seed 14600584 crashed the oracle)."""
+    try:
+        t._version  # noqa: B018
+    except RuntimeError:
+        return False
+    return True
+
+
 def _counter_sharing(tensors: dict[str, torch.Tensor]) -> dict[str, tuple[str, ...]]:
     """Per named tensor, the others sharing its version counter (a write through one moves the other's version:
     ``t.detach()`` and ``t``, a view and its base). Each is bumped in turn and every version put back as it was,
     so the probe leaves nothing behind (a multi-output view compares the same version as before)."""
-    names = [n for n, t in tensors.items() if type(t) is torch.Tensor and not t.is_inference()]
+    names = [n for n, t in tensors.items() if type(t) is torch.Tensor and _tracks_versions(t)]
     ts = [tensors[n] for n in names]
     before = tuple(t._version for t in ts)
     sharing = {}
