@@ -68,8 +68,8 @@ class JointFunctionalMode(FunctionalTensorMode):
             return None
         if func in _RESIZES:
             func, args, kwargs = _as_resize(func, args, kwargs or {})
-        if args and isinstance(args[0], torch.Tensor) and not static(*geometry(args[0])) \
-                and (functional := _out_of_place(func)) is not None:
+        if (functional := _out_of_place(func)) is not None and args and isinstance(args[0], torch.Tensor) \
+                and not static(*geometry(args[0])):
             # Functionalization's own in-place kernels of clamp_, hardtanh_, square_, ... fail on symbolic sizes
             # (c10's "SymIntArrayRef expected to contain only concrete integers", fuzz seed 13700022; an INTERNAL
             # ASSERT in PyTorch's arg parser under autocast, seed 13700170): the out-of-place op, then copy_
@@ -337,8 +337,8 @@ class ModeSwitches(torch.overrides.TorchFunctionMode):
         if inference_views and not self.inference:   # JointFunctionalMode.inference_views
             raise _inference_refused("a view taken under it cannot be traced", inference_views[0])
         for t in tensors if not self.inference else ():
-            made = self.inference_made.get(StorageWeakRef(t.untyped_storage())) if isinstance(t, torch.Tensor) \
-                else None
+            made = self.inference_made.get(StorageWeakRef(t.untyped_storage())) \
+                if self.inference_made and isinstance(t, torch.Tensor) else None   # no storage read where none made
             if made is not None or isinstance(t, torch.Tensor) and t.is_inference():   # (fuzz --semantics12 seed
                 raise _inference_refused("a result is an inference tensor (or a view of one), which a compiled "
                                          "graph does not make", made or user_source_line())   # 13901505: a view)
@@ -354,11 +354,12 @@ class ModeSwitches(torch.overrides.TorchFunctionMode):
                     hint='call the function with grad mode on, or pass on_unsupported="eager"')
 
 
-def _grad_fn(t: torch.Tensor):
+def _grad_fn(t: torch.Tensor, stale=None):
+    """``t.grad_fn``; ``stale`` for a stale view refusing to give it (one it had)."""
     try:
         return t.grad_fn
-    except RuntimeError:   # a stale view refusing its grad_fn
-        return None
+    except RuntimeError:
+        return stale
 
 
 def _custom_history(t: torch.Tensor) -> bool:
@@ -375,10 +376,7 @@ def _inference_refused(why: str, source) -> UnsupportedError:
 
 
 def _has_history(t: torch.Tensor) -> bool:
-    try:
-        return t.grad_fn is not None
-    except RuntimeError:   # a stale view refusing its grad_fn: it had one
-        return True
+    return _grad_fn(t, stale=True) is not None
 
 
 def _op_name(func) -> str:

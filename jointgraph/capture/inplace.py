@@ -104,10 +104,7 @@ _DUNDER_WRITES = frozenset({"__setitem__", "__iadd__", "__isub__", "__imul__", "
                             "__imod__", "__ipow__", "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__",
                             "__imatmul__"})
 _DATA = torch._C.TensorBase.__dict__["data"]   # the descriptor whose __get__ is `x.data`
-_GRAD = torch._C.TensorBase.__dict__["grad"]   # and ``x.grad``
-# attributes of the caller's tensor an argument's stand-in does not carry (``_base`` neither, but the trace's own
-# modes read it of arguments: a user's read of it is not told apart)
-_CALLERS = (_GRAD,)
+_GRAD = torch._C.TensorBase.__dict__["grad"]   # and ``x.grad``: an argument's stand-in carries none of the caller's
 _GET_DATA = torch._C._autograd._get_data_attr   # what Dynamo records for `x.data`
 
 
@@ -618,14 +615,12 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         before = self._before_write() if self.analyze and (in_place or name in _DUNDER_WRITES) else None
         if name == "__setitem__" and target is not None and len(args) > 2 and args[1] is False:
             return None   # eager's x[False] = v writes nothing and moves no version (review of the change)
-        if name == "__get__" and self.analyze and target is not None and getattr(func, "__self__", None) in _CALLERS \
-                and self._input_storages.get(target) is not None:
-            attribute = "grad"   # review of the tenth session: it read None
+        if name == "__get__" and self.analyze and target is not None and getattr(func, "__self__", None) is _GRAD \
+                and self._input_storages.get(target) is not None:   # review of the tenth session: it read None
             raise UnsupportedError(
-                f"reading .{attribute} of an argument inside the compiled function is not supported: the trace runs "
-                f"on a stand-in of the caller's tensor, whose .{attribute} it does not carry (it would read None)",
-                source=user_source_line(),
-                hint=f'read .{attribute} outside and pass it in, or pass on_unsupported="eager"')
+                "reading .grad of an argument inside the compiled function is not supported: the trace runs on a "
+                "stand-in of the caller's tensor, whose .grad it does not carry (it would read None)",
+                source=user_source_line(), hint='read .grad outside and pass it in, or pass on_unsupported="eager"')
         if name == "__set__" and target is not None and getattr(func, "__self__", None) is _GRAD:
             raise UnsupportedError(   # review of the tenth session: aot_function dropped it silently
                 "assigning .grad inside the compiled function is not supported: the trace runs on stand-ins of the "

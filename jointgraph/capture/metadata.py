@@ -232,12 +232,12 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
                     info = dataclasses.replace(info, made_before_set=True)   # (fuzz seed 904401)
                 elif info.kind == "input_view" and info.input_index < len(call_args):
                     info = _written_after(info, out, call_args, checks)
-                if info.kind == "input_view" and info.view_replay is None and info.input_index < len(call_args) \
-                        and not info.made_before_set:
-                    info = _in_callers_frame(info, call_args[info.input_index], fake_args[info.input_index])
                 elif info.kind == "tensor" and info.view_meta is not None and info.view_meta[4] \
                         and info.view_meta[5] is False and checks.stale_when_returned(out):
                     info = dataclasses.replace(info, view_meta=(*info.view_meta[:5], STALE_VIEW))
+                if info.kind == "input_view" and info.view_replay is None and info.input_index < len(call_args) \
+                        and not info.made_before_set:
+                    info = _in_callers_frame(info, call_args[info.input_index], fake_args[info.input_index])
                 outputs.append(info)
             outputs = _views_of_later_outputs(flat_outs, outputs, with_backward)
             for out, info in zip(flat_outs, outputs, strict=True):

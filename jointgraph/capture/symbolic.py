@@ -59,41 +59,32 @@ def view_entry(kind: str, value: tuple, fake_inputs: list, base: Any = None) -> 
     multi_output))`` where ``read(inputs, base)`` gives (size, stride, offset).
     """
     index, (size, stride, offset, dtype, requires_grad, multi_output), _replay = value
-    geometry = [*size, *stride, offset]
-    if not any(is_symbolic(v) for v in geometry):   # a SymInt holding a constant is made an int (fuzz seed 13700011)
-        size, stride, offset = _concrete(size), _concrete(stride), _concrete((offset,))[0]
-        return kind, (index, (size, stride, offset, dtype, requires_grad, multi_output), _replay)
-    sources = [*fake_inputs, base]
     try:
-        where = _symbol_sources(sources)
-        readers = [symbolic_reader(v, sources, where) if is_symbolic(v) else None for v in geometry]
+        entry = geometry_entry(size, stride, offset, [*fake_inputs, base])
     except UnsupportedError:
         raise UnsupportedError("an output is a view whose size depends on tensor data and cannot be "
                                "regenerated from the sizes of the inputs and of its base (Note [Unbacked sizes])",
                                hint='return a copy (.clone()) of the view, or pass on_unsupported="eager"') from None
-    rank = len(size)
-
-    constants = _concrete(geometry)
+    if len(entry) == 3:   # a SymInt holding a constant is made an int (fuzz seed 13700011)
+        return kind, (index, (*entry, dtype, requires_grad, multi_output), _replay)
+    read_now = entry[0]
 
     def read(inputs: list, base_now) -> tuple:
-        now = [*inputs, base_now]
-        values = [r(now) if r is not None else c for r, c in zip(readers, constants, strict=True)]
-        return tuple(values[:rank]), tuple(values[rank:2 * rank]), values[-1]
+        return read_now([*inputs, base_now])
 
     return "symbolic_view", (kind, index, read, dtype, requires_grad, multi_output)
 
 
 def geometry_entry(size: tuple, stride: tuple, offset: Any, fake_inputs: list) -> tuple:
     """(size, stride, offset), or where one holds symbols (``dynamic=True``), ``(read,)`` with ``read(inputs)``
-    giving them for the graph inputs of one call (a detached alias moved onto an input, runtime/function.py)."""
+    giving them for the graph inputs of one call (``fake_inputs``' counterparts: a view's entry, a detached alias
+    moved onto an input in runtime/function.py)."""
     geometry = [*size, *stride, offset]
     if not any(is_symbolic(v) for v in geometry):
         return _concrete(size), _concrete(stride), _concrete((offset,))[0]
     where = _symbol_sources(fake_inputs)
     readers = [symbolic_reader(v, fake_inputs, where) if is_symbolic(v) else None for v in geometry]
-    rank = len(size)
-
-    constants = _concrete(geometry)
+    rank, constants = len(size), _concrete(geometry)
 
     def read(inputs: list) -> tuple:
         values = [r(inputs) if r is not None else c for r, c in zip(readers, constants, strict=True)]

@@ -318,9 +318,7 @@ class CompiledEntry:
             else:
                 flat.append(self._view(kind, value, flat, outs, inputs, pre, data=len(flat) in layout.data_views))
             if share is not None:
-                target = _counter_target(share, inputs, flat)
-                if isinstance(flat[-1], torch.Tensor) and isinstance(target, torch.Tensor) and flat[-1] is not target:
-                    flat[-1] = _with_counter_of(target, flat[-1])
+                flat[-1] = _with_counter_of(_counter_target(share, inputs, flat), flat[-1])
         for k, i in layout.counters_of:   # OutputInfo.counter_of: as eager's ``.data =`` left it
             kept = inputs[i].detach()
             kept.data = flat[k]
@@ -692,11 +690,7 @@ def _share_counters(flat: list, inputs: list, shares: tuple, same_objects: tuple
     """Note [Version counters of outputs]."""
     flat = list(flat)
     for k, kind, index in shares:
-        out = flat[k]
-        target = _counter_target((kind, index), inputs, flat)
-        if not isinstance(out, torch.Tensor) or not isinstance(target, torch.Tensor) or out is target:
-            continue
-        flat[k] = _with_counter_of(target, out)
+        flat[k] = _with_counter_of(_counter_target((kind, index), inputs, flat), flat[k])
     for k, j in same_objects:
         flat[k] = flat[j]
     return flat
@@ -709,11 +703,11 @@ def _counter_target(share: tuple[str, int], inputs: list, flat: list):
 
 def _with_counter_of(target: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     """``out``'s memory, geometry and history on a tensor sharing ``target``'s version counter (Note [Version
-    counters of outputs]); ``out`` itself where that cannot be made (another dtype, a subclass) or is so already."""
-    if type(out) is not torch.Tensor or type(target) is not torch.Tensor or out.layout != torch.strided \
-            or out.dtype != target.dtype or out.device != target.device or target.is_inference() \
-            or out.is_inference() \
-            or shares_version_counter(target, out):
+    counters of outputs]); ``out`` itself where that cannot be made (another dtype, a subclass, no tensor) or is so
+    already (``target`` itself)."""
+    if out is target or type(out) is not torch.Tensor or type(target) is not torch.Tensor \
+            or out.layout != torch.strided or out.dtype != target.dtype or out.device != target.device \
+            or target.is_inference() or out.is_inference() or shares_version_counter(target, out):
         return out
     alias = target.detach()
     version = alias._version
