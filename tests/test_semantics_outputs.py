@@ -1809,6 +1809,36 @@ def test_grad_mode_switched_on_inside_a_call_under_no_grad_is_eagers_or_refused(
         assert_same_records(call(compile_with(how, f, on_unsupported="eager")), expected)
 
 
+@pytest.mark.parametrize("how", HOW)
+@pytest.mark.parametrize("returns, reaches", [("a", False), ("a, t0", True), ("a * 1, t0.detach()", False)])
+def test_expanded_input_written_under_no_grad_then_read_under_enable_grad(how, returns, reaches):
+    """--semantics12 seed 14604295: an expanded input that requires grad, written in place by a call under no_grad,
+    then read inside an enable_grad region. Its compact stand-in's rebuild was made under the caller's no_grad: a
+    view made there, read under enable_grad after the write, raised autograd's no_grad-view error at the call,
+    where eager's tensor (made with grad) reads fine. Rebuilt with grad, the rebuild itself is no history made
+    inside; what the region does record and returns is refused (Note [Grad mode switched on inside])."""
+    f = defined(f"def f(a):\n    a[::2].zero_()\n    with torch.enable_grad():\n        t0 = (a * a).sum()\n"
+                f"    return {returns}")
+
+    def call(fn):
+        leaf = torch.arange(1.0, 5.0).view(1, 4).requires_grad_()
+        a = leaf.clone().expand(4, 4)
+        with torch.no_grad():
+            out = fn(a)
+        flat = list(out) if isinstance(out, tuple) else [out]
+        records = [(t.detach().clone(), t.requires_grad, t.is_leaf) for t in [*flat, a]]
+        a.sum().backward()   # the caller's expand, after the call: its history regenerated over the write
+        return [*records, (leaf.grad, True, True)]
+
+    expected = call(f)
+    if not reaches:
+        assert_same_records(call(compile_with(how, f)), expected)
+        return
+    # at the call under torch.compile too: the expanded entry traces its inner function when first called
+    with pytest.raises(jointgraph.UnsupportedError, match=r"Tensor.sum records autograd history under torch.enable_"):
+        call(compile_with(how, f))
+
+
 # Note [Grad mode switched on inside]: torch.inference_mode() inside the function. name -> (f, refused)
 INFERENCE_MODE_INSIDE = {
     # eager's result is an inference tensor (in-place ops on it outside raise); the compiled one was not

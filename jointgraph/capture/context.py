@@ -320,13 +320,16 @@ class ModeSwitches(torch.overrides.TorchFunctionMode):
         result = func(*args, **(kwargs or {}))
         # a new tensor with history (a view property too: ``w.T``), not an argument handed back (``x.contiguous()``)
         given = pytree.tree_leaves((args, kwargs))   # also inside a list argument (torch.atleast_1d([x, y]))
+        # nor its base (``x._base``, read with a rebuilt input's base its stand-in: fuzz --semantics12 seed 14604295)
+        bases = [a._base for a in given if isinstance(a, torch.Tensor)]
         made = [t for t in (result if isinstance(result, (tuple, list)) else (result,))
-                if isinstance(t, torch.Tensor) and not any(t is a for a in given)]
+                if isinstance(t, torch.Tensor) and not any(t is a for a in given) and not any(t is b for b in bases)]
         # a tensor written in place, and its base, whose history the write changed (fuzz --semantics12 seed
         # 13900026: ``b[0].mul_(3.0)`` of an input under set_grad_enabled(True); ``y[0] = w.sum()``)
         made += [t for t, grad_fn in zip(written, before, strict=True) if _grad_fn(t) is not grad_fn]
         for t in made:
-            if t.requires_grad and _has_history(t) and t not in self.recorded:
+            # a stand-in jointgraph rebuilt is recorded again by the first op of the user's that gives it history
+            if t.requires_grad and _has_history(t) and (t not in self.recorded or t.__dict__.pop(_REBUILT, False)):
                 self.recorded[t] = (_op_name(func), user_source_line())
         return result
 
@@ -344,7 +347,8 @@ class ModeSwitches(torch.overrides.TorchFunctionMode):
                                          "graph does not make", made or user_source_line())   # 13901505: a view)
         for t in tensors if self.watch_history else ():
             for u in (t, t._base) if isinstance(t, torch.Tensor) else ():
-                if u is None or not (u in self.recorded or _custom_history(u)) or not _has_history(u):
+                if u is None or not (u in self.recorded or _custom_history(u)) or not _has_history(u) \
+                        or getattr(u, _REBUILT, False):
                     continue
                 op, source = self.recorded[u] if u in self.recorded else ("a custom autograd.Function", None)
                 raise UnsupportedError(
@@ -352,6 +356,18 @@ class ModeSwitches(torch.overrides.TorchFunctionMode):
                     "inside a function called under torch.no_grad(), and its result reaches the caller: the "
                     "call compiles no backward, so that history would be lost: not supported", source=source,
                     hint='call the function with grad mode on, or pass on_unsupported="eager"')
+
+
+_REBUILT = "_jointgraph_rebuilt_with"
+
+
+def rebuilt_with_history(t: torch.Tensor) -> torch.Tensor:
+    """Mark ``t``, made by jointgraph inside the trace as a stand-in of a caller's tensor that has this history
+    already (runtime/expanded.py: an expanded input rebuilt with grad under a caller's no_grad, fuzz --semantics12
+    seed 14604295): ``ModeSwitches`` does not count its history as made inside until an op of the user's gives it
+    history (a write under enable_grad; reading it after a write under no_grad regenerates its node, as eager's)."""
+    setattr(t, _REBUILT, True)
+    return t
 
 
 def _grad_fn(t: torch.Tensor, stale=None):

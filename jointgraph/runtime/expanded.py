@@ -21,6 +21,7 @@ storage (``t_()``, ``requires_grad_()``, ``set_()``), which the caller's tensor 
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -28,7 +29,7 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
-from ..capture.context import has_internal_overlap
+from ..capture.context import has_internal_overlap, rebuilt_with_history
 from ..capture.inputs import unflattener
 from ..errors import UnsupportedError
 from .epilogue import RefusedCall
@@ -149,7 +150,11 @@ def _rebuilding(fn: Callable, spec, groups: tuple[tuple[int, ...], ...], returne
         leaves = list(masked)
         rebuilt = {}
         for group, c, shape in zip(groups, compacts, shapes, strict=True):
-            x = c.expand(shape)
+            # made with grad as the caller's tensor was, under a caller's no_grad too: a view made under no_grad
+            # has no history, and eager's error for one written, then read under enable_grad (fuzz --semantics12
+            # seed 14604295)
+            with torch.enable_grad() if c.requires_grad else contextlib.nullcontext():
+                x = rebuilt_with_history(c.expand(shape))
             for position in group:
                 leaves[position] = x
             rebuilt[id(x)] = group[0]
