@@ -416,8 +416,11 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         eager_plain, eager_new = _inputs_eager_saves(eager_choices, joint.gm.graph, joint_written)
         eager_itself = frozenset(i for i, info in enumerate(joint.inputs) if info.saved_itself)
         read_as_eager = _inputs_read_as_eager(joint, graphs.saved, eager_choices)
-        # eager saved a tensor `.data =` left on the input's version counter (Note [Assigning .data])
-        kept_counter = {i for i, info in enumerate(joint.inputs) if info.saved_with_kept_counter}
+        # eager saved a tensor `.data =` left on the input's version counter (Note [Assigning .data]), or the input
+        # itself, given another storage after (the graph shows the save on the new storage's value: fuzz
+        # --semantics12 seed 14604092, ``t0 = a * w; a.data = a.data * 2``, a write after the call raises in eager)
+        kept_counter = {i for i, info in enumerate(joint.inputs) if info.saved_with_kept_counter
+                        or info.saved_itself and info.new_storage is not None and info.saved_at is not None}
         eager_plain, eager_new = eager_plain | (kept_counter - set(mutated)), eager_new | (kept_counter & set(mutated))
         # eager saved a tensor on a written input's storage the graph does not show there (a write through an unfold,
         # rewritten onto a clone, that saved its result: capture/inplace.py ExpandedViews.scratch)

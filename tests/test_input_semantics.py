@@ -3622,3 +3622,23 @@ def test_aliased_inputs_no_synthetic_base_can_stand_for_are_refused_saying_why()
     outcome = check(program, CONTENDERS["dynamo"])
     assert outcome.status == "refused" and "no common storage carries both gradients" in outcome.message, \
         outcome.message
+
+
+@pytest.mark.parametrize("contender", ["default", "mincut", "budget", "dynamo"])
+@pytest.mark.parametrize("written", ["a.add_(a)\n    ", ""])
+@pytest.mark.parametrize("given", ["a.data = a.data * 2", "a.set_(a.detach() * 2)"])
+@pytest.mark.parametrize("mutate_outputs", [True, False])
+def test_input_saved_itself_then_given_another_storage_keeps_eagers_version_check(contender, written, given,
+                                                                                  mutate_outputs):
+    """--semantics12 seed 14604092: eager's ``a * w`` saves the input ``a`` itself; ``a.data = ...`` after leaves the
+    saved tensor on ``a``'s version counter, so a write after the call through a view of ``a`` taken before (a
+    returned ``unbind`` row: ``mutate_outputs`` writes it) makes eager's backward raise. The graph shows the save on
+    the new storage's value, and the compiled backward ran, reading values the write had not touched; without the
+    write both read the new data."""
+    program = Program.scenario(
+        f"def f(a):\n    {written}t0 = a * torch.ones((2,), requires_grad=True)\n    t1 = a.unbind(0)[0]\n"
+        f"    {given}\n    return t1, t0",
+        "leaf0 = torch.randn(3, requires_grad=True)\nbase0 = leaf0.clone()\nx0 = base0[1:].detach()\nx0,",
+        mutate_outputs=mutate_outputs)
+    outcome = check(program, CONTENDERS[contender])
+    assert outcome.status == "pass", outcome.message
