@@ -3642,3 +3642,38 @@ def test_input_saved_itself_then_given_another_storage_keeps_eagers_version_chec
         mutate_outputs=mutate_outputs)
     outcome = check(program, CONTENDERS[contender])
     assert outcome.status == "pass", outcome.message
+
+
+@pytest.mark.parametrize("how", ["aot_function", "torch.compile"])
+@pytest.mark.parametrize("written_after", [True, False])
+def test_empty_view_of_an_input_written_with_grad_reaches_the_write_as_eager(how, written_after):
+    """--semantics12 seed 14602540 (through Dynamo, where a graph break passed an empty view beside the input it
+    views): ``relu_(a)`` then ``t1.sum()`` of an empty view ``t1`` of ``a``. Eager's ``t1`` is stale, its
+    regenerated history runs through relu's node, so ``t1.sum()``'s backward alone reaches the leaf (a zero
+    ``.grad``) and checks relu's saved result (a write into it after the call raises). Traced on the inputs'
+    common base, the empty view's ``as_strided`` backward reads no gradient: the gradient was left out as reached
+    by no present tangent (``.grad`` None), relu's saved value unchecked (Note [Tangents that reach a node])."""
+    def f(a, t1):
+        torch.nn.functional.relu(a, inplace=True)
+        return t1.sum(), a.diagonal()
+
+    def run(fn):
+        leaf = torch.arange(-7.0, 8.0).view(5, 3).requires_grad_()
+        x = (leaf * 1)[1:4]
+        out = fn(x, x.diagonal()[1:1])
+        if written_after:
+            out[1].mul_(2)
+        try:
+            out[0].backward()
+        except RuntimeError as exc:
+            return type(exc), "modified by an inplace operation" in str(exc)
+        return leaf.grad
+
+    if how == "torch.compile":
+        torch._dynamo.reset()
+    compiled = jointgraph.aot_function(f) if how == "aot_function" else torch.compile(f, backend="jointgraph")
+    expected, got = run(f), run(compiled)
+    if isinstance(expected, torch.Tensor):
+        torch.testing.assert_close(got, expected)
+    else:
+        assert got == expected == (RuntimeError, True)

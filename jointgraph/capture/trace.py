@@ -110,6 +110,13 @@ class _BackwardOf:
     ``backward_of`` is the output's ``made_by`` read its op's own result (``_saved_output_styles`` in api.py;
     the proxy's own ``meta["seq_nr"]`` is not used: a view replayed under a view input moves it, fuzz seed
     5801356).
+
+    Note [Tangents that reach a node]: each such node's ``meta["reached_from"]`` holds the roots (positions among
+    ``roots``, the tangents') whose autograd graph reaches the autograd node that ran it. Eager's engine runs a
+    node when a root given a gradient reaches it, whatever values flow: a backward that ignores its gradient
+    (``as_strided``'s of an empty view gives zeros, reading none) cuts the data flow of the traced graph, not
+    autograd's path (fuzz --semantics12 seed 14602540: a gradient left out as reached by no present tangent, a
+    saved value's version left unchecked). ``ir.graph.tangent_sources`` counts both.
     """
 
     def __init__(self, roots: list):
@@ -117,38 +124,63 @@ class _BackwardOf:
 
         mode = get_proxy_mode()
         self.graph = mode.tracer.graph if mode is not None else None
-        self.roots = [t.grad_fn for t in roots if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+        self.roots = [(k, t.grad_fn) for k, t in enumerate(roots)
+                      if isinstance(t, torch.Tensor) and t.grad_fn is not None]
         self.handles: list = []
 
     def __enter__(self):
         if self.graph is None:
             return self
-        seen, stack = set(), list(self.roots)
-        while stack:
-            node = stack.pop()
-            if node is None or node in seen:
-                continue
-            seen.add(node)
-            stack.extend(n for n, _ in node.next_functions)
+        reached = _reached_from(self.roots)
+        for node, found in reached.items():
             marks: list = []
             seq = node._sequence_nr()
             self.handles.append(node.register_prehook(lambda _, marks=marks: marks.append(self._last())))
-            self.handles.append(node.register_hook(lambda *_, marks=marks, seq=seq: self._tag(marks.pop(), seq)))
+            self.handles.append(node.register_hook(lambda *_, marks=marks, seq=seq, found=found:
+                                                   self._tag(marks.pop(), seq, found)))
         return self
 
     def _last(self):
         return next(iter(reversed(self.graph.nodes)), None)
 
-    def _tag(self, mark, seq: int) -> None:
+    def _tag(self, mark, seq: int, found: tuple[int, ...]) -> None:
         for node in reversed(self.graph.nodes):
             if node is mark:
                 break
             node.meta.setdefault("backward_of", seq)   # the innermost node's, tagged first
+            node.meta.setdefault("reached_from", found)
 
     def __exit__(self, *exc):
         for handle in self.handles:
             handle.remove()
         return False
+
+
+def _reached_from(roots: list) -> dict:
+    """Per autograd node reachable from ``roots`` ((position, grad_fn) pairs), the positions whose node reaches it
+    (Note [Tangents that reach a node]): nodes in an order where each comes after every node that reaches it
+    (a depth-first post-order, reversed), each passing its set on to the nodes it leads to."""
+    order, seen = [], set()
+    for _, root in roots:
+        stack = [(root, False)]
+        while stack:
+            node, done = stack.pop()
+            if done:
+                order.append(node)
+                continue
+            if node is None or node in seen:
+                continue
+            seen.add(node)
+            stack.append((node, True))
+            stack.extend((n, False) for n, _ in node.next_functions)
+    reached: dict = {node: set() for node in order}
+    for k, root in roots:
+        reached[root].add(k)
+    for node in reversed(order):
+        for n, _ in node.next_functions:
+            if n is not None:
+                reached[n] |= reached[node]
+    return {node: tuple(sorted(found)) for node, found in reached.items()}   # a tuple: kept by the cache's graphs
 
 
 def _mutation_counters(f_inputs: list) -> list:
