@@ -520,7 +520,8 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         storage_checked=storage_checked,
         inputs_saved_itself=itself_read,
         watched_views=_watched_views(outputs, tensor_outs, tangent_positions) if graphs.backward is not None else (),
-        grad_tangents=_prunable_gradients(graphs.backward, len(tangent_positions)),
+        grad_tangents=_prunable_gradients(graphs.backward, len(tangent_positions),
+                                          output_node(joint.gm.graph).meta.get("gradient_reached_from", {})),
         data_views=tuple(k for k, info in enumerate(o for o in outputs if o.carries is None and o.new_value_of is None)
                          if info.via_data),
         counters_of=tuple((k, info.counter_of) for k, info in enumerate(o for o in outputs if o.carries is None
@@ -610,14 +611,17 @@ def _distinct_outputs(forward: torch.fx.GraphModule, tensor_outputs: list, twins
     return tuple(found)
 
 
-def _prunable_gradients(backward: torch.fx.GraphModule | None, n_tangents: int) -> tuple:
+def _prunable_gradients(backward: torch.fx.GraphModule | None, n_tangents: int, reach: dict) -> tuple:
     """``EntryLayout.grad_tangents`` (Note [Gradients no present tangent reaches]): per graph input the
-    tangents its gradient is computed from, None where it reads every tangent or none; () when no
-    gradient can be left out."""
+    tangents its gradient is computed from, or whose autograd graph reaches it carrying a gradient (``reach``,
+    per input: Note [Tangents that reach a node] in capture/trace.py); None where that is every tangent, none, or
+    unknown; () when no gradient can be left out."""
     if backward is None or n_tangents < 2:
         return ()
-    found = tuple(tuple(sorted(deps)) if deps and len(deps) < n_tangents else None
-                  for deps in gradient_tangents(backward.graph))
+    data = gradient_tangents(backward.graph)
+    merged = [None if deps is None or reach.get(i, ()) is None else deps | set(reach.get(i, ()))
+              for i, deps in enumerate(data)]
+    found = tuple(tuple(sorted(deps)) if deps and len(deps) < n_tangents else None for deps in merged)
     return found if any(deps is not None for deps in found) else ()
 
 
@@ -720,6 +724,9 @@ class _TangentReader:
             if node in seen:
                 continue
             seen.add(node)
+            # and the tangents whose autograd graph reaches the node that ran it, which runs (and checks what it
+            # saved) whatever flows (Note [Tangents that reach a node] in capture/trace.py)
+            found.update(node.meta.get("reached_from", ()))
             tangents = self.sources.get(node, frozenset())
             if tangents:
                 found |= tangents

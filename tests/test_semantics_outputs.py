@@ -1839,6 +1839,33 @@ def test_expanded_input_written_under_no_grad_then_read_under_enable_grad(how, r
         call(compile_with(how, f))
 
 
+@pytest.mark.parametrize("how", HOW)
+@pytest.mark.parametrize("write", ["t1[1:1].clamp_(-0.5, 0.5)", "t1.add_(1)", "t1[0] = 2.0",
+                                   "torch.nn.functional.relu(t1, inplace=True)", "torch.add(x.detach(), 1, out=t1)",
+                                   "t1.clone().add_(1)", "x.add_(t1)"])
+def test_in_place_op_on_an_inference_tensor_made_inside_raises_eagers_error_at_the_call(how, write):
+    """--semantics12 seed 14804477: ``t1`` made under ``torch.inference_mode()`` inside the function, then written in
+    place outside it (through an empty view too): eager raises at the call, the trace wrote a plain tensor. A clone,
+    or another tensor written with its values, is no inference tensor."""
+    f = defined(f"def f(x):\n    x = x * 1\n    with torch.inference_mode():\n        t1 = x.sin().clone()\n"
+                f"    {write}\n    return x * 2")
+
+    def call(fn):
+        try:
+            return fn(torch.arange(4.0).view(2, 2).requires_grad_())
+        except RuntimeError as exc:
+            return type(exc), str(exc)
+
+    expected = call(f)
+    compiled = compile_with(how, f)
+    for _ in range(2):   # a second call raises again
+        got = call(compiled)
+        if isinstance(expected, tuple):
+            assert got == expected
+        else:
+            torch.testing.assert_close(got, expected)
+
+
 # Note [Grad mode switched on inside]: torch.inference_mode() inside the function. name -> (f, refused)
 INFERENCE_MODE_INSIDE = {
     # eager's result is an inference tensor (in-place ops on it outside raise); the compiled one was not

@@ -295,6 +295,16 @@ def grad_context(with_backward: bool):
 # ``torch.inference_mode()`` switched on inside is refused where an inference tensor it made is a result (eager's
 # is one: autograd refuses to save it, an in-place op on it outside raises; the compiled one would not be) or where
 # a view taken under it fails inside functionalization. Called under inference mode, the function is traced under it.
+# eager's error for an in-place op on an inference tensor outside inference mode, word for word
+INFERENCE_WRITE_ERROR = ("Inplace update to inference tensor outside InferenceMode is not allowed.You can make a "
+                         "clone to get a normal tensor before doing inplace update.See "
+                         "https://github.com/pytorch/rfcs/pull/17 for more details.")
+_BASE = torch._C.TensorBase.__dict__["_base"]   # the descriptor a ``t._base`` read's ``__get__`` is bound to
+_IN_PLACE_DUNDERS = frozenset({"__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__",
+                               "__imod__", "__ipow__", "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__",
+                               "__imatmul__"})
+
+
 class ModeSwitches(torch.overrides.TorchFunctionMode):
     """Note [Grad mode switched on inside]: entered around the function in the metadata pass."""
 
@@ -312,6 +322,8 @@ class ModeSwitches(torch.overrides.TorchFunctionMode):
                 if isinstance(t, torch.Tensor) and t.is_inference():   # by storage: its views outside have no _base
                     self.inference_made.setdefault(StorageWeakRef(t.untyped_storage()), user_source_line())
             return result
+        if self.inference_made and not torch.is_inference_mode_enabled():
+            self._refuse_inference_write(func, args, kwargs or {})
         if not (self.watch_history and torch.is_grad_enabled()):
             return func(*args, **(kwargs or {}))
         target = args[0] if args and isinstance(args[0], torch.Tensor) else None
@@ -321,7 +333,8 @@ class ModeSwitches(torch.overrides.TorchFunctionMode):
         # a new tensor with history (a view property too: ``w.T``), not an argument handed back (``x.contiguous()``)
         given = pytree.tree_leaves((args, kwargs))   # also inside a list argument (torch.atleast_1d([x, y]))
         # nor its base (``x._base``, read with a rebuilt input's base its stand-in: fuzz --semantics12 seed 14604295)
-        bases = [a._base for a in given if isinstance(a, torch.Tensor)]
+        read_base = getattr(func, "__self__", None) is _BASE
+        bases = [a._base for a in given if isinstance(a, torch.Tensor)] if read_base else ()
         made = [t for t in (result if isinstance(result, (tuple, list)) else (result,))
                 if isinstance(t, torch.Tensor) and not any(t is a for a in given) and not any(t is b for b in bases)]
         # a tensor written in place, and its base, whose history the write changed (fuzz --semantics12 seed
@@ -332,6 +345,18 @@ class ModeSwitches(torch.overrides.TorchFunctionMode):
             if t.requires_grad and _has_history(t) and (t not in self.recorded or t.__dict__.pop(_REBUILT, False)):
                 self.recorded[t] = (_op_name(func), user_source_line())
         return result
+
+    def _refuse_inference_write(self, func, args: tuple, kwargs: dict) -> None:
+        """Eager's error for an in-place op, outside inference mode, on an inference tensor made inside (or a view
+        of one, which functionalization does not mark: found by storage); fuzz --semantics12 seed 14804477,
+        ``t1[1:1].clamp_(...)`` of a ``clone()`` made under it: the trace wrote a plain tensor."""
+        name = getattr(func, "__name__", "")
+        written = [args[0]] if args and isinstance(args[0], torch.Tensor) and (
+            name.endswith("_") and not name.startswith("_") and name != "requires_grad_"
+            or name in _IN_PLACE_DUNDERS or kwargs.get("inplace") is True) else []
+        written += [t for t in pytree.tree_leaves(kwargs.get("out")) if isinstance(t, torch.Tensor)]
+        if any(StorageWeakRef(t.untyped_storage()) in self.inference_made for t in written):
+            raise RuntimeError(INFERENCE_WRITE_ERROR)
 
     def check(self, tensors: list, inference_views: list = ()) -> None:
         """Refuse where one of ``tensors`` (the results, the inputs), or its base, still has history it got under a

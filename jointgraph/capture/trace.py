@@ -111,12 +111,21 @@ class _BackwardOf:
     the proxy's own ``meta["seq_nr"]`` is not used: a view replayed under a view input moves it, fuzz seed
     5801356).
 
-    Note [Tangents that reach a node]: each such node's ``meta["reached_from"]`` holds the roots (positions among
-    ``roots``, the tangents') whose autograd graph reaches the autograd node that ran it. Eager's engine runs a
-    node when a root given a gradient reaches it, whatever values flow: a backward that ignores its gradient
-    (``as_strided``'s of an empty view gives zeros, reading none) cuts the data flow of the traced graph, not
-    autograd's path (fuzz --semantics12 seed 14602540: a gradient left out as reached by no present tangent, a
-    saved value's version left unchecked). ``ir.graph.tangent_sources`` counts both.
+    Note [Tangents that reach a node]
+    ---------------------------------
+    Which tangents a backward value is computed from (``ir.graph.tangent_sources``) is the data flow of the traced
+    graph; eager's engine follows autograd's graph. A backward that ignores its gradient (``as_strided``'s of an
+    empty view gives zeros, reading none) cuts the first, not the second (fuzz --semantics12 seed 14602540:
+    ``relu_(a)``, then ``t1.sum()`` of an empty view of ``a``). Two facts are recorded per trace, both as positions
+    among ``roots`` (the tangents'):
+
+    * each node traced while an autograd node ran gets ``meta["reached_from"]``, the roots whose graph reaches that
+      autograd node. Eager runs it, and unpacks (version-checks) what it saved, whenever one of them has a gradient,
+      whatever flows (``_TangentReader`` in api.py: the checks of saved values);
+    * ``gradient_reach(wrt)``: per tensor differentiated, the roots that reach its gradient edge along edges that
+      carried a gradient (a node returning None for an input, a custom Function's backward, passes nothing on:
+      eager's leaf keeps ``.grad`` None). Gradients are left out (Note [Gradients no present tangent reaches]) only
+      where neither this nor the data flow finds a present tangent.
     """
 
     def __init__(self, roots: list):
@@ -127,28 +136,46 @@ class _BackwardOf:
         self.roots = [(k, t.grad_fn) for k, t in enumerate(roots)
                       if isinstance(t, torch.Tensor) and t.grad_fn is not None]
         self.handles: list = []
+        self.order: list = []
+        self.defined: dict = {}   # autograd node -> per input, whether a run gave it a gradient
 
     def __enter__(self):
         if self.graph is None:
             return self
-        reached = _reached_from(self.roots)
-        for node, found in reached.items():
+        self.order = _in_graph_order(self.roots)
+        reached = _reach(self.order, self.roots, lambda node, j: True)
+        for node in self.order:
             marks: list = []
-            seq = node._sequence_nr()
+            seq, found = node._sequence_nr(), reached[node]
             self.handles.append(node.register_prehook(lambda _, marks=marks: marks.append(self._last())))
-            self.handles.append(node.register_hook(lambda *_, marks=marks, seq=seq, found=found:
-                                                   self._tag(marks.pop(), seq, found)))
+            self.handles.append(node.register_hook(
+                lambda grad_inputs, _, node=node, marks=marks, seq=seq, found=found:
+                self._ran(node, grad_inputs, marks.pop(), seq, found)))
         return self
 
     def _last(self):
         return next(iter(reversed(self.graph.nodes)), None)
 
-    def _tag(self, mark, seq: int, found: tuple[int, ...]) -> None:
-        for node in reversed(self.graph.nodes):
-            if node is mark:
+    def _ran(self, node, grad_inputs: tuple, mark, seq: int, found: tuple[int, ...]) -> None:
+        given = [g is not None for g in grad_inputs]
+        before = self.defined.get(node)
+        self.defined[node] = given if before is None else [a or b for a, b in zip(before, given, strict=True)]
+        for fx_node in reversed(self.graph.nodes):
+            if fx_node is mark:
                 break
-            node.meta.setdefault("backward_of", seq)   # the innermost node's, tagged first
-            node.meta.setdefault("reached_from", found)
+            fx_node.meta.setdefault("backward_of", seq)   # the innermost node's, tagged first
+            fx_node.meta.setdefault("reached_from", found)
+
+    def gradient_reach(self, wrt: list) -> list[tuple[int, ...] | None]:
+        """Per tensor of ``wrt``, after the backward ran: the roots reaching its gradient edge along edges that
+        carried a gradient (None where unknown: no graph traced)."""
+        if self.graph is None:
+            return [None] * len(wrt)
+        reached = _reach(self.order, self.roots, lambda node, j: self.defined.get(node, ())[j:j + 1] == [True],
+                         by_edge=True)
+        edges = [w if isinstance(w, torch.autograd.graph.GradientEdge) else torch.autograd.graph.get_gradient_edge(w)
+                 for w in wrt]   # a new leaf's slot is differentiated through its edge (Note [New leaves])
+        return [reached.get((e.node, e.output_nr), ()) for e in edges]
 
     def __exit__(self, *exc):
         for handle in self.handles:
@@ -156,10 +183,9 @@ class _BackwardOf:
         return False
 
 
-def _reached_from(roots: list) -> dict:
-    """Per autograd node reachable from ``roots`` ((position, grad_fn) pairs), the positions whose node reaches it
-    (Note [Tangents that reach a node]): nodes in an order where each comes after every node that reaches it
-    (a depth-first post-order, reversed), each passing its set on to the nodes it leads to."""
+def _in_graph_order(roots: list) -> list:
+    """The autograd nodes reachable from ``roots`` ((position, grad_fn) pairs), each after every node that leads
+    to it (a depth-first post-order, reversed)."""
     order, seen = [], set()
     for _, root in roots:
         stack = [(root, False)]
@@ -173,14 +199,25 @@ def _reached_from(roots: list) -> dict:
             seen.add(node)
             stack.append((node, True))
             stack.extend((n, False) for n, _ in node.next_functions)
+    return order[::-1]
+
+
+def _reach(order: list, roots: list, through: Callable, by_edge: bool = False) -> dict:
+    """Per autograd node of ``order`` (per (node, input) edge where ``by_edge``), the root positions reaching it
+    along the edges ``through(node, j)`` admits (Note [Tangents that reach a node]); tuples, which the cache's
+    graphs keep."""
     reached: dict = {node: set() for node in order}
+    edges: dict = {}
     for k, root in roots:
         reached[root].add(k)
-    for node in reversed(order):
-        for n, _ in node.next_functions:
-            if n is not None:
+    for node in order:
+        for j, (n, nr) in enumerate(node.next_functions):
+            if n is not None and reached[node] and through(node, j):
                 reached[n] |= reached[node]
-    return {node: tuple(sorted(found)) for node, found in reached.items()}   # a tuple: kept by the cache's graphs
+                if by_edge:
+                    edges.setdefault((n, nr), set()).update(reached[node])
+    found = edges if by_edge else reached
+    return {key: tuple(sorted(ks)) for key, ks in found.items()}
 
 
 def _mutation_counters(f_inputs: list) -> list:
@@ -422,7 +459,7 @@ def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], f
             before = _mutation_counters(f_inputs)
             # eager's backward runs where the caller calls it, outside the autocast region of the call (its
             # forward's casts are nodes already): traced without autocast (fuzz --semantics12 seed 4901076)
-            with _BackwardPhase(), _BackwardOf(diff_outs), torch._C._DisableAutocast():
+            with _BackwardPhase(), (backward_of := _BackwardOf(diff_outs)), torch._C._DisableAutocast():
                 try:
                     flat_wrt = [w for ws in wrt for w in ws]
                     if probe is not None:
@@ -447,6 +484,11 @@ def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], f
                     if not _eager_backward_error(exc):
                         raise   # a tracer's own limit (data-dependent op, ...), not an error eager's backward raises
                     raise BackwardRaises(exc, _differentiable_outputs(meta.outputs), tuple(recorded_idx)) from exc
+                reach, k = backward_of.gradient_reach(flat_wrt), 0   # Note [Tangents that reach a node]
+                for i, ws in zip(grad_idx, wrt, strict=True):
+                    found = reach[k:k + len(ws)]
+                    k += len(ws)
+                    gradient_reach[i] = None if None in found else tuple(sorted({r for f in found for r in f}))
                 refuse_subclass_gradients(got, [names[i] if names else f"arg{i}" for i in grad_idx])
                 by_input = dict(zip(grad_idx, got, strict=True))
                 grads = [from_fun(by_input.get(i)) for i in range(num_inputs)]
@@ -456,6 +498,7 @@ def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], f
 
     bw_mutated: list[int] = []   # inputs the backward mutates, found while tracing it
     made_by: list = []           # per user tensor output: the sequence number of its grad_fn, or None
+    gradient_reach: dict = {}    # per input differentiated: the tangents reaching its gradient (Note [Tangents ...])
     hooks = HookTable()
     tangents = list(meta.tangent_examples)
     with fake_mode:
@@ -493,6 +536,7 @@ def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], f
     out.args = (tuple(out.args[0]),)
     out.meta["roles"] = out_roles
     out.meta["made_by"] = tuple(made_by)
+    out.meta["gradient_reached_from"] = dict(gradient_reach)
     gm = lazy_graph_module(gm, gm.graph)   # passes rewrite it; its code is generated only if printed
     inputs = [dataclasses.replace(info, mutated_in_backward=i in bw_mutated) for i, info in enumerate(meta.inputs)]
     return JointGraph(gm=gm, inputs=inputs, outputs=meta.outputs, out_spec=None,

@@ -298,10 +298,7 @@ def tangent_sources(graph: torch.fx.Graph) -> dict[torch.fx.Node, frozenset[int]
     sources: dict[torch.fx.Node, frozenset[int]] = {t: frozenset((k,)) for k, t in enumerate(tangents)}
     for node in graph.nodes:   # graph order is topological
         if node.op == "call_function":
-            # and the tangents whose autograd graph reaches the node that ran it (Note [Tangents that reach a
-            # node] in capture/trace.py: a backward that reads no gradient still runs where eager's does)
-            sources[node] = frozenset(node.meta.get("reached_from", ())).union(
-                *(sources.get(a, frozenset()) for a in node.all_input_nodes))
+            sources[node] = frozenset().union(*(sources.get(a, frozenset()) for a in node.all_input_nodes))
     return sources
 
 

@@ -53,6 +53,10 @@ def cse(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
             # ``t1``, which saved its own result, does not raise)
             continue
         else:
+            # the merged node runs where either ran (Note [Tangents that reach a node] in capture/trace.py)
+            reached = node.meta.get("reached_from")
+            if reached is not None:
+                previous.meta["reached_from"] = tuple(sorted({*previous.meta.get("reached_from", ()), *reached}))
             node.replace_all_uses_with(previous)
             graph.erase_node(node)
     gm.recompile()

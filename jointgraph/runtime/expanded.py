@@ -21,7 +21,6 @@ storage (``t_()``, ``requires_grad_()``, ``set_()``), which the caller's tensor 
 
 from __future__ import annotations
 
-import contextlib
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -153,8 +152,11 @@ def _rebuilding(fn: Callable, spec, groups: tuple[tuple[int, ...], ...], returne
             # made with grad as the caller's tensor was, under a caller's no_grad too: a view made under no_grad
             # has no history, and eager's error for one written, then read under enable_grad (fuzz --semantics12
             # seed 14604295)
-            with torch.enable_grad() if c.requires_grad else contextlib.nullcontext():
-                x = rebuilt_with_history(c.expand(shape))
+            if c.requires_grad:
+                with torch.enable_grad():
+                    x = rebuilt_with_history(c.expand(shape))
+            else:
+                x = c.expand(shape)
             for position in group:
                 leaves[position] = x
             rebuilt[id(x)] = group[0]

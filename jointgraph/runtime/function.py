@@ -921,7 +921,9 @@ def _distinct(outs, positions: tuple[tuple[int, int], ...]) -> list:
 # make the engine run the nodes behind that input (whose saved values may have been modified:
 # a version error eager does not raise, fuzz seed 150108) and give a leaf a zero ``.grad`` where
 # eager leaves None. ``EntryLayout.grad_tangents`` (from the backward graph, ``gradient_tangents``)
-# says which tangents each gradient is computed from; such gradients are returned as None. The
+# says which tangents each gradient is computed from, or reaches along autograd's graph carrying a gradient (Note
+# [Tangents that reach a node] in capture/trace.py: a backward reading no gradient, an empty view's, still leads on);
+# gradients no present one reaches are returned as None. The
 # engine still calls the nodes behind them, with no gradient at all (it schedules by the graph,
 # not by what flowed): a step node called so returns None at once, without its version checks.
 
