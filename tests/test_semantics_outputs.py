@@ -1842,7 +1842,11 @@ def test_expanded_input_written_under_no_grad_then_read_under_enable_grad(how, r
 @pytest.mark.parametrize("how", HOW)
 @pytest.mark.parametrize("write", ["t1[1:1].clamp_(-0.5, 0.5)", "t1.add_(1)", "t1[0] = 2.0",
                                    "torch.nn.functional.relu(t1, inplace=True)", "torch.add(x.detach(), 1, out=t1)",
-                                   "t1.clone().add_(1)", "x.add_(t1)"])
+                                   "t1.clone().add_(1)", "x.add_(t1)",
+                                   # review of cabd686: a detach() or .data of one has a counter of its own, a view
+                                   # of that none; detach_() writes nothing; a foreach op writes its list
+                                   "t1.detach().add_(1)", "t1.data.add_(1)", "t1.detach_()", "t1[1:].detach().add_(1)",
+                                   "t1.detach().view(-1).add_(1)", "torch._foreach_add_([t1], 1.0)"])
 def test_in_place_op_on_an_inference_tensor_made_inside_raises_eagers_error_at_the_call(how, write):
     """--semantics12 seed 14804477: ``t1`` made under ``torch.inference_mode()`` inside the function, then written in
     place outside it (through an empty view too): eager raises at the call, the trace wrote a plain tensor. A clone,

@@ -299,6 +299,8 @@ def grad_context(with_backward: bool):
 INFERENCE_WRITE_ERROR = ("Inplace update to inference tensor outside InferenceMode is not allowed.You can make a "
                          "clone to get a normal tensor before doing inplace update.See "
                          "https://github.com/pytorch/rfcs/pull/17 for more details.")
+_DATA = torch._C.TensorBase.__dict__["data"]   # the descriptor a ``t.data`` read's ``__get__`` is bound to
+_NO_DATA_WRITE = frozenset({"requires_grad_", "detach_", "share_memory_"})   # in place, but write no element
 _BASE = torch._C.TensorBase.__dict__["_base"]   # the descriptor a ``t._base`` read's ``__get__`` is bound to
 _IN_PLACE_DUNDERS = frozenset({"__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__",
                                "__imod__", "__ipow__", "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__",
@@ -314,6 +316,9 @@ class ModeSwitches(torch.overrides.TorchFunctionMode):
         self.inference = torch.is_inference_mode_enabled()
         self.recorded = WeakTensorKeyDictionary()   # a result with history -> (op, the user's source line)
         self.inference_made: dict = {}   # the storage of an inference tensor made inside -> the source line
+        # inference tensors made inside, their views and detach()es taken outside -> whether an in-place op on one
+        # outside inference mode raises in eager (it has no version counter: not a detach() or .data of one)
+        self.inference_tensors = WeakTensorKeyDictionary()
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if not self.inference and torch.is_inference_mode_enabled():
@@ -321,9 +326,14 @@ class ModeSwitches(torch.overrides.TorchFunctionMode):
             for t in result if isinstance(result, (tuple, list)) else (result,):
                 if isinstance(t, torch.Tensor) and t.is_inference():   # by storage: its views outside have no _base
                     self.inference_made.setdefault(StorageWeakRef(t.untyped_storage()), user_source_line())
+                    self.inference_tensors[t] = True
             return result
-        if self.inference_made and not torch.is_inference_mode_enabled():
+        if self.inference_tensors and not torch.is_inference_mode_enabled():
             self._refuse_inference_write(func, args, kwargs or {})
+            if not (self.watch_history and torch.is_grad_enabled()):
+                result = func(*args, **(kwargs or {}))
+                self._follow_inference_views(func, args, result)
+                return result
         if not (self.watch_history and torch.is_grad_enabled()):
             return func(*args, **(kwargs or {}))
         target = args[0] if args and isinstance(args[0], torch.Tensor) else None
@@ -344,19 +354,35 @@ class ModeSwitches(torch.overrides.TorchFunctionMode):
             # a stand-in jointgraph rebuilt is recorded again by the first op of the user's that gives it history
             if t.requires_grad and _has_history(t) and (t not in self.recorded or t.__dict__.pop(_REBUILT, False)):
                 self.recorded[t] = (_op_name(func), user_source_line())
+        if self.inference_tensors and not torch.is_inference_mode_enabled():
+            self._follow_inference_views(func, args, result)
         return result
 
     def _refuse_inference_write(self, func, args: tuple, kwargs: dict) -> None:
-        """Eager's error for an in-place op, outside inference mode, on an inference tensor made inside (or a view
-        of one, which functionalization does not mark: found by storage); fuzz --semantics12 seed 14804477,
-        ``t1[1:1].clamp_(...)`` of a ``clone()`` made under it: the trace wrote a plain tensor."""
+        """Eager's error for an in-place op, outside inference mode, on an inference tensor made inside or a view of
+        one (which functionalization does not mark; not a ``detach()`` or ``.data`` of one, which eager writes);
+        fuzz --semantics12 seed 14804477, ``t1[1:1].clamp_(...)`` of a ``clone()`` made under it: the trace wrote a
+        plain tensor."""
         name = getattr(func, "__name__", "")
-        written = [args[0]] if args and isinstance(args[0], torch.Tensor) and (
-            name.endswith("_") and not name.startswith("_") and name != "requires_grad_"
-            or name in _IN_PLACE_DUNDERS or kwargs.get("inplace") is True) else []
-        written += [t for t in pytree.tree_leaves(kwargs.get("out")) if isinstance(t, torch.Tensor)]
-        if any(StorageWeakRef(t.untyped_storage()) in self.inference_made for t in written):
+        target = args[0] if args else None
+        written = [] if name in _NO_DATA_WRITE else [*pytree.tree_leaves(target)] if name.startswith("_foreach_") \
+            and name.endswith("_") else [target] if name.endswith("_") and not name.startswith("_") \
+            or name in _IN_PLACE_DUNDERS or kwargs.get("inplace") is True else []
+        written += pytree.tree_leaves(kwargs.get("out"))
+        if any(isinstance(t, torch.Tensor) and self.inference_tensors.get(t) for t in written):
             raise RuntimeError(INFERENCE_WRITE_ERROR)
+
+    def _follow_inference_views(self, func, args: tuple, result) -> None:
+        """Outside inference mode: a view of an inference tensor is one, without a version counter (an in-place op
+        on it raises); its ``detach()`` or ``.data`` is one with a counter of its own (written freely)."""
+        source = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        if source is None or source not in self.inference_tensors:
+            return
+        counted = getattr(func, "__name__", "") == "detach" or getattr(func, "__self__", None) is _DATA
+        storage = StorageWeakRef(source.untyped_storage())
+        for t in result if isinstance(result, (tuple, list)) else (result,):
+            if isinstance(t, torch.Tensor) and t is not source and StorageWeakRef(t.untyped_storage()) == storage:
+                self.inference_tensors[t] = not counted
 
     def check(self, tensors: list, inference_views: list = ()) -> None:
         """Refuse where one of ``tensors`` (the results, the inputs), or its base, still has history it got under a

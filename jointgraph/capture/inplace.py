@@ -1557,6 +1557,8 @@ class ExpandedViews:
         self.fresh = None
         if source is None:
             return False
+        if name == "__setitem__" and _basic_index(rest[0]):   # eager indexes first: its IndexError comes before the
+            target[rest[0]]   # noqa: B018                      write's own checks (fuzz --semantics12 seed 14813336)
         if torch.is_grad_enabled() and multi_output_view(target):
             raise RuntimeError(MULTI_OUTPUT_VIEW_WRITTEN)   # eager's, before its op runs (fuzz seed 1902498)
         if _storage_id(source) != _storage_id(target):

@@ -124,8 +124,11 @@ class _BackwardOf:
       whatever flows (``_TangentReader`` in api.py: the checks of saved values);
     * ``gradient_reach(wrt)``: per tensor differentiated, the roots that reach its gradient edge along edges that
       carried a gradient (a node returning None for an input, a custom Function's backward, passes nothing on:
-      eager's leaf keeps ``.grad`` None). Gradients are left out (Note [Gradients no present tangent reaches]) only
-      where neither this nor the data flow finds a present tangent.
+      eager's leaf keeps ``.grad`` None), through nodes of one output only: the trace ran every root at once, and
+      a node of several outputs may give an input no gradient when only some of them have one (``slogdet``'s for
+      its sign alone, a custom Function with ``set_materialize_grads(False)``: review of cabd686); past those only
+      the data flow counts. Gradients are left out (Note [Gradients no present tangent reaches]) only where neither
+      this nor the data flow finds a present tangent.
     """
 
     def __init__(self, roots: list):
@@ -138,6 +141,7 @@ class _BackwardOf:
         self.handles: list = []
         self.order: list = []
         self.defined: dict = {}   # autograd node -> per input, whether a run gave it a gradient
+        self.outputs: dict = {}   # autograd node -> how many outputs (gradients in) it has
 
     def __enter__(self):
         if self.graph is None:
@@ -149,14 +153,15 @@ class _BackwardOf:
             seq, found = node._sequence_nr(), reached[node]
             self.handles.append(node.register_prehook(lambda _, marks=marks: marks.append(self._last())))
             self.handles.append(node.register_hook(
-                lambda grad_inputs, _, node=node, marks=marks, seq=seq, found=found:
-                self._ran(node, grad_inputs, marks.pop(), seq, found)))
+                lambda grad_inputs, grad_outputs, node=node, marks=marks, seq=seq, found=found:
+                self._ran(node, grad_inputs, grad_outputs, marks.pop(), seq, found)))
         return self
 
     def _last(self):
         return next(iter(reversed(self.graph.nodes)), None)
 
-    def _ran(self, node, grad_inputs: tuple, mark, seq: int, found: tuple[int, ...]) -> None:
+    def _ran(self, node, grad_inputs: tuple, grad_outputs: tuple, mark, seq: int, found: tuple[int, ...]) -> None:
+        self.outputs[node] = len(grad_outputs)
         given = [g is not None for g in grad_inputs]
         before = self.defined.get(node)
         self.defined[node] = given if before is None else [a or b for a, b in zip(before, given, strict=True)]
@@ -171,8 +176,8 @@ class _BackwardOf:
         carried a gradient (None where unknown: no graph traced)."""
         if self.graph is None:
             return [None] * len(wrt)
-        reached = _reach(self.order, self.roots, lambda node, j: self.defined.get(node, ())[j:j + 1] == [True],
-                         by_edge=True)
+        reached = _reach(self.order, self.roots, lambda node, j: self.outputs.get(node) == 1
+                         and self.defined.get(node, ())[j:j + 1] == [True], by_edge=True)
         edges = [w if isinstance(w, torch.autograd.graph.GradientEdge) else torch.autograd.graph.get_gradient_edge(w)
                  for w in wrt]   # a new leaf's slot is differentiated through its edge (Note [New leaves])
         return [reached.get((e.node, e.output_nr), ()) for e in edges]
@@ -484,7 +489,9 @@ def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], f
                     if not _eager_backward_error(exc):
                         raise   # a tracer's own limit (data-dependent op, ...), not an error eager's backward raises
                     raise BackwardRaises(exc, _differentiable_outputs(meta.outputs), tuple(recorded_idx)) from exc
-                reach, k = backward_of.gradient_reach(flat_wrt), 0   # Note [Tangents that reach a node]
+                # Note [Tangents that reach a node]; only read where gradients can be left out (several tangents)
+                reach = backward_of.gradient_reach(flat_wrt) if len(diff_outs) > 1 else [()] * len(flat_wrt)
+                k = 0
                 for i, ws in zip(grad_idx, wrt, strict=True):
                     found = reach[k:k + len(ws)]
                     k += len(ws)

@@ -39,7 +39,7 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
-from ..capture.context import treated_as_inputs
+from ..capture.context import rebuilt_with_history, treated_as_inputs
 from ..capture.inplace import analysis, in_place_checks, multi_output_view
 from ..capture.inputs import unflattener
 from ..capture.leaves import shares_version_counter
@@ -354,7 +354,12 @@ def _views_of_bases(fn: Callable, spec, views: tuple, duplicates: tuple, returne
         rebuilt = {}
         for position, size, stride, offset, group, detached, _ in views:
             base = bases[group]   # offsets are the base's own: a fake base need not keep the real one's
-            leaves[position] = base.as_strided(size, stride, base.storage_offset() + offset)
+            if base.requires_grad:   # made with grad as the caller's views were, under a caller's no_grad too
+                with torch.enable_grad():   # (fuzz --semantics12 seed 14814921, runtime/expanded.py's 14604295)
+                    leaves[position] = rebuilt_with_history(base.as_strided(size, stride,
+                                                                            base.storage_offset() + offset))
+            else:
+                leaves[position] = base.as_strided(size, stride, base.storage_offset() + offset)
             if detached:   # another autograd root than the written one's: the write's history is not its
                 leaves[position] = leaves[position].detach()
             rebuilt[id(leaves[position])] = position
