@@ -3606,6 +3606,25 @@ FUZZ_FOUND = {
         "def f(a):\n    t0 = a.split(1)[1]\n    t0.expand(2, 1, 2, 3)[0, 1] = 0.5\n    return t0",
         "leaf0 = torch.randn(6, 2, 3, requires_grad=True)\nbase0 = leaf0.clone()\nx0 = base0[2:5]\nx0,",
         ("default", "mincut", "budget", "dynamo"), "pass"),
+    # fuzz seed 14830166, through Dynamo: ``t0 = a.t()`` before ``a.requires_grad_()`` (a graph break), then
+    # ``t2 = t0.clone()`` before a write through ``a.detach()``: eager's ``t0`` was a leaf of its own when cloned
+    # (no gradient reaches ``a``), the view rebuilt from the common storage sent it into ``a``. Refused by name
+    # where the first read comes before the write; after it, eager's view has regenerated its history into ``a``
+    "view_made_a_leaf_read_before_a_write_through_a_detach": (
+        "def f(a):\n    t0 = a.t()\n    a.requires_grad_()\n    t2 = t0.clone()\n"
+        "    a.detach().reshape(-1).clamp_(-0.5, 0.5)\n    return t2, a, t2.sum()",
+        "base0 = torch.randn(4)\nbase0,", ("dynamo",), "refused"),
+    "view_made_a_leaf_read_after_a_write_through_a_detach": (
+        "def f(a):\n    t0 = a.t()\n    a.requires_grad_()\n    a.detach().reshape(-1).clamp_(-0.5, 0.5)\n"
+        "    t2 = t0.clone()\n    return t2, a, t2.sum()",
+        "base0 = torch.randn(4)\nbase0,", ("dynamo",), "pass"),
+    # fuzz seed 14833228: ``t0 = a.expand(2, 2)`` before ``a.requires_grad_()``, then ``t0[1:].copy_(a)``, a write
+    # through a view of that expand: the rewrite wrote ``a`` itself and raised autograd's leaf error at the call,
+    # where eager raises at the backward. Views of such views are marked too, so the write is refused by name
+    "write_through_a_view_of_an_expand_taken_before_requires_grad": (
+        "def f(a):\n    t0 = a.expand(2, 2)\n    a.requires_grad_()\n    t1 = t0.transpose(0, 1)\n"
+        "    t2 = a * 0.5\n    t0[1:].copy_(a)\n    return t0.unsqueeze(0)",
+        "base0 = torch.randn(4)\nx0 = base0[::2]\nx0,", ("default", "mincut"), "refused"),
 }
 
 

@@ -901,6 +901,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             self._note_viewed_from(func, name, target, result)
         if a_view and self._regeometried.get(target):
             self._regeometried[result] = True
+        if a_view and self._views_before_requires_grad.get(target):   # a view of one hangs off it (fuzz seed
+            self._views_before_requires_grad[result] = True            # 14833228: t0[1:].copy_(a), t0 an expand)
         if a_view and self._views_given_data.get(target) is not None:   # it shares the view's version counter
             self._views_given_data[result] = self._views_given_data.get(target)
         if a_view and self.analyze and name != "__get__" and func is not _GET_DATA:

@@ -154,12 +154,16 @@ def _refuse_views_made_leaves(group: tuple, members: list, layout, moving: set) 
     that the function writes (Dynamo passes such views between graphs: fuzz seeds 4203628, 4204528). Eager's
     view requires grad but has no history (it is a leaf of its own, with its own ``.grad``) until a write
     moves its root's version; rebuilt from the differentiable base, its gradient went into the root. Only
-    where a gradient reaches that view (an output computed from it, or a view of it) and no write in the
-    group moves the version (writes through ``.data``; ``moving``: the inputs whose writes move it)."""
-    if not torch.is_grad_enabled() or any(i in moving for i in group):
+    where a gradient reaches that view (an output computed from it, or a view of it) and autograd first reads it
+    before any write in the group moves the version (none does: writes through ``.data``; ``moving``: the inputs
+    whose writes move it): read after one, eager's view has regenerated its history into the root, as the
+    rebuilt one has (fuzz seed 14830166, through Dynamo: ``t2 = t0.clone()`` before ``a.detach().clamp_()``)."""
+    if not torch.is_grad_enabled():
         return
+    first_read = dict(layout.writes_before_first_reads)   # input -> those written before autograd first read it
     for i, m in zip(group, members, strict=True):
-        if m._base is not None and m.requires_grad and m._base.requires_grad and _leaf_view(m) \
+        moved = any(j in moving for j in first_read[i]) if i in first_read else any(j in moving for j in group)
+        if not moved and m._base is not None and m.requires_grad and m._base.requires_grad and _leaf_view(m) \
                 and (_gradient_reaches(layout, i) or _views_requiring_grad(layout, {i})):
             raise RefusedCall(
                 f"input {i} is a view taken before requires_grad_() on the tensor it views, which shares its "
