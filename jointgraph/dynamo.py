@@ -89,6 +89,7 @@ def _compile_flat_or_refuse(gm: Callable, example_inputs: list, options: Compile
         views_of_plain_tensors,
     )
     from .capture.captured import Recapture
+    from .capture.context import INFERENCE_REQUIRES_GRAD_ERROR, INFERENCE_WRITE_ERROR
     from .capture.fsdp import resharding_of
     from .capture.guards import ambient_state
     from .capture.inplace import ExpandedInputWritten
@@ -144,6 +145,8 @@ def _compile_flat_or_refuse(gm: Callable, example_inputs: list, options: Compile
         except RuntimeError as exc:
             if (refusal := aliased_leaf_refusal(exc, example_inputs)) is not None:
                 raise refusal from exc
+            if str(exc) in (INFERENCE_WRITE_ERROR, INFERENCE_REQUIRES_GRAD_ERROR):   # Dynamo's fakes run these
+                return _compile_per_call(gm, options)   # (fuzz --semantics12 seed 14841966): eager's error, at the call
             if not isinstance(exc, UnsupportedError) \
                     and any(isinstance(x, torch.Tensor) and x._base is not None for x in example_inputs):
                 # Dynamo fakes a view as a view of its autograd base, also one given other data (``t0.data = ...``

@@ -3806,3 +3806,32 @@ def test_aliased_views_written_under_no_grad_then_read_under_enable_grad_in_a_no
     assert [r for _, r in got] == [r for _, r in expected]
     for (g, _), (e, _) in zip(got, expected, strict=True):
         torch.testing.assert_close(g, e)
+
+
+@pytest.mark.parametrize("how", ["aot_function", "torch.compile"])
+def test_aliased_view_the_caller_made_under_no_grad_keeps_eagers_error_in_a_no_grad_call(how):
+    """Review of c8e2fba: views of aliased inputs rebuilt with grad under a caller's no_grad must not rebuild one
+    the caller made under no_grad so: eager reads it under an enable_grad region after a write through another
+    alias and raises autograd's no_grad-view error at the call."""
+    def f(a, b):
+        a.mul_(2)
+        with torch.enable_grad():
+            t = b * 2
+        return t.detach()
+
+    def run(fn):
+        base = torch.arange(1.0, 7.0).requires_grad_() * 1
+        a = base[:3]
+        with torch.no_grad():
+            b = base[3:]
+            try:
+                return fn(a, b)
+            except RuntimeError as exc:
+                return type(exc), "created in no_grad mode" in str(exc)
+
+    if how == "torch.compile":
+        torch._dynamo.reset()
+    compiled = jointgraph.aot_function(f) if how == "aot_function" else torch.compile(f, backend="jointgraph")
+    expected, got = run(f), run(compiled)
+    assert expected == (RuntimeError, True)
+    assert got == expected

@@ -1870,6 +1870,30 @@ def test_in_place_op_on_an_inference_tensor_made_inside_raises_eagers_error_at_t
             torch.testing.assert_close(got, expected)
 
 
+@pytest.mark.parametrize("how", HOW)
+@pytest.mark.parametrize("made_leaf", ["t0.requires_grad_(True)", "t0.view(-1).requires_grad_(True)",
+                                       "t0.detach().requires_grad_()", "t0.clone().requires_grad_()"])
+def test_requires_grad_on_an_inference_tensor_made_inside_raises_eagers_error_at_the_call(how, made_leaf):
+    """--semantics12 seed 14841966: ``t0`` made under ``torch.inference_mode()`` inside, then ``requires_grad_()``
+    on it (or a view or detach() of it) outside: eager raises at the call; the trace made it a new leaf. A clone is
+    no inference tensor."""
+    f = defined(f"def f(x):\n    with torch.inference_mode():\n        t0 = (x * x).sum()\n    t1 = {made_leaf}\n"
+                "    return x * 2")
+
+    def call(fn):
+        try:
+            return fn(torch.arange(3.0))
+        except RuntimeError as exc:
+            return type(exc), str(exc)
+
+    expected = call(f)
+    got = call(compile_with(how, f))
+    if isinstance(expected, tuple):
+        assert got == expected
+    else:
+        torch.testing.assert_close(got, expected)
+
+
 # Note [Grad mode switched on inside]: torch.inference_mode() inside the function. name -> (f, refused)
 INFERENCE_MODE_INSIDE = {
     # eager's result is an inference tensor (in-place ops on it outside raise); the compiled one was not

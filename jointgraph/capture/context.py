@@ -302,6 +302,8 @@ INFERENCE_WRITE_ERROR = ("Inplace update to inference tensor outside InferenceMo
 _DATA = torch._C.TensorBase.__dict__["data"]   # the descriptor a ``t.data`` read's ``__get__`` is bound to
 _NO_DATA_WRITE = frozenset({"requires_grad_", "detach_", "share_memory_"})   # in place, but write no element
 _BASE = torch._C.TensorBase.__dict__["_base"]   # the descriptor a ``t._base`` read's ``__get__`` is bound to
+# and for requires_grad_() on one (capture/leaves.py LeafBinder, which takes requires_grad_() of tensors made inside)
+INFERENCE_REQUIRES_GRAD_ERROR = "Setting requires_grad=True on inference tensor outside InferenceMode is not allowed."
 _IN_PLACE_DUNDERS = frozenset({"__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__",
                                "__imod__", "__ipow__", "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__",
                                "__imatmul__"})
@@ -383,6 +385,7 @@ class ModeSwitches(torch.overrides.TorchFunctionMode):
         for t in result if isinstance(result, (tuple, list)) else (result,):
             if isinstance(t, torch.Tensor) and t is not source and StorageWeakRef(t.untyped_storage()) == storage:
                 self.inference_tensors[t] = not counted
+                setattr(t, _INFERENCE_VIEW, True)   # for LeafBinder's requires_grad_() (inference_in_eager)
 
     def check(self, tensors: list, inference_views: list = ()) -> None:
         """Refuse where one of ``tensors`` (the results, the inputs), or its base, still has history it got under a
@@ -407,6 +410,15 @@ class ModeSwitches(torch.overrides.TorchFunctionMode):
                     "inside a function called under torch.no_grad(), and its result reaches the caller: the "
                     "call compiles no backward, so that history would be lost: not supported", source=source,
                     hint='call the function with grad mode on, or pass on_unsupported="eager"')
+
+
+_INFERENCE_VIEW = "_jointgraph_inference_view"
+
+
+def inference_in_eager(t: torch.Tensor) -> bool:
+    """``t`` is an inference tensor in eager: one, or a view or detach() taken outside inference mode of one made
+    inside, which the trace's tensors do not say (``ModeSwitches`` marks those)."""
+    return t.is_inference() or getattr(t, _INFERENCE_VIEW, False)
 
 
 _REBUILT = "_jointgraph_rebuilt_with"

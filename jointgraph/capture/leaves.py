@@ -45,7 +45,16 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from ..errors import UnsupportedError, user_source_line
 from ..ir.sizes import extent
-from .context import _AS_INPUTS, _REQUIRES_GRAD, from_fun, geometry, shares_version_counter, static
+from .context import (
+    _AS_INPUTS,
+    _REQUIRES_GRAD,
+    INFERENCE_REQUIRES_GRAD_ERROR,
+    from_fun,
+    geometry,
+    inference_in_eager,
+    shares_version_counter,
+    static,
+)
 from .inplace import VIEW_OF_MODIFIED_BASE, analysis
 
 
@@ -165,6 +174,8 @@ class LeafBinder(torch.overrides.TorchFunctionMode):
             and id(tensor) not in self.inputs and id(tensor) not in getattr(_AS_INPUTS, "ids", ())
 
     def _bind(self, tensor: torch.Tensor) -> torch.Tensor:
+        if inference_in_eager(tensor) and not torch.is_inference_mode_enabled():   # eager's error, at the call (fuzz
+            raise RuntimeError(INFERENCE_REQUIRES_GRAD_ERROR)                 # --semantics12 seed 14841966)
         checks = analysis()
         if checks is not None:
             checks.note_new_leaf(tensor)

@@ -207,6 +207,14 @@ def _refuse_views_dropping_elements(group: tuple, members: list, layout, written
                 "the view rebuilt from the inputs' common storage reaches them")
 
 
+_NO_GRAD_MODE = torch._C._autograd.CreationMeta.NO_GRAD_MODE
+
+
+def _made_under_no_grad(t: torch.Tensor) -> bool:
+    """``t`` is a view the caller made under no_grad."""
+    return t._base is not None and torch._C._autograd._get_creation_meta(t) == _NO_GRAD_MODE
+
+
 def _gradient_reaches(layout, i: int) -> bool:
     """The backward of the entry traced on the inputs apart gives graph input ``i`` a gradient."""
     return bool(layout.tangent_positions) and i < len(layout.grad_inputs) and layout.grad_inputs[i] \
@@ -341,7 +349,8 @@ def _views_requiring_grad(layout, members: set) -> bool:
 
 
 def _views_of_bases(fn: Callable, spec, views: tuple, duplicates: tuple, returned: dict,
-                    refreshed: set, viewed: dict, detached_bases: frozenset = frozenset()) -> Callable:
+                    refreshed: set, viewed: dict, detached_bases: frozenset = frozenset(),
+                    no_grad_views: frozenset = frozenset()) -> Callable:
     """``fn`` over (bases, other leaves): each view leaf rebuilt from its base, a repeated leaf
     (``duplicates``: (position, first position)) as the same object. ``returned`` receives, at
     trace time, which flat outputs are those rebuilt leaves themselves; ``refreshed``, the positions
@@ -358,8 +367,8 @@ def _views_of_bases(fn: Callable, spec, views: tuple, duplicates: tuple, returne
         rebuilt = {}
         for position, size, stride, offset, group, detached, _ in views:
             base = bases[group]   # offsets are the base's own: a fake base need not keep the real one's
-            if base.requires_grad:   # made with grad as the caller's views were, under a caller's no_grad too
-                with torch.enable_grad():   # (fuzz --semantics12 seed 14814921, runtime/expanded.py's 14604295)
+            if base.requires_grad and position not in no_grad_views:   # made with grad as the caller's view was,
+                with torch.enable_grad():   # under a caller's no_grad too (fuzz --semantics12 seed 14814921)
                     leaves[position] = rebuilt_with_history(base.as_strided(size, stride,
                                                                             base.storage_offset() + offset))
             else:
@@ -558,14 +567,17 @@ class SyntheticBases:
         duplicates = tuple(sorted((p, positions[i]) for p, i in layout.signature.duplicate_of.items()
                                   if i in members_of))
         detached_bases = frozenset(g for g, b in enumerate(bases) if b._base is None)
-        key = (tuple(views), duplicates, spec, detached_bases)
+        # members the caller made under no_grad are rebuilt so (review of c8e2fba: eager's error for reading one
+        # under grad mode after a write through another)
+        no_grad_views = frozenset(positions[i] for i in members_of if _made_under_no_grad(leaves[positions[i]]))
+        key = (tuple(views), duplicates, spec, detached_bases, no_grad_views)
         found = self._inner.get(key)
         if found is None:
             returned: dict[int, int] = {}
             refreshed: set[int] = set()
             viewed: dict[int, int] = {}
             inner_fn = _views_of_bases(self.fn, spec, tuple(views), duplicates, returned, refreshed, viewed,
-                                       detached_bases)
+                                       detached_bases, no_grad_views)
             found = self._inner[key] = (self.make_compiled(inner_fn), returned, refreshed, viewed)
         inner, returned, refreshed, viewed = found
         masked = list(leaves)
