@@ -619,7 +619,7 @@ def _prunable_gradients(backward: torch.fx.GraphModule | None, n_tangents: int, 
     if backward is None or n_tangents < 2:
         return ()
     data = gradient_tangents(backward.graph)
-    merged = [None if deps is None or reach.get(i, ()) is None else deps | set(reach.get(i, ()))
+    merged = [None if deps is None or (reached := reach.get(i, ())) is None else deps | set(reached)
               for i, deps in enumerate(data)]
     found = tuple(tuple(sorted(deps)) if deps and len(deps) < n_tangents else None for deps in merged)
     return found if any(deps is not None for deps in found) else ()

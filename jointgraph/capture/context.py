@@ -9,6 +9,7 @@ import contextlib
 import functools
 import math
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -330,18 +331,23 @@ class ModeSwitches(torch.overrides.TorchFunctionMode):
                     self.inference_made.setdefault(StorageWeakRef(t.untyped_storage()), user_source_line())
                     self.inference_tensors[t] = True
             return result
-        if self.inference_tensors and not torch.is_inference_mode_enabled():
+        outside = bool(self.inference_tensors) and not torch.is_inference_mode_enabled()   # of inference made inside
+        if outside:
             self._refuse_inference_write(func, args, kwargs or {})
-            if not (self.watch_history and torch.is_grad_enabled()):
-                result = func(*args, **(kwargs or {}))
-                self._follow_inference_views(func, args, result)
-                return result
-        if not (self.watch_history and torch.is_grad_enabled()):
-            return func(*args, **(kwargs or {}))
+        if self.watch_history and torch.is_grad_enabled():
+            result = self._recording_history(func, args, kwargs or {})
+        else:
+            result = func(*args, **(kwargs or {}))
+        if outside:
+            self._follow_inference_views(func, args, result)
+        return result
+
+    def _recording_history(self, func, args: tuple, kwargs: dict):
+        """``func``'s result, each tensor it gives history (grad mode switched on in a call under no_grad) noted."""
         target = args[0] if args and isinstance(args[0], torch.Tensor) else None
         written = [t for t in (target, target._base if target is not None else None) if t is not None]
         before = [_grad_fn(t) for t in written]
-        result = func(*args, **(kwargs or {}))
+        result = func(*args, **kwargs)
         # a new tensor with history (a view property too: ``w.T``), not an argument handed back (``x.contiguous()``)
         given = pytree.tree_leaves((args, kwargs))   # also inside a list argument (torch.atleast_1d([x, y]))
         # nor its base (``x._base``, read with a rebuilt input's base its stand-in: fuzz --semantics12 seed 14604295)
@@ -356,8 +362,6 @@ class ModeSwitches(torch.overrides.TorchFunctionMode):
             # a stand-in jointgraph rebuilt is recorded again by the first op of the user's that gives it history
             if t.requires_grad and _has_history(t) and (t not in self.recorded or t.__dict__.pop(_REBUILT, False)):
                 self.recorded[t] = (_op_name(func), user_source_line())
-        if self.inference_tensors and not torch.is_inference_mode_enabled():
-            self._follow_inference_views(func, args, result)
         return result
 
     def _refuse_inference_write(self, func, args: tuple, kwargs: dict) -> None:
@@ -424,11 +428,18 @@ def inference_in_eager(t: torch.Tensor) -> bool:
 _REBUILT = "_jointgraph_rebuilt_with"
 
 
-def rebuilt_with_history(t: torch.Tensor) -> torch.Tensor:
-    """Mark ``t``, made by jointgraph inside the trace as a stand-in of a caller's tensor that has this history
-    already (runtime/expanded.py: an expanded input rebuilt with grad under a caller's no_grad, fuzz --semantics12
-    seed 14604295): ``ModeSwitches`` does not count its history as made inside until an op of the user's gives it
-    history (a write under enable_grad; reading it after a write under no_grad regenerates its node, as eager's)."""
+def rebuilt_as_the_callers(make: Callable[[], torch.Tensor], with_grad: bool) -> torch.Tensor:
+    """``make()``, a view jointgraph makes inside the trace as a stand-in of a caller's tensor (an expanded input
+    rebuilt from its compact memory, runtime/expanded.py; a view of aliased inputs rebuilt from their synthetic base,
+    runtime/aliasing.py), made ``with_grad`` as the caller's was, under a caller's no_grad too: a view made under
+    no_grad has no history, and eager's error for one written, then read under enable_grad (fuzz --semantics12 seeds
+    14604295, 14814921). Made with grad, it is marked: ``ModeSwitches`` does not count that history, which the
+    caller's tensor has already, as made inside until an op of the user's gives it history (a write under
+    enable_grad; reading it after a write under no_grad regenerates its node, as eager's)."""
+    if not with_grad:
+        return make()
+    with torch.enable_grad():
+        t = make()
     setattr(t, _REBUILT, True)
     return t
 

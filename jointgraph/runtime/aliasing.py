@@ -39,7 +39,7 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
-from ..capture.context import rebuilt_with_history, treated_as_inputs
+from ..capture.context import rebuilt_as_the_callers, treated_as_inputs
 from ..capture.inplace import analysis, in_place_checks, multi_output_view
 from ..capture.inputs import unflattener
 from ..capture.leaves import shares_version_counter
@@ -367,12 +367,10 @@ def _views_of_bases(fn: Callable, spec, views: tuple, duplicates: tuple, returne
         rebuilt = {}
         for position, size, stride, offset, group, detached, _ in views:
             base = bases[group]   # offsets are the base's own: a fake base need not keep the real one's
-            if base.requires_grad and position not in no_grad_views:   # made with grad as the caller's view was,
-                with torch.enable_grad():   # under a caller's no_grad too (fuzz --semantics12 seed 14814921)
-                    leaves[position] = rebuilt_with_history(base.as_strided(size, stride,
-                                                                            base.storage_offset() + offset))
-            else:
-                leaves[position] = base.as_strided(size, stride, base.storage_offset() + offset)
+            leaves[position] = rebuilt_as_the_callers(   # one the caller made under no_grad is made so
+                lambda base=base, size=size, stride=stride, offset=offset:
+                base.as_strided(size, stride, base.storage_offset() + offset),
+                base.requires_grad and position not in no_grad_views)
             if detached:   # another autograd root than the written one's: the write's history is not its
                 leaves[position] = leaves[position].detach()
             rebuilt[id(leaves[position])] = position

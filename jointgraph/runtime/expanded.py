@@ -28,7 +28,7 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
-from ..capture.context import has_internal_overlap, rebuilt_with_history
+from ..capture.context import has_internal_overlap, rebuilt_as_the_callers
 from ..capture.inputs import unflattener
 from ..errors import UnsupportedError
 from .epilogue import RefusedCall
@@ -149,14 +149,7 @@ def _rebuilding(fn: Callable, spec, groups: tuple[tuple[int, ...], ...], returne
         leaves = list(masked)
         rebuilt = {}
         for group, c, shape in zip(groups, compacts, shapes, strict=True):
-            # made with grad as the caller's tensor was, under a caller's no_grad too: a view made under no_grad
-            # has no history, and eager's error for one written, then read under enable_grad (fuzz --semantics12
-            # seed 14604295)
-            if c.requires_grad:
-                with torch.enable_grad():
-                    x = rebuilt_with_history(c.expand(shape))
-            else:
-                x = c.expand(shape)
+            x = rebuilt_as_the_callers(lambda c=c, shape=shape: c.expand(shape), c.requires_grad)
             for position in group:
                 leaves[position] = x
             rebuilt[id(x)] = group[0]
