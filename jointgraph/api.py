@@ -796,26 +796,37 @@ def _outputs_only_the_plan_reads(values: list, saved_nodes: list, own_outputs: t
                  and storage_root(values[k]) in saved_roots)
 
 
-def _tangents_of(flat: tuple[int, ...] | None, tensor_outs: list, tangent_positions: tuple) -> tuple[int, ...] | None:
+def _tangents_of(flat: tuple[int, ...] | None, outputs: list, tensor_outs: list,
+                 tangent_positions: tuple) -> tuple[int, ...] | None:
     """The tangents (positions among the Function's) of the flat outputs ``flat``; None when unknown or when one has
-    no tangent of its own (a view of an input, whose backward reaches the step through its base)."""
+    no tangent of its own (a view of an input, whose backward reaches the step through its base). A view of another
+    output, regenerated on it, has its base's (fuzz --semantics12 seed 14864621: ``return t0, t1[1:], t1``)."""
     tangent_of = {i: tangent_positions.index(k) for k, i in enumerate(tensor_outs) if k in tangent_positions}
-    if flat is None or any(j not in tangent_of for j in flat):
+    if flat is None:
         return None
-    return tuple(sorted({tangent_of[j] for j in flat}))
+    found = set()
+    for j in flat:
+        seen = set()
+        while j not in tangent_of and outputs[j].kind == "output_view" and j not in seen:
+            seen.add(j)
+            j = outputs[j].input_index
+        if j not in tangent_of:
+            return None
+        found.add(tangent_of[j])
+    return tuple(sorted(found))
 
 
 def _watched_views(outputs: list, tensor_outs: list, tangent_positions: tuple) -> tuple:
     """EntryLayout.watched_views: (flat output, the tangents the backward reads it for) per view the runtime
     regenerates that an op saved as itself (Note [Inputs given new data after the call])."""
-    return tuple((k, _tangents_of(info.saved_itself_by, tensor_outs, tangent_positions))
+    return tuple((k, _tangents_of(info.saved_itself_by, outputs, tensor_outs, tangent_positions))
                  for k, info in enumerate(outputs) if info.saved_itself_by != ())
 
 
 def _outputs_eager_saved(outputs: list, tensor_outs: list, tangent_positions: tuple, known: set) -> list[tuple]:
     """(k, tangents) per user tensor output eager saved a tensor sharing the version counter of
     (``OutputInfo.saved_by``) that the graph's reads do not show, as ``_outputs_the_backward_reads`` gives them."""
-    return [(k, _tangents_of(outputs[i].saved_by, tensor_outs, tangent_positions))
+    return [(k, _tangents_of(outputs[i].saved_by, outputs, tensor_outs, tangent_positions))
             for k, i in enumerate(tensor_outs) if k not in known and outputs[i].saved_by != ()]
 
 

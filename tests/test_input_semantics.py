@@ -2472,6 +2472,28 @@ def test_saved_input_read_through_a_backward_view_is_checked_only_for_its_output
     assert _items_raising(compiled, make, 3) == [0]
 
 
+@pytest.mark.parametrize("how", ["aot_function", "torch.compile"])
+@pytest.mark.parametrize("unfold", [False, True])
+def test_write_into_a_saved_output_is_checked_for_the_outputs_reaching_the_save_through_a_view(how, unfold):
+    """--semantics12 seed 14864621: ``cos`` saves ``t0``, written in place after (it is returned and written again
+    after the call). Eager's check runs only in the backward of the outputs that reach ``cos``: ``t1`` and a view of
+    it the runtime regenerates on ``t1``. That view has no tangent of its own, so the check was made for every
+    output, and ``t0``'s own backward raised."""
+    def f(a):
+        t0 = a + -1.0
+        t1 = t0.cos()
+        t0.mul_(2)
+        return t0, t1.unfold(0, 2, 1) if unfold else t1[1:], t1
+
+    def make():
+        return (torch.randn(6).requires_grad_()[2:5],)
+
+    torch._dynamo.reset()
+    compiled = jointgraph.aot_function(f) if how == "aot_function" else torch.compile(f, backend="jointgraph")
+    assert _items_raising(f, make, 3) == [1, 2]
+    assert _items_raising(compiled, make, 3) == [1, 2]
+
+
 def test_written_input_saved_for_an_unused_output_is_not_checked_for_the_inputs_own_gradient():
     """Fuzz seed 503064: the new value of ``a`` is saved for ``t0 = a.sin()``, whose output is not differentiated;
     ``a`` is written again after the call (Dynamo's next graph does). Differentiating ``a`` itself runs the step's
