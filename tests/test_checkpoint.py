@@ -142,3 +142,33 @@ def test_tracing_selective_checkpointing_leaves_no_node_meta_behind():
     torch._dynamo.reset()
     step = torch.compile(lambda x, w: (x @ w).relu().sum(), backend="aot_eager")
     torch.testing.assert_close(step(x, w), (x @ w).relu().sum())
+
+
+def _reentrant(x, w1, w2):
+    h = checkpoint(_block, x, w1, use_reentrant=True)
+    return checkpoint(_block, h, w2, use_reentrant=True).sum()
+
+
+def test_reentrant_checkpoint_is_refused_by_name_and_runs_under_torch_compile_and_on_unsupported_eager():
+    """A reentrant checkpoint's backward calls backward() inside the autograd.grad the trace takes, which
+    autograd refuses: aot_function raised that RuntimeError at the call ("incompatible with .grad()"), a
+    call the user never made. It is an UnsupportedError naming the checkpoint and the fixes; on_unsupported=
+    "eager" and torch.compile (Dynamo traces the region as a non-reentrant one) give eager's gradients."""
+    def grads(fn):   # autograd.grad is refused by a reentrant checkpoint in eager too: backward()
+        x, w1, w2 = _args_seeded()
+        fn(x, w1, w2).backward()
+        return w1.grad, w2.grad
+
+    expected = grads(_reentrant)
+    with pytest.raises(jointgraph.UnsupportedError, match=r"use_reentrant=True(.|\n)*use_reentrant=False"):
+        jointgraph.aot_function(_reentrant)(*_args())
+    with pytest.warns(UserWarning):
+        got = grads(jointgraph.aot_function(_reentrant, on_unsupported="eager"))
+    torch.testing.assert_close(got, expected)
+    torch._dynamo.reset()
+    torch.testing.assert_close(grads(torch.compile(_reentrant, backend="jointgraph")), expected)
+
+
+def _args_seeded():
+    torch.manual_seed(0)
+    return _args()

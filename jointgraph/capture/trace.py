@@ -353,6 +353,7 @@ class ErrorProbe:
             try:
                 got = torch.autograd.grad([out], wrt, grad_outputs=[tangent], allow_unused=True, retain_graph=True)
             except RuntimeError as exc:
+                _refuse_reentrant_checkpoint(exc)
                 if not _eager_backward_error(exc):
                     raise
                 (outputs if k < len(diff_out_idx) else inputs).append(k)
@@ -393,6 +394,22 @@ _EAGER_BACKWARD_ERRORS = ("modified by an inplace operation", "unsupported opera
 def _eager_backward_error(exc: RuntimeError) -> bool:
     """``exc`` is an error eager's backward raises, not a tracer's own limit (data-dependent op, ...)."""
     return type(exc) is RuntimeError and any(m in str(exc) for m in _EAGER_BACKWARD_ERRORS)
+
+
+def _refuse_reentrant_checkpoint(exc: RuntimeError) -> None:
+    """A reentrant checkpoint's backward runs a nested ``backward()``, which autograd refuses inside the
+    ``autograd.grad`` the trace takes the backward with: eager runs it, so the refusal names it."""
+    if _REENTRANT_CHECKPOINT in str(exc):
+        raise UnsupportedError(
+            "torch.utils.checkpoint(..., use_reentrant=True) cannot be traced by aot_function / aot_module: its "
+            "backward runs a nested backward(), which autograd refuses inside the gradient computation the trace "
+            "takes", hint="pass use_reentrant=False (the same values and gradients; jointgraph then plans the "
+                          "recomputation), compile with torch.compile(backend=\"jointgraph\"), which traces both, "
+                          'or pass on_unsupported="eager"') from exc
+
+
+# The start of the error torch.utils.checkpoint's CheckpointFunction.backward raises under autograd.grad
+_REENTRANT_CHECKPOINT = "When use_reentrant=True, torch.utils.checkpoint is incompatible"
 
 
 _STALE_VIEW = "returned an invalid gradient at index"   # autograd's check of a regenerated view's gradient
@@ -475,6 +492,7 @@ def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], f
                 except GuardOnDataDependentSymNode as exc:   # Note [Unbacked sizes]
                     raise backward_depends_on_values(exc) from exc
                 except RuntimeError as exc:   # a saved value modified in place, ...: eager raises at backward
+                    _refuse_reentrant_checkpoint(exc)
                     if _STALE_VIEW in str(exc):
                         raise stale_view_error("a view taken before an in-place view op on the tensor it views, "
                                                "or on another view of its base, is differentiated: its gradient "
