@@ -53,7 +53,9 @@ def aliased_leaf_refusal(exc: RuntimeError, leaves: list) -> UnsupportedError | 
     def storage(t: torch.Tensor):
         return StorageWeakRef(t.untyped_storage()) if t.numel() > 0 else None
 
-    if storage(tensors[target]) is None or all(storage(tensors[w]) != storage(tensors[target]) for w in written):
+    shared = storage(tensors[target])
+    # an empty written input shares no memory (no storage to compare: fuzz seed 14914997)
+    if shared is None or not any((other := storage(tensors[w])) is not None and other == shared for w in written):
         return None
     return UnsupportedError(f"tracing on the arguments as distinct tensors raised {str(exc).splitlines()[0]!r}, "
                             "but arguments share a storage, and eager's write through one can make another a view "

@@ -3528,6 +3528,13 @@ def test_indexed_fills_through_overlapping_windows_eager_orders_are_refused(body
 
 # name -> (program body, inputs, contenders, status): fuzz programs of the runs on this session's commits
 FUZZ_FOUND = {
+    # fuzz seed 14914997: eager's error for a write into a view of a leaf (``a[-1] = ...``) after a write autograd
+    # recorded into an empty input view: the check of whether the written input shares the leaf's storage
+    # compared with the empty view's missing storage and crashed (AttributeError) instead of raising eager's error
+    "leaf_view_written_after_a_recorded_write_into_an_empty_input": (
+        "def f(a, b, c):\n    c.unsqueeze(0).copy_(c)\n    a[-1] = b.sum()\n    return a",
+        "base0 = torch.randn(3, 2, 2).requires_grad_()\nleaf1 = torch.randn(1).requires_grad_()\n"
+        "base1 = leaf1.clone()\nbase0, base1.expand(2), base1[:-1]", ("default", "mincut", "dynamo"), "pass"),
     # fuzz seed 11902337: ``t0 = a[1:]; a.set_(b.sum()); t1 * t0``: functionalization replays ``t0``'s slice on ``a``'s
     # new, 0-dim geometry and raised PyTorch's slice error at the call, where eager's ``t0`` keeps its own geometry
     # (Note [Views made before an in-place view op]): refused by name, as the other such replays are
