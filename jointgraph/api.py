@@ -390,6 +390,9 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
             kind, index = ("tensor_view", position[info.input_index]) if late else ("output_view", info.input_index)
             plan_entries.append(view_entry(kind, (index, _on_base(info.view_meta, info.view_base), None), fakes,
                                            info.view_base))
+        elif info.replay_base is not None:   # regenerated from that earlier output, as eager's view of it
+            rest = info.view_replay[len(outputs[info.replay_base].view_replay):]
+            plan_entries.append(view_entry("output_view", (info.replay_base, info.view_meta, rest), fakes))
         else:
             plan_entries.append(view_entry("input_view", (info.input_index, info.view_meta, info.view_replay), fakes))
     saved_inputs, saved_copies, saved_aliases, read_outputs, saved_mutated, detach_shared = [], [], [], [], (), ()

@@ -1964,3 +1964,44 @@ def test_assigning_grad_inside_is_refused_by_aot_function_and_eagers_through_dyn
     assert (actual[1] is None) == (expected[1] is None)
     if expected[1] is not None:
         torch.testing.assert_close(actual[1], expected[1])
+
+
+@pytest.mark.parametrize("how", HOW)
+def test_a_returned_view_of_a_returned_detach_is_a_view_of_that_output(how):
+    """Fuzz seed 14910744: ``t0 = a.detach(); t1 = t0.select(0, -1)``, both returned. Eager's ``t1._base`` is ``t0``,
+    so ``t0.requires_grad_()`` after the call makes ``t1`` require grad and a backward through ``t1`` reaches
+    ``t0``. Each was replayed on the caller's tensor through a detach of its own: ``t1`` never required grad."""
+    def f(a):
+        t0 = a.detach()
+        t1 = t0.select(0, -1)
+        return t0, t1
+
+    def run(fn):
+        x = torch.arange(5.0, requires_grad=True)[2:]
+        t0, t1 = fn(x)
+        facts = [t1._base is t0, t1.requires_grad]
+        t0.requires_grad_()
+        facts.append(t1.requires_grad)
+        (t1.view(-1) * 2).sum().backward()
+        with torch.no_grad():
+            t0.mul_(3)   # t1 shares its memory
+        return facts, t1.item(), t0.grad is None, x.grad is None
+
+    expected = run(f)
+    assert expected == ([True, False, True], 12.0, True, True)
+    assert run(compile_with(how, f)) == expected
+
+
+def test_a_view_made_before_requires_grad_of_its_detached_base_requires_grad_after_a_graph_break():
+    """Fuzz seed 14910744 through Dynamo, which graph-breaks at ``requires_grad_()``: the first graph returns
+    ``t0`` and ``t1``, the second reads ``t1``, which requires grad in eager once ``t0`` does. The result did
+    not require grad (``aot_function`` refuses the program by name: a view taken before ``requires_grad_()``)."""
+    def f(a):
+        t0 = a.detach()
+        t1 = t0.select(0, -1)
+        t0.requires_grad_()
+        return (t1.view(-1) * 2).sum()
+
+    assert f(torch.arange(5.0, requires_grad=True)[2:]).requires_grad
+    out = compile_with("torch.compile", f)(torch.arange(5.0, requires_grad=True)[2:])
+    assert out.requires_grad and out.item() == 8.0

@@ -254,6 +254,8 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
                        and (checks.via_data(out) or flat_fn.slot_of_view(out) is None
                             and _counter_of_its_own(out, call_args, info.input_index)) else info
                        for out, info in zip(flat_outs, outputs, strict=True)]
+            outputs = [_view_of_returned_alias(k, out, info, flat_outs, outputs)
+                       for k, (out, info) in enumerate(zip(flat_outs, outputs, strict=True))]
             checks.settle_saves(flat_outs, call_args)   # Note [When eager saved an input] in capture/inplace.py
             for out in flat_outs:
                 checks.refuse_view_made_leaf(out)
@@ -760,6 +762,26 @@ def _output_view_info(out, flat_outs: list, infos: list[OutputInfo], with_backwa
             return OutputInfo(kind="output_view", requires_grad=requires_grad, input_index=i,
                               view_meta=view_meta, view_base=from_fun(base))
     return None
+
+
+def _view_of_returned_alias(k: int, out, info: OutputInfo, flat_outs: list, infos: list[OutputInfo]) -> OutputInfo:
+    """OutputInfo.replay_base: an input view (replayed, static geometry, no grad, made and returned with no write
+    between) whose autograd ``_base`` is an earlier output, itself such an alias of the input but no view."""
+    def plain(i: OutputInfo) -> bool:
+        return i.kind == "input_view" and i.view_replay is not None and not i.requires_grad and not i.via_data \
+            and not i.made_before_write and not i.made_before_set and not i.written_after \
+            and i.view_meta is not None and static(*i.view_meta[:3])
+
+    base = out._base if isinstance(out, torch.Tensor) and plain(info) else None
+    if base is None:
+        return info
+    for j in range(k):
+        earlier = infos[j]
+        if flat_outs[j] is base and plain(earlier) and not base._is_view() \
+                and len(earlier.view_replay) < len(info.view_replay) \
+                and all(a is b for a, b in zip(earlier.view_replay, info.view_replay, strict=False)):
+            return dataclasses.replace(info, replay_base=j)
+    return info
 
 
 def _views_of_later_outputs(flat_outs: list, infos: list[OutputInfo], with_backward: bool) -> list[OutputInfo]:

@@ -107,6 +107,10 @@ class OutputInfo:
     same_object: int | None = None
     # An input view taken through ``x.data``: its version counter is its own (regenerated from ``x.data``)
     via_data: bool = False
+    # An "input_view" whose autograd base is this earlier user output (flat index), an alias of the input that
+    # is no view (``t0 = x.detach(); return t0, t0[0]``): regenerated from it with the rest of its view ops, so
+    # its ``_base`` is that output, as eager's (a ``requires_grad_()`` on it reaches the view: fuzz seed 14910744)
+    replay_base: int | None = None
     # A "tensor" that ``.data =`` left on this input's version counter (``t = x.detach(); t.data = y``):
     # returned as a detach of the caller's tensor given the value's data (Note [Assigning .data])
     counter_of: int | None = None
