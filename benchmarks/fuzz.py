@@ -143,6 +143,9 @@ def main(argv: list[str] | None = None) -> dict:
                         help="issue 12's writers and oracle steps: requires_grad_ / detach, leaves made inside, "
                         "non-tensor outputs, autocast, globals, programs that raise, outputs modified in place, "
                         "and a guard change (SCALE, autocast, default dtype, no_grad) before a third call")
+    parser.add_argument("--checkpoint", action="store_true",
+                        help="also write torch.utils.checkpoint regions (mostly non-reentrant), recomputed in the "
+                        "backward after the program may have written what they read")
     parser.add_argument("--subclass", action="store_true",
                         help="programs over TwoTensor arguments instead (jointgraph/bench/fuzz_subclass.py)")
     args = parser.parse_args(argv)
@@ -163,6 +166,11 @@ def main(argv: list[str] | None = None) -> dict:
 
         writers = fuzz.Writers({**(writers or {}), **fuzz_semantics.SEMANTICS12_WRITERS},
                                fuzz_semantics.SEMANTICS12_WRITERS.steps)
+    if args.checkpoint:
+        from jointgraph.bench import fuzz_semantics
+
+        writers = writers or fuzz.WRITERS
+        writers = fuzz.Writers({**writers, **fuzz_semantics.CHECKPOINT_WRITERS}, getattr(writers, "steps", ()))
     summary = fuzz.run(args.n, args.seed, [known[n] for n in names], progress=True, writers=writers)
     report(summary, names, args.show, args.minimize, known)
     result = as_json(summary)

@@ -80,15 +80,16 @@ def _serialized(fn: Callable) -> Callable:
 def build_plan(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode,
                options: CompileOptions, *, with_backward: bool, names=None, non_leaf=frozenset(),
                leaf_views=frozenset(), plain_views=frozenset(), debug: bool = False, saved_hooks=None,
-               resharding: Resharding = NO_RESHARDING):
+               resharding: Resharding = NO_RESHARDING, reals: list | None = None):
     """Trace, optimize and partition; return (Plan, JointGraph, SplitGraphs). Runs nothing real.
     ``resharding``: the inputs the caller frees between forward and backward (Note [Inputs the
-    caller reshards] in capture/fsdp.py)."""
+    caller reshards] in capture/fsdp.py). ``reals``: the caller's tensors ``fake_args`` stand for, which a
+    region recomputed in the traced backward may read (capture/captured.py RealInputs)."""
     timings: dict[str, float] = {}
     start = time.perf_counter()
     joint = trace_joint(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward, names=names,
                         non_leaf=non_leaf, leaf_views=leaf_views, plain_views=plain_views,
-                        decompositions=_decompositions(options))
+                        decompositions=_decompositions(options), reals=reals)
     timings["trace"] = time.perf_counter() - start
 
     start = time.perf_counter()
@@ -186,7 +187,7 @@ def plan_call(flat_fn: Callable, signature: FlatSignature, tensors: list, option
                                          non_leaf=non_leaf_inputs(tensors), leaf_views=views_of_leaves(tensors),
                                          plain_views=views_of_plain_tensors(tensors),
                                          saved_hooks=saved_hooks,
-                                         resharding=resharding)
+                                         resharding=resharding, reals=tensors)
     return plan, joint, graphs, fake_mode, fakes
 
 

@@ -49,6 +49,7 @@ def compile_dynamo_graph(gm: torch.fx.GraphModule, example_inputs: list, options
     compiled graph with one flat list.
     """
     _data_reads_as_attribute(gm)
+    _checkpointed_regions_as_eager(gm)
     if any(isinstance(x, (list, tuple, dict)) for x in example_inputs):
         from torch._dynamo.utils import flatten_graph_inputs
 
@@ -261,3 +262,43 @@ def _data_reads_as_attribute(gm: torch.fx.GraphModule) -> None:
             changed = True
     if changed:
         gm.recompile()
+
+
+def _checkpointed_regions_as_eager(gm: torch.fx.GraphModule) -> None:
+    """Note [Activation checkpointing] in passes/checkpoint.py: a region Dynamo captured from
+    ``torch.utils.checkpoint`` without a ``context_fn`` runs, while traced, as the non-reentrant checkpoint
+    runs eagerly (``_recomputed_region``), as ``aot_function`` traces it, instead of through PyTorch's
+    ``tag_activation_checkpoint``, which caches every op's result while compiling and so refused an in-place
+    op inside the region on a result it cached (``nn.ReLU(inplace=True)`` after a ``Linear``), where eager
+    recomputes the region, in place op and all. A region with a selective policy keeps PyTorch's path."""
+    if not isinstance(gm, torch.fx.GraphModule):
+        return
+    hop = getattr(torch.ops.higher_order, "tag_activation_checkpoint", None)
+    changed = False
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or hop is None or node.target is not hop or not node.args \
+                or getattr(node.args[0], "op", None) != "get_attr":
+            continue
+        region = getattr(gm, node.args[0].target, None)
+        if isinstance(region, torch.fx.GraphModule) and "_checkpoint_context_fn" not in region.meta:
+            node.target = _recomputed_region
+            changed = True
+    if changed:
+        gm.recompile()
+
+
+def _recomputed_region(region: torch.fx.GraphModule, *args: Any, **kwargs: Any) -> Any:
+    """One checkpointed region, run as ``torch.utils.checkpoint(..., use_reentrant=False)`` runs it (the
+    kwargs Dynamo kept: ``preserve_rng_state``, ...); the interpreter keeps each node's source line."""
+    import functools
+
+    import torch.fx.traceback as fx_traceback
+    from torch.utils.checkpoint import checkpoint
+
+    kwargs = {k: v for k, v in kwargs.items() if k not in ("use_reentrant", "context_fn")}
+    with fx_traceback.preserve_node_meta():
+        return checkpoint(functools.partial(_interpret, region), *args, use_reentrant=False, **kwargs)
+
+
+def _interpret(region: torch.fx.GraphModule, *args: Any) -> Any:
+    return torch.fx.Interpreter(region).run(*args)

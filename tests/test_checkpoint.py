@@ -172,3 +172,68 @@ def test_reentrant_checkpoint_is_refused_by_name_and_runs_under_torch_compile_an
 def _args_seeded():
     torch.manual_seed(0)
     return _args()
+
+
+class _Block(torch.nn.Module):
+    """A checkpointed block with an in-place op on a result its next op reads (ResNet-style ReLU(inplace=True))."""
+
+    def __init__(self, dropout: float = 0.0):
+        super().__init__()
+        self.body = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(inplace=True),
+                                        torch.nn.Dropout(dropout), torch.nn.Linear(8, 8))
+
+    def forward(self, x):
+        return checkpoint(self.body, x, use_reentrant=False).sum()
+
+
+def _module_grads(model, run, seed: int = 0):
+    model.zero_grad()
+    x = torch.arange(32.0).view(4, 8).div(7).requires_grad_()
+    torch.manual_seed(seed)
+    run(x).backward()
+    return [x.grad, *(p.grad for p in model.parameters())]
+
+
+@pytest.mark.parametrize("partitioner", ["default", "mincut"])
+@pytest.mark.parametrize("dropout", [0.0, 0.5])
+def test_checkpoint_inside_a_modules_forward_compiles_through_aot_module(partitioner, dropout):
+    """aot_module: the region recomputed in the traced backward reads the module's parameters again, after
+    functional_call gave them back: "a real tensor reached the tracer" before. They are the graph's
+    parameter inputs there too (RealInputs), and the recomputed dropout replays the forward's mask."""
+    torch.manual_seed(0)
+    model = _Block(dropout)
+    expected = _module_grads(model, model)
+    got = _module_grads(model, jointgraph.aot_module(model, partitioner=partitioner))
+    torch.testing.assert_close(got, expected)
+
+
+def test_checkpoint_of_a_module_the_function_closes_over_compiles_through_aot_function():
+    """aot_function: the block's parameters are captured tensors (Note [Captured tensors]); the recomputation in
+    the traced backward reads them after CaptureMode let them go."""
+    torch.manual_seed(0)
+    block = _Block(0.5)
+    expected = _module_grads(block, lambda x: block(x))
+    got = _module_grads(block, jointgraph.aot_function(lambda x: block(x)))
+    torch.testing.assert_close(got, expected)
+
+
+@pytest.mark.parametrize("partitioner", ["default", "mincut"])
+def test_in_place_op_inside_a_region_compiles_through_torch_compile(partitioner):
+    """torch.compile: PyTorch's tag_activation_checkpoint caches every op's result while compiling and refused
+    the ReLU's write into the Linear's cached result ("Tensor cached during selective activation checkpoint has
+    been mutated"); the region is traced as aot_function traces it (Note [Activation checkpointing])."""
+    torch.manual_seed(0)
+    model = _Block()
+    expected = _module_grads(model, model)
+    torch._dynamo.reset()
+    got = _module_grads(model, torch.compile(model, backend=jointgraph.backend(partitioner=partitioner)))
+    torch.testing.assert_close(got, expected)
+
+    def exp_then_scaled(x):   # exp saves its result, which the region then writes: eager recomputes up to exp
+        return checkpoint(lambda u: u.exp().mul_(0.5), x, use_reentrant=False).sum()
+
+    x = torch.randn(5, requires_grad=True)
+    (expected,) = torch.autograd.grad(exp_then_scaled(x), x)
+    torch._dynamo.reset()
+    (got,) = torch.autograd.grad(torch.compile(exp_then_scaled, backend="jointgraph")(x), x)
+    torch.testing.assert_close(got, expected)

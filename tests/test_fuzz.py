@@ -452,6 +452,34 @@ def test_semantics12_random_programs_match_eager():
     assert not summary.failures, report
 
 
+def test_checkpoint_writer_programs_match_eager():
+    """``benchmarks/fuzz.py --checkpoint``: torch.utils.checkpoint regions in issue 12's programs (in-place ops
+    inside a region, Note [Activation checkpointing]: through torch.compile they crashed on PyTorch's cache of
+    the region's results). Weighted up here so that most programs have one; the reentrant ones are refused by
+    name under aot_function."""
+    from jointgraph.bench import fuzz_semantics
+
+    writer, _ = fuzz_semantics.CHECKPOINT_WRITERS["checkpoint"]
+    writers = fuzz.Writers({**fuzz_semantics.SEMANTICS12_WRITERS, "checkpoint": (writer, 8.0)},
+                           fuzz_semantics.SEMANTICS12_WRITERS.steps)
+    programs = [fuzz.generate(seed, writers) for seed in range(3300, 3330)]
+    assert sum("torch.utils.checkpoint.checkpoint(" in p.source for p in programs) > 8
+    assert any("use_reentrant=True" in p.source for p in programs)
+    assert any(".mul_(0.5)" in p.source for p in programs)
+    chosen = fuzz.contenders(dynamo_every=2)
+    summary = fuzz.run(len(programs), seed=3300, contenders=[chosen["default"], chosen["dynamo"]], progress=False,
+                       writers=writers)
+    report = "\n\n".join(f"{f.contender}: {f.outcome.message}\n{f.program.render()}" for f in summary.failures)
+    assert not summary.failures, report
+    # the program --semantics12 --checkpoint found: a region writing exp's saved result, after a graph break
+    found = fuzz.generate(14920148, fuzz.Writers({**fuzz_semantics.SEMANTICS12_WRITERS,
+                                                   **fuzz_semantics.CHECKPOINT_WRITERS},
+                                                  fuzz_semantics.SEMANTICS12_WRITERS.steps))
+    assert "u.exp().mul_(0.5)" in found.source and "graph_break" in found.source
+    outcome = fuzz.check(found, fuzz.contenders()["dynamo"])
+    assert outcome.status == "pass", outcome.message
+
+
 # ### TwoTensor programs (jointgraph/bench/fuzz_subclass.py, Note [Tensor subclasses])
 
 

@@ -184,6 +184,22 @@ def _graph_break(scope: _Scope) -> _Statement | None:
     return _Statement("torch._dynamo.graph_break()") if scope.tensors() else None
 
 
+def _checkpoint(scope: _Scope) -> _Statement | None:
+    """``torch.utils.checkpoint.checkpoint`` of a small region: recomputed in the backward (Note [Activation
+    checkpointing]), after the program or the oracle may have written what it read. Mostly non-reentrant; a
+    reentrant one is refused by name under aot_function, and Dynamo traces it."""
+    names = _floats(scope)
+    if not names:
+        return None
+    x = scope.pick(names)
+    body = scope.rng.choice(("u.sin() * 2.0", "u.exp().mul_(0.5)", "torch.tanh(u) + u", "(u * u).relu()",
+                             "u.t().cos()" if scope.env[x].dim() == 2 else "u.cos()"))
+    reentrant = scope.rng.random() < 0.15
+    name = scope.fresh()
+    return _Statement(f"{name} = torch.utils.checkpoint.checkpoint(lambda u: {body}, {x}, "
+                      f"use_reentrant={reentrant})", name, "value")
+
+
 SEMANTICS12_WRITERS: fuzz.Writers = fuzz.Writers({
     **fuzz.WRITERS,
     "detach_requires_grad": (_detach_requires_grad, 1.5),
@@ -199,4 +215,7 @@ SEMANTICS12_WRITERS: fuzz.Writers = fuzz.Writers({
     "functional_in_place": (_functional_in_place, 1.5),
     "grad_mode": (_grad_mode, 0.8),
 }, steps=("guard", "mutate_outputs", "assign_data"))
+
+# Opt-in (``benchmarks/fuzz.py --checkpoint``): a new writer would change every program the seeds above give.
+CHECKPOINT_WRITERS: dict = {"checkpoint": (_checkpoint, 1.0)}
 

@@ -76,14 +76,8 @@ def _is_real(t: Any) -> bool:
         and not is_fake(t)
 
 
-class CaptureMode(torch.overrides.TorchFunctionMode):
-    """Swap every real tensor a torch function receives for its graph input (Note [Captured tensors])."""
-
-    def __init__(self, lifted: dict[int, torch.Tensor]):
-        super().__init__()
-        self.lifted = lifted                       # id(real tensor) -> graph input
-        self.found: dict[int, torch.Tensor] = {}   # real tensors not lifted yet
-        self._stand_ins: dict[int, torch.Tensor] = {}
+class _RealSwap(torch.overrides.TorchFunctionMode):
+    """Swap every real tensor a torch function receives (``_swap``)."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -96,6 +90,56 @@ class CaptureMode(torch.overrides.TorchFunctionMode):
         if isinstance(value, (list, tuple)) and any(map(_is_real, value)):
             return type(value)(self._swap(v) for v in value)
         return self._swap(value)
+
+    def _swap(self, t: Any) -> Any:
+        raise NotImplementedError
+
+
+class RealInputs(_RealSwap):
+    """While the backward is traced: each real tensor the call was given (a parameter, a captured tensor)
+    swapped for the traced input standing for it. A ``torch.utils.checkpoint`` region recomputed there
+    reads them again, after ``functional_call`` (``aot_module``) and ``CaptureMode`` have let them go."""
+
+    def __init__(self, inputs: dict[int, torch.Tensor]):
+        super().__init__()
+        self.inputs = inputs   # id(real tensor) -> the traced input
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is torch.autograd.grad and _traced_backward_call(*args, **(kwargs or {})):
+            return self._gradients(*args, **(kwargs or {}))
+        return super().__torch_function__(func, types, args, kwargs)
+
+    def _gradients(self, outputs, inputs, grad_outputs, retain_graph=None, allow_unused=False, **_):
+        # A mode is off while it handles a call, and autograd.grad is one: the backward, where a recomputed region
+        # reads the real tensors, would run without it. So the trace's call runs the engine itself, as grad does.
+        from torch.autograd.graph import _engine_run_backward
+
+        with self:
+            return _engine_run_backward(tuple(outputs), tuple(grad_outputs), bool(retain_graph), False,
+                                        tuple(inputs), allow_unused, accumulate_grad=False)
+
+    def _swap(self, t: Any) -> Any:
+        return self.inputs.get(id(t), t) if _is_real(t) else t
+
+
+def _traced_backward_call(outputs=None, inputs=None, grad_outputs=None, retain_graph=None, allow_unused=False,
+                          create_graph=False, only_inputs=True, is_grads_batched=False,
+                          materialize_grads=False) -> bool:
+    """``autograd.grad`` called as the trace calls it: sequences of outputs and inputs, a tangent per output."""
+    return isinstance(outputs, (list, tuple)) and isinstance(inputs, (list, tuple)) \
+        and isinstance(grad_outputs, (list, tuple)) and len(grad_outputs) == len(outputs) \
+        and all(isinstance(g, torch.Tensor) for g in grad_outputs) \
+        and not create_graph and not is_grads_batched and not materialize_grads
+
+
+class CaptureMode(_RealSwap):
+    """Swap every real tensor a torch function receives for its graph input (Note [Captured tensors])."""
+
+    def __init__(self, lifted: dict[int, torch.Tensor]):
+        super().__init__()
+        self.lifted = lifted                       # id(real tensor) -> graph input
+        self.found: dict[int, torch.Tensor] = {}   # real tensors not lifted yet
+        self._stand_ins: dict[int, torch.Tensor] = {}
 
     def _swap(self, t: Any) -> Any:
         if not _is_real(t):

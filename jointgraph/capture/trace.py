@@ -36,6 +36,7 @@ from ..errors import UnsupportedError
 from ..ir import InputInfo, JointGraph, Role
 from ..ir.effects import must_run
 from ..ir.graph import lazy_graph_module
+from .captured import RealInputs
 from .context import (
     OLD_STORAGE,
     JointFunctionalMode,
@@ -257,7 +258,8 @@ def _backward_mutations(f_inputs: list, before: list, infos: list[InputInfo]) ->
 def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode,
                 *, with_backward: bool, names: list[str] | None = None,
                 non_leaf: frozenset[int] = frozenset(), leaf_views: frozenset[int] = frozenset(),
-                plain_views: frozenset[int] = frozenset(), decompositions: dict | None = None) -> JointGraph:
+                plain_views: frozenset[int] = frozenset(), decompositions: dict | None = None,
+                reals: list | None = None) -> JointGraph:
     """Trace ``flat_fn`` (forward, and its backward when ``with_backward``) into a JointGraph.
 
     Expects: ``fake_args`` are fake tensors of ``fake_mode`` (leaves with the
@@ -267,7 +269,9 @@ def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fak
     tangent per differentiable output, and whose outputs are the user tensors, the
     new values of mutated inputs, then one gradient (or None) per input; roles on
     every placeholder and on the output node. ``decompositions`` (an op -> function table,
-    e.g. the one Inductor expects) decomposes the ops it names while tracing.
+    e.g. the one Inductor expects) decomposes the ops it names while tracing. ``reals``: the caller's
+    tensors the first ``fake_args`` stand for, swapped for their traced inputs where the backward reads them
+    (a checkpointed region recomputed there reads a module's parameters again: capture/captured.py RealInputs).
     """
     with compiling():
         leaves = LeafSlots(flat_fn, len(fake_args))   # Note [New leaves] in capture/leaves.py
@@ -278,13 +282,14 @@ def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fak
             meta = None
         try:
             return _trace_joint(leaves, fake_args, roles, fake_mode, with_backward=with_backward, names=names,
-                                non_leaf=non_leaf, decompositions=decompositions, meta=meta)
+                                non_leaf=non_leaf, decompositions=decompositions, meta=meta, reals=reals)
         except BackwardRaises as raised:   # Note [Errors in the backward] in runtime/function.py
             error, outputs, inputs = raised.error, raised.outputs, raised.inputs
         probe = ErrorProbe()   # meta was collected with a backward: only a traced backward raises
         try:
             joint = _trace_joint(leaves, fake_args, roles, fake_mode, with_backward=True, names=names,
-                                 non_leaf=non_leaf, decompositions=decompositions, meta=meta, probe=probe)
+                                 non_leaf=non_leaf, decompositions=decompositions, meta=meta, probe=probe,
+                                 reals=reals)
         except BackwardRaises:
             joint = None
         if joint is not None and probe.apart(joint):   # some outputs' backward runs: only the others raise
@@ -293,7 +298,7 @@ def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fak
             inputs = probe.inputs
         else:
             joint = _trace_joint(leaves, fake_args, roles, fake_mode, with_backward=False, names=names,
-                                 non_leaf=non_leaf, decompositions=decompositions)
+                                 non_leaf=non_leaf, decompositions=decompositions, reals=reals)
     # The outputs behind the node that raises are its copies (runtime/function.py, RaisesInBackward); eager's
     # chunk() / split() outputs among them still refuse in-place ops, and their grad_fn once their base was
     # written (fuzz seeds 300283, 310639, 503324; with new leaves' slots the metadata is collected again).
@@ -435,7 +440,8 @@ def _differentiable_outputs(outputs: list) -> tuple[int, ...]:
 
 def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_mode,
                  *, with_backward: bool, names: list[str] | None, non_leaf: frozenset[int],
-                 decompositions: dict | None = None, meta=None, probe: ErrorProbe | None = None) -> JointGraph:
+                 decompositions: dict | None = None, meta=None, probe: ErrorProbe | None = None,
+                 reals: list | None = None) -> JointGraph:
     if meta is None:
         meta = collect_metadata(flat_fn, fake_args, roles, fake_mode, with_backward=with_backward,
                                 non_leaf=non_leaf)
@@ -481,7 +487,9 @@ def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], f
             before = _mutation_counters(f_inputs)
             # eager's backward runs where the caller calls it, outside the autocast region of the call (its
             # forward's casts are nodes already): traced without autocast (fuzz --semantics12 seed 4901076)
-            with _BackwardPhase(), (backward_of := _BackwardOf(diff_outs)), torch._C._DisableAutocast():
+            real_inputs = RealInputs({id(r): call_inputs[i] for i, r in enumerate(reals or ())
+                                      if isinstance(r, torch.Tensor)})
+            with _BackwardPhase(), (backward_of := _BackwardOf(diff_outs)), torch._C._DisableAutocast(), real_inputs:
                 try:
                     flat_wrt = [w for ws in wrt for w in ws]
                     if probe is not None:
