@@ -844,6 +844,13 @@ SCENARIOS = {
 # Refused with UnsupportedError (never wrong): eager's result depends on its kernel's write order,
 # or functionalization cannot express the program.
 REFUSED = {
+    # fuzz --semantics12 --checkpoint seed 14930006: ``.data =`` on an inference tensor made inside, outside
+    # inference mode: the traced set_() keeps a version counter an inference tensor does not have, and the call
+    # crashed with "Inference tensors do not track version counter" (eager runs it): refused by name
+    "assign_data_of_an_inference_tensor_made_inside": (
+        "def f(b):\n    with torch.inference_mode():\n        t2 = b.sin().clone()\n    t2.data = t2.data * 2\n"
+        "    return b.sum()",
+        "leaf = torch.randn(3, requires_grad=True)\nleaf,"),
     # fuzz seed 5600480 (through Dynamo, which calls b.requires_grad_() after the graph): ``t0``, a view of ``b``
     # written through, is returned; ``a`` (a detach of b's storage) beside it: eager's t0 stays a view of b
     "stale_output_view_of_an_input_beside_a_detach_of_its_storage": (

@@ -580,6 +580,11 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             raise UnsupportedError(f".data assigned a tensor of another dtype, device or layout ({what}) is not "
                                    "supported: the traced set_() keeps the tensor's own", source=user_source_line(),
                                    hint='assign a tensor of the same dtype, or pass on_unsupported="eager"')
+        if target.is_inference() or value.is_inference():   # fuzz --semantics12 --checkpoint seed 14930006
+            raise UnsupportedError("'.data =' on (or of) an inference tensor made inside the compiled function is not "
+                                   "supported: an inference tensor has no version counter for the traced set_() to "
+                                   "keep", source=user_source_line(),
+                                   hint='assign a clone made outside inference mode, or pass on_unsupported="eager"')
         self.set_inside = True
         before = _storage_id(target)
         given = self.analyze and before in self._input_bytes and target.requires_grad and target._is_view()
