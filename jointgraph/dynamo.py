@@ -49,7 +49,6 @@ def compile_dynamo_graph(gm: torch.fx.GraphModule, example_inputs: list, options
     compiled graph with one flat list.
     """
     _data_reads_as_attribute(gm)
-    _checkpointed_regions_as_eager(gm)
     if any(isinstance(x, (list, tuple, dict)) for x in example_inputs):
         from torch._dynamo.utils import flatten_graph_inputs
 
@@ -144,6 +143,8 @@ def _compile_flat_or_refuse(gm: Callable, example_inputs: list, options: Compile
         except (SubclassOutputs, ExpandedInputWritten):   # Notes [Tensor subclasses], [Expanded inputs written
             return _compile_per_call(gm, options)           # in place]: aot_function's entries of their own
         except RuntimeError as exc:
+            if _SAC_CACHE_WRITTEN in str(exc) and _checkpointed_regions_as_eager(gm):   # Note [Activation
+                return _compile_flat_or_refuse(gm, example_inputs, options)             # checkpointing]
             if (refusal := aliased_leaf_refusal(exc, example_inputs)) is not None:
                 raise refusal from exc
             if str(exc) in (INFERENCE_WRITE_ERROR, INFERENCE_REQUIRES_GRAD_ERROR):   # Dynamo's fakes run these
@@ -264,15 +265,20 @@ def _data_reads_as_attribute(gm: torch.fx.GraphModule) -> None:
         gm.recompile()
 
 
-def _checkpointed_regions_as_eager(gm: torch.fx.GraphModule) -> None:
-    """Note [Activation checkpointing] in passes/checkpoint.py: a region Dynamo captured from
-    ``torch.utils.checkpoint`` without a ``context_fn`` runs, while traced, as the non-reentrant checkpoint
-    runs eagerly (``_recomputed_region``), as ``aot_function`` traces it, instead of through PyTorch's
-    ``tag_activation_checkpoint``, which caches every op's result while compiling and so refused an in-place
-    op inside the region on a result it cached (``nn.ReLU(inplace=True)`` after a ``Linear``), where eager
-    recomputes the region, in place op and all. A region with a selective policy keeps PyTorch's path."""
+# PyTorch's error when an op inside a checkpointed region writes a result its compile-time cache holds
+_SAC_CACHE_WRITTEN = "Tensor cached during selective activation checkpoint has been mutated"
+
+
+def _checkpointed_regions_as_eager(gm: torch.fx.GraphModule) -> bool:
+    """Note [Activation checkpointing] in passes/checkpoint.py: where PyTorch's ``tag_activation_checkpoint``
+    refused an in-place op inside a region on a result it cached while compiling (``nn.ReLU(inplace=True)``
+    after a ``Linear``; eager recomputes the region, in-place op and all), each region Dynamo captured from
+    ``torch.utils.checkpoint`` without a ``context_fn`` runs, while traced again, as the non-reentrant
+    checkpoint runs eagerly (``_recomputed_region``), as ``aot_function`` traces it. Only then: PyTorch's path
+    tags each region's random ops itself, where the twins' replay pairs them by op and arguments (see Known
+    gaps in docs/semantics.md). A region with a selective policy keeps PyTorch's path. True if one changed."""
     if not isinstance(gm, torch.fx.GraphModule):
-        return
+        return False
     hop = getattr(torch.ops.higher_order, "tag_activation_checkpoint", None)
     changed = False
     for node in gm.graph.nodes:
@@ -285,6 +291,7 @@ def _checkpointed_regions_as_eager(gm: torch.fx.GraphModule) -> None:
             changed = True
     if changed:
         gm.recompile()
+    return changed
 
 
 def _recomputed_region(region: torch.fx.GraphModule, *args: Any, **kwargs: Any) -> Any:

@@ -237,3 +237,49 @@ def test_in_place_op_inside_a_region_compiles_through_torch_compile(partitioner)
     torch._dynamo.reset()
     (got,) = torch.autograd.grad(torch.compile(exp_then_scaled, backend="jointgraph")(x), x)
     torch.testing.assert_close(got, expected)
+
+
+def _stochastic_layer(u, w):
+    return (u @ w).tanh() * (torch.rand(8, 16) > 0.5)
+
+
+def _two_stochastic_regions(x, w1, w2):
+    h = checkpoint(_stochastic_layer, x, w1, use_reentrant=False)
+    return checkpoint(_stochastic_layer, h, w2, use_reentrant=False).sum()
+
+
+def _seeded_grads(fn, *args):
+    torch.manual_seed(1)
+    return torch.autograd.grad(fn(*args), [a for a in args if a.requires_grad])
+
+
+def test_random_ops_alike_in_several_regions_replay_their_own_draws():
+    """Review of 86c7fd8: ``torch.rand(8, 16)`` in two checkpointed regions. The backward recomputes the second
+    region first, and the replay paired each recomputed draw with the first forward draw of its kind: each
+    region got the other's mask. Through torch.compile, PyTorch's region path (kept unless it refuses the
+    region) gives eager's gradients; under aot_function which draw to replay is not known: refused by name."""
+    x, w1, w2 = _args()
+    expected = _seeded_grads(_two_stochastic_regions, x, w1, w2)
+    torch._dynamo.reset()
+    got = _seeded_grads(torch.compile(_two_stochastic_regions, backend="jointgraph"), x, w1, w2)
+    torch.testing.assert_close(got, expected)
+    with pytest.raises(jointgraph.UnsupportedError, match="forward draws with the same arguments"):
+        jointgraph.aot_function(_two_stochastic_regions)(x, w1, w2)
+
+
+def test_a_captured_tensor_written_after_a_region_read_it_stays_refused():
+    """Review of 86c7fd8: a captured tensor the region reads, then written in place by the function. Eager's
+    backward raises the version error; the recomputation read the graph input's new value and raised nothing.
+    Inputs the function writes are left out of RealInputs: refused at the call, as before."""
+    scale = torch.full((16,), 2.0)
+
+    def f(x):
+        y = checkpoint(lambda u, sc: (u * sc).sin(), x, scale, use_reentrant=False)
+        scale.add_(1)
+        return y.sum()
+
+    x = torch.randn(8, 16, requires_grad=True)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        f(x).backward()
+    with pytest.raises(jointgraph.UnsupportedError):
+        jointgraph.aot_function(f)(x).backward()

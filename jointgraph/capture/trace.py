@@ -487,8 +487,12 @@ def _trace_joint(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], f
             before = _mutation_counters(f_inputs)
             # eager's backward runs where the caller calls it, outside the autocast region of the call (its
             # forward's casts are nodes already): traced without autocast (fuzz --semantics12 seed 4901076)
+            # not an input the function writes: eager's recomputation reads the tensor as written, and its
+            # saved-value check of the region's first read is lost on the graph input (refused as before)
             real_inputs = RealInputs({id(r): call_inputs[i] for i, r in enumerate(reals or ())
-                                      if isinstance(r, torch.Tensor)})
+                                      if isinstance(r, torch.Tensor) and i < len(meta.inputs)
+                                      and not meta.inputs[i].mutates_data and meta.inputs[i].new_metadata is None
+                                      and not meta.inputs[i].new_storage})
             with _BackwardPhase(), (backward_of := _BackwardOf(diff_outs)), torch._C._DisableAutocast(), real_inputs:
                 try:
                     flat_wrt = [w for ws in wrt for w in ws]

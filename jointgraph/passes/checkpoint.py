@@ -40,6 +40,7 @@ import torch.fx
 from torch._prims.rng_prims import run_and_save_rng_state, run_with_rng_state
 from torch.utils.checkpoint import CheckpointPolicy
 
+from ..errors import UnsupportedError
 from ..ir.graph_utils import is_random
 from .cse import _freeze
 
@@ -87,6 +88,16 @@ def _replay_random_twins(graph: torch.fx.Graph) -> bool:
         candidates = originals.get(key)
         if not candidates:
             continue
+        if is_random(node) and len(candidates) > 1:
+            # Several forward draws look alike (``torch.rand(4, 8)`` in each region, dropout of one input in two
+            # regions): the backward recomputes the regions last first, and nothing here tells whose draw this
+            # is, so a guess would replay another region's mask (review of 86c7fd8: silently wrong gradients)
+            raise UnsupportedError(
+                f"a random op ({node.target}) recomputed in the backward has {len(candidates)} forward draws with "
+                "the same arguments (in several checkpointed regions, or in and outside one): which one it must "
+                "replay is not known", hint="give each region's random op distinct arguments (a generator, or an "
+                "input of the region), compile with torch.compile(backend=\"jointgraph\"), or pass "
+                'on_unsupported="eager"')
         original = candidates.pop(0) if is_random(node) else candidates[0]
         twin_of[node] = original
         for arg in node.all_input_nodes:
