@@ -3535,6 +3535,13 @@ def test_indexed_fills_through_overlapping_windows_eager_orders_are_refused(body
 
 # name -> (program body, inputs, contenders, status): fuzz programs of the runs on this session's commits
 FUZZ_FOUND = {
+    # fuzz --semantics12 seed 14961841 (older): ``t2 = t1.view(-1).requires_grad_(True); t1.data = ...``, both
+    # returned: eager's leaf t2 still shares t1's version counter (a write into one after the call moves the
+    # other's version); the leaf's fresh slot shared none, silently. Refused by name
+    "leaf_made_of_a_view_of_an_output_given_other_data": (
+        "def f(c):\n    t0 = c.float()\n    t1 = t0.sin() * -1.0\n    t2 = t1.view(-1).requires_grad_(True)\n"
+        "    t1.data = t1.data * 2\n    return t2, t1",
+        "base0 = torch.randint(-3, 4, (2, 4, 2,))\nbase0,", ("default", "mincut"), "refused"),
     # fuzz seed 14914997: eager's error for a write into a view of a leaf (``a[-1] = ...``) after a write autograd
     # recorded into an empty input view: the check of whether the written input shares the leaf's storage
     # compared with the empty view's missing storage and crashed (AttributeError) instead of raising eager's error

@@ -285,6 +285,16 @@ def _describe(leaf: torch.Tensor, where: str | None, outs: list, inputs: list, o
                                hint='set_() the input onto a clone, or pass on_unsupported="eager"')
     returned = False
     for out in outs:
+        if source is None and isinstance(out, torch.Tensor) and out is not leaf \
+                and StorageWeakRef(out.untyped_storage()) != storage and shares_version_counter(out, leaf):
+            # the leaf is a view of an output given other data since (``t2 = t1.view(-1).requires_grad_();
+            # t1.data = ...``): eager's two still share a version counter, which a fresh slot does not
+            # (fuzz --semantics12 seed 14961841)
+            raise UnsupportedError("a leaf created inside the compiled function (requires_grad_(), "
+                                   "requires_grad=True) shares its version counter with another output (a view "
+                                   "of it, or its base, given other data by .data = or set_()): that sharing is "
+                                   "not supported", source=where,
+                                   hint='return a clone of one of them, or pass on_unsupported="eager"')
         if not isinstance(out, torch.Tensor) or StorageWeakRef(out.untyped_storage()) != storage:
             continue
         if out is leaf or out._base is leaf:
