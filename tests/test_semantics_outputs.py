@@ -2005,3 +2005,29 @@ def test_a_view_made_before_requires_grad_of_its_detached_base_requires_grad_aft
     assert f(torch.arange(5.0, requires_grad=True)[2:]).requires_grad
     out = compile_with("torch.compile", f)(torch.arange(5.0, requires_grad=True)[2:])
     assert out.requires_grad and out.item() == 8.0
+
+
+@pytest.mark.parametrize("how", HOW)
+def test_sibling_views_of_an_intermediate_returned_under_no_grad_stay_siblings(how):
+    """Fuzz --semantics12 seed 14961020 (through Dynamo, in the call under no_grad): ``t0.view(-1)`` keeps ``t0``'s
+    geometry, and the graph returned ``t0`` itself for it, so ``t0.split(1)[1]`` came back as a view of that
+    output. Eager's two are siblings: ``requires_grad_()`` on the first (Dynamo runs it after the graph) does
+    not reach the second."""
+    def f(a):
+        t0 = a + a
+        return t0.view(-1), t0.split(1)[1]
+
+    def through_a_break(a):
+        t0 = a + a
+        t1 = t0.split(1)[1]
+        t2 = t0.view(-1).requires_grad_(True)
+        return t2, t1
+
+    def run(fn):
+        base = torch.arange(4.0, requires_grad=True)
+        with torch.no_grad():
+            first, second = fn(base[::2].as_strided((2,), (1,)))
+        return second._base is first, second.requires_grad, second.tolist()
+
+    assert run(compile_with(how, f)) == run(f) == (False, False, [2.0])
+    assert run(compile_with("torch.compile", through_a_break)) == run(through_a_break)

@@ -5,6 +5,9 @@ from __future__ import annotations
 import torch
 import torch.fx
 
+from ..ir import Role
+from ..ir.graph import output_node, placeholders
+
 _VIEWS = (torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default, torch.ops.aten.reshape.default,
           torch.ops.aten.as_strided.default, torch.ops.aten.expand.default)
 
@@ -25,13 +28,20 @@ def remove_noop_views(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     step's autograd.Function, such a view counts as one made inside a custom Function, which autograd
     forbids modifying in place, where eager's ``t0`` can be.
 
+    A graph with no backward runs as it is, no autograd.Function: there a returned view is kept, so that it
+    stays a sibling of the other views of its base, as eager's (``t0.view(-1), t0.split(1)[1]``: the second is
+    no view of the first; fuzz --semantics12 seed 14961020, a call under no_grad through Dynamo, which then
+    made the first a leaf and the second required grad with it).
+
     Expects: a functional joint graph with ``meta["val"]`` on its nodes. Guarantees: the same values;
     views of graph inputs are kept (an output that is an input is the caller's tensor).
     """
     graph = gm.graph
     changed = False
+    backward = any(n.meta.get("role") is Role.TANGENT for n in placeholders(graph))
+    returned = set() if backward else set(output_node(graph).all_input_nodes)
     for node in list(graph.nodes):
-        if node.op != "call_function" or node.target not in _VIEWS:
+        if node.op != "call_function" or node.target not in _VIEWS or node in returned:
             continue
         source = node.args[0]
         if not isinstance(source, torch.fx.Node) or source.op != "call_function":
