@@ -3535,6 +3535,13 @@ def test_indexed_fills_through_overlapping_windows_eager_orders_are_refused(body
 
 # name -> (program body, inputs, contenders, status): fuzz programs of the runs on this session's commits
 FUZZ_FOUND = {
+    # fuzz --semantics12 seed 14961224 (older; through Dynamo, ``b.set_(t0)`` ran at a graph break): inputs sharing
+    # a storage, not views of each other, one written; the returned ``b.detach()`` came back as a detach of the
+    # synthetic base, sharing ``t0``'s version counter where eager's shares ``b``'s
+    "detach_of_an_aliased_input_written_through_it": (
+        "def f(t0, b):\n    b[0] = t0.sum()\n    return b.detach()",
+        "base0 = torch.randn(2)\nt0 = base0.cos()\nbase0.set_(t0)\nt0, base0", ("default", "mincut", "dynamo"),
+        "pass"),
     # fuzz --semantics12 seed 14961841 (older): ``t2 = t1.view(-1).requires_grad_(True); t1.data = ...``, both
     # returned: eager's leaf t2 still shares t1's version counter (a write into one after the call moves the
     # other's version); the leaf's fresh slot shared none, silently. Refused by name

@@ -357,8 +357,8 @@ def _views_of_bases(fn: Callable, spec, views: tuple, duplicates: tuple, returne
     of the leaves whose grad_fn eager regenerated after a recorded write into their storage
     (Note [Writes through a view of an input] in runtime/epilogue.py): the caller's must be too;
     ``viewed``, which flat outputs are views taken from a rebuilt leaf (after any write into it, not through a
-    detach()): its position. ``detached_bases``: the groups whose base is no view of a caller's tensor (several
-    autograd roots, none requiring grad)."""
+    detach()), or its detach() itself: (its position, whether a detach()). ``detached_bases``: the groups whose
+    base is no view of a caller's tensor (several autograd roots, none requiring grad)."""
     group_of = {position: group for position, _, _, _, group, *_ in views}
     detached_members = {position for position, _, _, _, _, detached, _ in views if detached}
 
@@ -396,12 +396,19 @@ def _views_of_bases(fn: Callable, spec, views: tuple, duplicates: tuple, returne
             positions = {id(leaves[position]): position for position, *_ in views}
             for k, v in enumerate(flat):
                 source = checks.viewed_from(v) if isinstance(v, torch.Tensor) and k not in returned else None
+                if source is not None and source[1] and id(source[0]) in positions \
+                        and _geometry(v) == _geometry(source[0]):
+                    # the member's detach() itself: eager's shares the caller's tensor's version counter, not the
+                    # synthetic base's (fuzz --semantics12 seed 14961224, through Dynamo: ``b.set_(t0)`` at a
+                    # graph break, then ``b[0] = t0.sum(); return b.detach()``)
+                    viewed[k] = (positions[id(source[0])], True)
+                    continue
                 # a view made before a write into its storage is stale in eager (its grad_fn is regenerated),
-                # and one taken through detach() is no view of the caller's tensor: both kept as they are
+                # and another taken through detach() is no view of the caller's tensor: both kept as they are
                 if source is None or id(source[0]) not in positions or source[1]:
                     continue
                 if not checks.written_since_made(v):
-                    viewed[k] = positions[id(source[0])]
+                    viewed[k] = (positions[id(source[0])], False)
                 elif group_of[positions[id(source[0])]] in detached_bases \
                         or positions[id(source[0])] in detached_members and not source[0].requires_grad:
                     # also a member of another root rebuilt detached beside one that requires grad (fuzz
@@ -490,15 +497,22 @@ def _remade_if_stale(result: Any, fresh: tuple[int, ...]) -> Any:
     return unflattener(spec)(flat) if remade else result
 
 
-def _view_of_caller(out: torch.Tensor, leaf: torch.Tensor) -> torch.Tensor:
+def _view_of_caller(out: torch.Tensor, leaf: torch.Tensor, detached: bool = False) -> torch.Tensor:
     """``out``, a view the function took of an aliased input and returned, as a view of the caller's
     tensor ``leaf`` rather than of the synthetic base, as eager's: a later ``leaf.requires_grad_()``
-    then reaches it (fuzz seed 3604254, through Dynamo). Only where neither requires grad (no history
-    to keep) and ``out`` still lies on ``leaf``'s storage in its dtype."""
+    then reaches it (fuzz seed 3604254, through Dynamo). ``detached``: ``out`` is the input's ``detach()``,
+    remade as the caller's tensor's, whose version counter it shares. Only where neither requires grad (no
+    history to keep) and ``out`` still lies on ``leaf``'s storage in its dtype."""
     if out.requires_grad or leaf.requires_grad or out.dtype != leaf.dtype \
             or out.untyped_storage().data_ptr() != leaf.untyped_storage().data_ptr():
         return out
+    if detached:
+        return leaf.detach() if _geometry(out) == _geometry(leaf) else out
     return leaf.as_strided(out.shape, out.stride(), out.storage_offset())
+
+
+def _geometry(t: torch.Tensor) -> tuple:
+    return tuple(t.shape), tuple(t.stride()), t.storage_offset()
 
 
 def _raised_while_tracing(exc: BaseException) -> bool:
@@ -657,6 +671,6 @@ class SyntheticBases:
         for k, position in returned.items():
             flat[k] = leaves[position]   # the caller's own tensor, as eager returns it
         remade: dict[int, torch.Tensor] = {}   # one object per object: ``return t, t`` stays one
-        for k, position in viewed.items():
-            flat[k] = remade.setdefault(id(flat[k]), _view_of_caller(flat[k], leaves[position]))
+        for k, (position, detached) in viewed.items():
+            flat[k] = remade.setdefault(id(flat[k]), _view_of_caller(flat[k], leaves[position], detached))
         return unflattener(out_spec)(flat)   # a torch.Size stays one
