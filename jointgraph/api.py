@@ -808,16 +808,11 @@ def _tangents_of(flat: tuple[int, ...] | None, outputs: list, tensor_outs: list,
     tangent_of = {i: tangent_positions.index(k) for k, i in enumerate(tensor_outs) if k in tangent_positions}
     if flat is None:
         return None
-    found = set()
-    for j in flat:
-        seen = set()
-        while j not in tangent_of and outputs[j].kind == "output_view" and j not in seen:
-            seen.add(j)
-            j = outputs[j].input_index
-        if j not in tangent_of:
-            return None
-        found.add(tangent_of[j])
-    return tuple(sorted(found))
+    # an output_view's base is a "tensor" output (capture/metadata.py _output_view_info): one step reaches it
+    based = [outputs[j].input_index if outputs[j].kind == "output_view" else j for j in flat]
+    if any(j not in tangent_of for j in based):
+        return None
+    return tuple(sorted({tangent_of[j] for j in based}))
 
 
 def _watched_views(outputs: list, tensor_outs: list, tangent_positions: tuple) -> tuple:

@@ -14,18 +14,18 @@ Checkpointed regions reach the joint graph in two forms.
   which is what ``preserve_rng_state=True`` promises. Twins pair by op and arguments: where
   several forward draws look alike (``torch.rand(4, 8)`` in two regions) the backward, which
   recomputes the last region first, cannot tell whose draw it replays, and refuses by name.
-  The forward values twins read (the region's inputs, what eager's checkpoint keeps) are tagged to be saved. Through
-  ``aot_module``, or ``aot_function`` over a module it closes over, the recomputation reads
-  the module's parameters again after ``functional_call`` (or ``CaptureMode``) let them go:
-  ``RealInputs`` (capture/captured.py) keeps them the graph's inputs while the backward is
-  traced.
+  The forward values twins read (the region's inputs, what eager's checkpoint keeps) are
+  tagged to be saved. Through ``aot_module``, or ``aot_function`` over a module it closes
+  over, the recomputation reads the module's parameters again after ``functional_call`` (or
+  ``CaptureMode``) let them go: ``RealInputs`` (capture/captured.py) keeps them the graph's
+  inputs while the backward is traced.
 * Through ``torch.compile``, Dynamo wraps a region in ``tag_activation_checkpoint``. PyTorch's
   own path caches every op's result while compiling, and refuses an in-place op on one
   (``nn.ReLU(inplace=True)`` after a ``Linear``), which eager's recomputation runs: such a
   graph is traced again with its regions without a ``context_fn`` in the first form
   (jointgraph/dynamo.py, ``_checkpointed_regions_as_eager``). Otherwise, and for a region with
-  a selective policy, PyTorch's path stands: tracing it tags the region's forward nodes with ``meta["recompute"]`` (a
-  ``CheckpointPolicy``) and an ``ac_graph_id``. The partitioners recompute nodes
+  a selective policy, PyTorch's path stands: tracing it tags the region's forward nodes with
+  ``meta["recompute"]`` (a ``CheckpointPolicy``) and an ``ac_graph_id``. The partitioners recompute nodes
   tagged MUST/PREFER_RECOMPUTE and save nodes tagged MUST/PREFER_SAVE. A region's
   node read by a forward node outside its region is the boundary between two regions
   (or a region and the rest): it is retagged to be saved, so a later region's

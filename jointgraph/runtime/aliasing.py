@@ -39,7 +39,7 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
-from ..capture.context import rebuilt_as_the_callers, treated_as_inputs
+from ..capture.context import geometry, rebuilt_as_the_callers, treated_as_inputs
 from ..capture.inplace import analysis, in_place_checks, multi_output_view
 from ..capture.inputs import unflattener
 from ..capture.leaves import shares_version_counter
@@ -397,7 +397,7 @@ def _views_of_bases(fn: Callable, spec, views: tuple, duplicates: tuple, returne
             for k, v in enumerate(flat):
                 source = checks.viewed_from(v) if isinstance(v, torch.Tensor) and k not in returned else None
                 if source is not None and source[1] and id(source[0]) in positions \
-                        and _geometry(v) == _geometry(source[0]):
+                        and geometry(v) == geometry(source[0]):
                     # the member's detach() itself: eager's shares the caller's tensor's version counter, not the
                     # synthetic base's (fuzz --semantics12 seed 14961224, through Dynamo: ``b.set_(t0)`` at a
                     # graph break, then ``b[0] = t0.sum(); return b.detach()``)
@@ -507,12 +507,9 @@ def _view_of_caller(out: torch.Tensor, leaf: torch.Tensor, detached: bool = Fals
             or out.untyped_storage().data_ptr() != leaf.untyped_storage().data_ptr():
         return out
     if detached:
-        return leaf.detach() if _geometry(out) == _geometry(leaf) else out
+        return leaf.detach() if geometry(out) == geometry(leaf) else out
     return leaf.as_strided(out.shape, out.stride(), out.storage_offset())
 
-
-def _geometry(t: torch.Tensor) -> tuple:
-    return tuple(t.shape), tuple(t.stride()), t.storage_offset()
 
 
 def _raised_while_tracing(exc: BaseException) -> bool:
