@@ -3885,3 +3885,47 @@ def test_aliased_view_the_caller_made_under_no_grad_keeps_eagers_error_in_a_no_g
     expected, got = run(f), run(compiled)
     assert expected == (RuntimeError, True)
     assert got == expected
+
+
+@pytest.mark.parametrize("contender", ["default", "mincut", "dynamo"])
+@pytest.mark.parametrize("leaf,write", [
+    ("a.expand(2, 3, 4).detach().requires_grad_()", "torch.nn.functional.relu(t1[0], inplace=True)"),
+    ("a.expand(2, 3, 4).detach().requires_grad_()", "t1[0].mul_(2)"),
+    ("(a * 1).expand(2, 3, 4).detach().requires_grad_()", "t1[1].relu_()"),
+    ("a.expand(2, 3, 4).detach().requires_grad_()", "t1.mul_(2)"),   # the leaf itself: eager's leaf error first
+    ("torch.ones(3, 1, requires_grad=True).expand(3, 4)", "t1[0].add_(1)"),
+    ("a.expand(2, 3, 4).detach().requires_grad_()", "t1.unbind(0)[0].mul_(2)"),   # the multi-output error first
+])
+@pytest.mark.parametrize("grad_mode", ["", "with torch.no_grad():\n        "])
+def test_write_through_an_expand_of_a_leaf_made_inside_raises_eagers_leaf_error(contender, leaf, write, grad_mode):
+    """Fuzz --semantics12 seed 14992982: ``t1 = a.expand(2, 3, 4).detach().requires_grad_()``, a leaf made inside,
+    then ``relu_(t1[0])``: eager refuses the in-place op on a view of a leaf that requires grad; the rewrite of
+    writes into expanded tensors ran it on a clone, out of autograd's sight, and returned. Under no_grad eager
+    writes (and the compiled function matches it; through Dynamo, whose graph break passes the expanded leaf to the
+    next graph as an input written in place, that is refused by name)."""
+    program = Program.scenario(
+        f"def f(a):\n    t1 = {leaf}\n    {grad_mode}{write}\n    return a[0] * 2, t1.sum()",
+        "base0 = torch.randn(4, 3).requires_grad_()\nx0 = base0.t()\nx0,")
+    outcome = check(program, CONTENDERS[contender])
+    if contender == "dynamo" and grad_mode and leaf.endswith("requires_grad_()"):   # an expand made a leaf
+        assert outcome.status == "refused" and "expanded tensor made a leaf" in outcome.message, outcome.message
+    else:
+        assert outcome.status == "pass", outcome.message
+
+
+@pytest.mark.parametrize("contender", ["default", "mincut", "dynamo"])
+@pytest.mark.parametrize("write", ["c[[0, 0]] = c.sum()", "c[5] = 1.0", "c[..., 0] = 2.0", "c[c > 0] = 1.0",
+                                   "c[torch.tensor([0])] = b.sum()"])
+@pytest.mark.parametrize("view", ["base0[1:1]", "base0[1:3]"])
+@pytest.mark.parametrize("grad_mode", ["", "with torch.no_grad():\n        "])
+def test_setitem_into_a_view_of_a_leaf_raises_eagers_error_first(contender, write, view, grad_mode):
+    """Fuzz --semantics12 seed 15000191: ``c[[0, 0]] = c.sum()`` with ``c`` an empty view of a leaf that requires
+    grad. Eager refuses the write into a view of a leaf before it indexes; the compiled graph ran the index_put and
+    raised its IndexError, the runtime's check of the write into the input never reached. A basic index is taken
+    first in eager (``c[5] = v``: its IndexError); under no_grad the index decides."""
+    program = Program.scenario(
+        f"def f(b, c):\n    {grad_mode}{write}\n    return b.sum()",
+        f"base0 = torch.randn(4).requires_grad_()\nbase1 = torch.randn(8, 2).requires_grad_()\nx0 = base1[::2]\n"
+        f"x1 = {view}\nx0, x1")
+    outcome = check(program, CONTENDERS[contender])
+    assert outcome.status == "pass", outcome.message

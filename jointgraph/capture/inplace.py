@@ -707,6 +707,15 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                 raise RuntimeError(VIEW_OF_LEAF + ".")   # where eager raises it, not at a later op it never runs
             self._written_with_grad.setdefault(_storage_id(target), []).append(weakref.ref(target))   # eager
             # refuses it on a view of a leaf
+        if self.analyze and name == "__setitem__" and target is not None and target.requires_grad \
+                and torch.is_grad_enabled() and self._of_an_input(target) \
+                and self._leaf_views.get(target._base if target._base is not None else target):
+            # eager's index_put_ (its copy_ into the indexed view) refuses it before indexing (fuzz --semantics12
+            # seed 15000191: ``c[[0, 0]] = c.sum()``, ``c`` an empty view of a leaf, raised the graph's IndexError);
+            # a basic index is taken first, with its IndexError
+            if _basic_index(args[1]):
+                target[args[1]]   # noqa: B018
+            raise RuntimeError(VIEW_OF_LEAF + ".")
         if self.analyze and target is not None and (in_place or name in _DUNDER_WRITES) and torch.is_grad_enabled() \
                 and any(isinstance(t, torch.Tensor) and t.requires_grad for t in (*args, *kwargs.values())) \
                 and self._of_an_input(target):   # Note [Writes through a view of an input] in runtime/epilogue.py
@@ -729,6 +738,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             if self.analyze and self._views_before_requires_grad.get(target) and torch.is_grad_enabled() \
                     and target._base is not None and target._base.is_leaf and target._base.requires_grad:
                 raise ViewOfLeafWritten()
+            if self.analyze and self._expanded.views_an_expand(target):
+                _check_leaf_made_inside(target, self._of_an_input(target))
             if self.analyze and _storage_id(target) in self.expanded_inputs:   # fuzz seed 802195
                 raise ExpandedInputWritten()   # before eager's overlap checks, which the inner trace makes
             if in_place and self.analyze and name not in _OVERLAP_UNCHECKED \
@@ -1439,6 +1450,19 @@ class ViewOfLeafWritten(RuntimeError):
 
     def __init__(self):
         super().__init__(VIEW_OF_LEAF + ".")
+
+
+def _check_leaf_made_inside(target: torch.Tensor, of_an_input: bool) -> None:
+    """Eager's leaf checks for an in-place op on ``target``, a view of an expand whose write the trace rewrites
+    onto a clone (where autograd never sees it): a leaf made inside that requires grad (``v = x.expand(2, 3)
+    .detach().requires_grad_()``), or a view of one, refuses it under grad mode (fuzz --semantics12 seed
+    14992982: ``relu_(v[0])``). Inputs' own leaf checks are made where the trace marks them (``mark_leaf_views``);
+    a multi-output view's error comes first (``ExpandedViews.write``), as in eager."""
+    if of_an_input or not (torch.is_grad_enabled() and target.requires_grad) or multi_output_view(target):
+        return
+    root = target._base if target._base is not None else target
+    if root.is_leaf and root.requires_grad:
+        raise RuntimeError((LEAF_WRITTEN if root is target else VIEW_OF_LEAF) + ".")
 
 
 def _write_through_view_before_requires_grad(name: str) -> UnsupportedError:
