@@ -146,6 +146,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--checkpoint", action="store_true",
                         help="also write torch.utils.checkpoint regions (mostly non-reentrant), recomputed in the "
                         "backward after the program may have written what they read")
+    parser.add_argument("--no-grad-views", action="store_true",
+                        help="also make some view arguments under torch.no_grad() (eager refuses writing them with "
+                        "grad mode on, and reading them so after a write into their base)")
     parser.add_argument("--subclass", action="store_true",
                         help="programs over TwoTensor arguments instead (jointgraph/bench/fuzz_subclass.py)")
     args = parser.parse_args(argv)
@@ -171,6 +174,9 @@ def main(argv: list[str] | None = None) -> dict:
 
         writers = writers or fuzz.WRITERS
         writers = fuzz.Writers({**writers, **fuzz_semantics.CHECKPOINT_WRITERS}, getattr(writers, "steps", ()))
+    if args.no_grad_views:   # opt-in, as --checkpoint: a new draw would change the programs the seeds above give
+        writers = writers or fuzz.WRITERS
+        writers = fuzz.Writers(writers, (*getattr(writers, "steps", ()), "no_grad_views"))
     summary = fuzz.run(args.n, args.seed, [known[n] for n in names], progress=True, writers=writers)
     report(summary, names, args.show, args.minimize, known)
     result = as_json(summary)

@@ -257,9 +257,12 @@ def non_leaf_inputs(tensors: list) -> frozenset[int]:
 
 def views_of_leaves(tensors: list) -> frozenset[int]:
     """Graph inputs that are views of a leaf requiring grad: eager refuses an in-place op autograd records on
-    them or on views of them, and the fakes the trace runs on are no views (fuzz seed 503382)."""
+    them or on views of them, and the fakes the trace runs on are no views (fuzz seed 503382). Not views a
+    multi-output op made or made under no_grad: eager's error for those is another, which the call raises
+    (``check_view_of_leaf`` in runtime/epilogue.py)."""
     return frozenset(i for i, t in enumerate(tensors) if isinstance(t, torch.Tensor) and t._base is not None
-                     and t._base.is_leaf and t._base.requires_grad and t.requires_grad)
+                     and t._base.is_leaf and t._base.requires_grad and t.requires_grad
+                     and torch._C._autograd._get_creation_meta(t) == torch._C._autograd.CreationMeta.DEFAULT)
 
 
 def views_of_plain_tensors(tensors: list) -> frozenset[int]:

@@ -452,6 +452,35 @@ def test_semantics12_random_programs_match_eager():
     assert not summary.failures, report
 
 
+def test_no_grad_views_step_programs_match_eager():
+    """``benchmarks/fuzz.py --no-grad-views``: view arguments made under ``torch.no_grad()`` (review of the twelfth
+    session: passed beside another view of their base, and read with grad mode on after a write through that one
+    under no_grad, eager raises; the views were rebuilt from their synthetic base under the call's grad mode, and
+    the call ran). Its own random stream: the programs without such views are --semantics12's, unchanged."""
+    from jointgraph.bench import fuzz_semantics
+
+    writers = fuzz.Writers(fuzz_semantics.SEMANTICS12_WRITERS,
+                           (*fuzz_semantics.SEMANTICS12_WRITERS.steps, "no_grad_views"))
+    seeds = range(3400, 3430)
+    programs = [fuzz.generate(seed, writers) for seed in seeds]
+    assert sum("with torch.no_grad():\n        x" in p.inputs for p in programs) > 4
+    plain = [fuzz.generate(seed, fuzz_semantics.SEMANTICS12_WRITERS) for seed in seeds]
+    assert all(p.source == q.source for p, q in zip(programs, plain, strict=True) if "no_grad" not in p.inputs)
+    chosen = fuzz.contenders(dynamo_every=2)
+    summary = fuzz.run(len(programs), seed=seeds.start, contenders=[chosen["default"], chosen["dynamo"]],
+                       progress=False, writers=writers)
+    report = "\n\n".join(f"{f.contender}: {f.outcome.message}\n{f.program.render()}" for f in summary.failures)
+    assert not summary.failures, report
+    # one it found on the twelfth session's code: ``x0 = base0[:, 1:]`` made under no_grad, passed beside a view of
+    # the same elements made with grad, both written under no_grad, then ``a.sum()``: eager raises at the call, the
+    # step raised at the backward
+    found = fuzz.generate(15110120, writers)
+    assert "with torch.no_grad():\n        x0 = base0[:, 1:]" in found.inputs
+    for contender in ("default", "dynamo"):
+        outcome = fuzz.check(found, fuzz.contenders()[contender])
+        assert outcome.status == "pass", outcome.message
+
+
 def test_checkpoint_writer_programs_match_eager():
     """``benchmarks/fuzz.py --checkpoint``: torch.utils.checkpoint regions in issue 12's programs (in-place ops
     inside a region, Note [Activation checkpointing]: through torch.compile they crashed on PyTorch's cache of

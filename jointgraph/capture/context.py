@@ -428,14 +428,20 @@ def inference_in_eager(t: torch.Tensor) -> bool:
 _REBUILT = "_jointgraph_rebuilt_with"
 
 
-def rebuilt_as_the_callers(make: Callable[[], torch.Tensor], with_grad: bool) -> torch.Tensor:
+def rebuilt_as_the_callers(make: Callable[[], torch.Tensor], with_grad: bool, under_no_grad: bool = False) \
+        -> torch.Tensor:
     """``make()``, a view jointgraph makes inside the trace as a stand-in of a caller's tensor (an expanded input
     rebuilt from its compact memory, runtime/expanded.py; a view of aliased inputs rebuilt from their synthetic base,
     runtime/aliasing.py), made ``with_grad`` as the caller's was, under a caller's no_grad too: a view made under
     no_grad has no history, and eager's error for one written, then read under enable_grad (fuzz --semantics12 seeds
     14604295, 14814921). Made with grad, it is marked: ``ModeSwitches`` does not count that history, which the
     caller's tensor has already, as made inside until an op of the user's gives it history (a write under
-    enable_grad; reading it after a write under no_grad regenerates its node, as eager's)."""
+    enable_grad; reading it after a write under no_grad regenerates its node, as eager's). ``under_no_grad``: the
+    caller made it under no_grad, so it is made so whatever the call's grad mode (its creation meta is eager's: an
+    in-place op with grad on it, or a read of it with grad after a write into its storage, raises eager's error)."""
+    if under_no_grad:
+        with torch.no_grad():
+            return make()
     if not with_grad:
         return make()
     with torch.enable_grad():

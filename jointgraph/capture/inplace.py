@@ -708,14 +708,12 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             self._written_with_grad.setdefault(_storage_id(target), []).append(weakref.ref(target))   # eager
             # refuses it on a view of a leaf
         if self.analyze and name == "__setitem__" and target is not None and target.requires_grad \
-                and torch.is_grad_enabled() and self._of_an_input(target) \
-                and self._leaf_views.get(target._base if target._base is not None else target):
-            # eager's index_put_ (its copy_ into the indexed view) refuses it before indexing (fuzz --semantics12
-            # seed 15000191: ``c[[0, 0]] = c.sum()``, ``c`` an empty view of a leaf, raised the graph's IndexError);
-            # a basic index is taken first, with its IndexError
-            if _basic_index(args[1]):
-                target[args[1]]   # noqa: B018
-            raise RuntimeError(VIEW_OF_LEAF + ".")
+                and torch.is_grad_enabled() and self._of_an_input(target):
+            # x[i] = v is an in-place op autograd records, on x or the view x[i]: eager refuses it on a view of a leaf
+            # before its index_put_'s bounds checks, which only the graph makes (fuzz --semantics12 seed 15000191:
+            # ``c[[0, 0]] = c.sum()``, ``c`` an empty view of a leaf, raised the graph's IndexError); the checks
+            # before (the value's conversion, a basic index, the value's shape) are the trace's own, as eager's
+            self._written_with_grad.setdefault(_storage_id(target), []).append(weakref.ref(target))
         if self.analyze and target is not None and (in_place or name in _DUNDER_WRITES) and torch.is_grad_enabled() \
                 and any(isinstance(t, torch.Tensor) and t.requires_grad for t in (*args, *kwargs.values())) \
                 and self._of_an_input(target):   # Note [Writes through a view of an input] in runtime/epilogue.py
@@ -739,7 +737,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                     and target._base is not None and target._base.is_leaf and target._base.requires_grad:
                 raise ViewOfLeafWritten()
             if self.analyze and self._expanded.views_an_expand(target):
-                _check_leaf_made_inside(target, self._of_an_input(target))
+                _check_in_place_on_a_leaf(func, target, args[1:], kwargs, self._of_an_input(target))
             if self.analyze and _storage_id(target) in self.expanded_inputs:   # fuzz seed 802195
                 raise ExpandedInputWritten()   # before eager's overlap checks, which the inner trace makes
             if in_place and self.analyze and name not in _OVERLAP_UNCHECKED \
@@ -1452,17 +1450,28 @@ class ViewOfLeafWritten(RuntimeError):
         super().__init__(VIEW_OF_LEAF + ".")
 
 
-def _check_leaf_made_inside(target: torch.Tensor, of_an_input: bool) -> None:
-    """Eager's leaf checks for an in-place op on ``target``, a view of an expand whose write the trace rewrites
-    onto a clone (where autograd never sees it): a leaf made inside that requires grad (``v = x.expand(2, 3)
-    .detach().requires_grad_()``), or a view of one, refuses it under grad mode (fuzz --semantics12 seed
-    14992982: ``relu_(v[0])``). Inputs' own leaf checks are made where the trace marks them (``mark_leaf_views``);
-    a multi-output view's error comes first (``ExpandedViews.write``), as in eager."""
-    if of_an_input or not (torch.is_grad_enabled() and target.requires_grad) or multi_output_view(target):
+_DEFAULT_CREATION = torch._C._autograd.CreationMeta.DEFAULT
+
+
+def _check_in_place_on_a_leaf(func, target: torch.Tensor, rest: tuple, kwargs: dict, of_an_input: bool) -> None:
+    """Eager's in-place checks for ``func(target, *rest, **kwargs)``, a write through a view of an expand that the
+    trace rewrites onto a clone (where autograd never sees it): under grad mode, a target requiring grad that is a
+    leaf, a view of one, or a view made under no_grad or by a multi-output op, is refused by autograd (fuzz
+    --semantics12 seed 14992982: ``v = a.expand(2, 3, 4).detach().requires_grad_()``, then ``relu_(v[0])``). Then
+    the op runs on the target itself, where autograd's check raises eager's error in eager's order: for ``x[i] = v``
+    after the value's conversion and the basic index (review of 54c4f1c: ``v[5] = 1.0`` raises IndexError first),
+    with eager's message (``v[0] = 1.0`` writes the view ``v[0]``, ``v[:, [0]] = 1.0`` the leaf itself). Not for a
+    view of an input that requires grad in the trace: the caller's may be no leaf (Note [Eager's in-place checks])."""
+    if not (torch.is_grad_enabled() and target.requires_grad):
         return
     root = target._base if target._base is not None else target
-    if root.is_leaf and root.requires_grad:
-        raise RuntimeError((LEAF_WRITTEN if root is target else VIEW_OF_LEAF) + ".")
+    if of_an_input and root.requires_grad:
+        return
+    view_meta = torch._C._autograd._get_creation_meta(target) if target._is_view() else _DEFAULT_CREATION
+    if not (target.is_leaf or root.is_leaf or view_meta != _DEFAULT_CREATION):
+        return
+    func(target, *rest, **kwargs)   # raises: autograd checks before the write reaches the expand's memory
+    raise AssertionError(f"autograd let {getattr(func, '__name__', func)} write a leaf or a view of one")
 
 
 def _write_through_view_before_requires_grad(name: str) -> UnsupportedError:

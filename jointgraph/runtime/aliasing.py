@@ -52,6 +52,7 @@ from .epilogue import (
     data_write_count,
     history_drops_elements,
     lossy_view_refusal,
+    made_under_no_grad,
     narrow_data_writes,
 )
 from .epilogue import autograd_root as _root
@@ -157,13 +158,15 @@ def _refuse_views_made_leaves(group: tuple, members: list, layout, moving: set) 
     where a gradient reaches that view (an output computed from it, or a view of it) and autograd first reads it
     before any write in the group moves the version (none does: writes through ``.data``; ``moving``: the inputs
     whose writes move it): read after one, eager's view has regenerated its history into the root, as the
-    rebuilt one has (fuzz seed 14830166, through Dynamo: ``t2 = t0.clone()`` before ``a.detach().clamp_()``)."""
+    rebuilt one has (fuzz seed 14830166, through Dynamo: ``t2 = t0.clone()`` before ``a.detach().clamp_()``).
+    Views the caller made under no_grad have no history either, and are rebuilt so (``made_under_no_grad``)."""
     if not torch.is_grad_enabled():
         return
     first_read = dict(layout.writes_before_first_reads)   # input -> those written before autograd first read it
     for i, m in zip(group, members, strict=True):
         moved = any(j in moving for j in first_read[i]) if i in first_read else any(j in moving for j in group)
         if not moved and m._base is not None and m.requires_grad and m._base.requires_grad and _leaf_view(m) \
+                and not made_under_no_grad(m) \
                 and (_gradient_reaches(layout, i) or _views_requiring_grad(layout, {i})):
             raise RefusedCall(
                 f"input {i} is a view taken before requires_grad_() on the tensor it views, which shares its "
@@ -205,14 +208,6 @@ def _refuse_views_dropping_elements(group: tuple, members: list, layout, written
                 "function into that storage moves its version",
                 "eager's gradient there follows the history the call gave it, which drops those elements, and "
                 "the view rebuilt from the inputs' common storage reaches them")
-
-
-_NO_GRAD_MODE = torch._C._autograd.CreationMeta.NO_GRAD_MODE
-
-
-def _made_under_no_grad(t: torch.Tensor) -> bool:
-    """``t`` is a view the caller made under no_grad."""
-    return t._base is not None and torch._C._autograd._get_creation_meta(t) == _NO_GRAD_MODE
 
 
 def _gradient_reaches(layout, i: int) -> bool:
@@ -370,7 +365,7 @@ def _views_of_bases(fn: Callable, spec, views: tuple, duplicates: tuple, returne
             leaves[position] = rebuilt_as_the_callers(   # one the caller made under no_grad is made so
                 lambda base=base, size=size, stride=stride, offset=offset:
                 base.as_strided(size, stride, base.storage_offset() + offset),
-                base.requires_grad and position not in no_grad_views)
+                base.requires_grad and position not in no_grad_views, position in no_grad_views)
             if detached:   # another autograd root than the written one's: the write's history is not its
                 leaves[position] = leaves[position].detach()
             rebuilt[id(leaves[position])] = position
@@ -578,7 +573,7 @@ class SyntheticBases:
         detached_bases = frozenset(g for g, b in enumerate(bases) if b._base is None)
         # members the caller made under no_grad are rebuilt so (review of c8e2fba: eager's error for reading one
         # under grad mode after a write through another)
-        no_grad_views = frozenset(positions[i] for i in members_of if _made_under_no_grad(leaves[positions[i]]))
+        no_grad_views = frozenset(positions[i] for i in members_of if made_under_no_grad(leaves[positions[i]]))
         key = (tuple(views), duplicates, spec, detached_bases, no_grad_views)
         found = self._inner.get(key)
         if found is None:

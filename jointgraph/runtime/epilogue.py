@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import re
 import weakref
 
 import torch
@@ -241,6 +242,21 @@ def check_moved_views(inputs: list, read_after_writes: tuple, writers: tuple) ->
                     "cannot follow", hint='pass a clone of the view, or pass on_unsupported="eager"')
 
 
+_NO_GRAD_MODE = torch._C._autograd.CreationMeta.NO_GRAD_MODE
+_MULTI_OUTPUT = torch._C._autograd.CreationMeta.MULTI_OUTPUT_NODE
+# autograd's error for reading, with grad mode on, a view made under no_grad after a write into its base
+NO_GRAD_VIEW_READ_AFTER_WRITE = (
+    "A view was created in no_grad mode and its base or another view of its base has been modified inplace with "
+    "grad mode enabled. Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify your "
+    "code by moving both the view and the inplace either both inside the no_grad block (if you don't want the "
+    "inplace to be tracked) or both outside (if you want the inplace to be tracked).")
+
+
+def made_under_no_grad(t: torch.Tensor) -> bool:
+    """``t`` is a view the caller made under no_grad."""
+    return t._base is not None and torch._C._autograd._get_creation_meta(t) == _NO_GRAD_MODE
+
+
 def _refuse_view_older_than_its_base_requires_grad(inputs: list, j: int, written: tuple) -> None:
     """Input ``j`` is a view taken before its base's ``requires_grad_()`` (``t0 = a[1:]; a.requires_grad_()``):
     it requires grad through its base yet has no history (no grad_fn, and no accumulator of its own, so a read
@@ -248,8 +264,12 @@ def _refuse_view_older_than_its_base_requires_grad(inputs: list, j: int, written
     read, so autograd's reads after the function wrote it (or an input sharing its version counter) send their
     gradient into the base, the reads before it nowhere (fuzz seed 7203776, across a Dynamo graph break: ``a``'s
     ``requires_grad_()`` in eager, then ``t0.detach().mul_(t0); t0.sum()``): the graph, one node whose inputs
-    are linked at the call, cannot follow that."""
+    are linked at the call, cannot follow that. A view the caller made under no_grad has no history either:
+    eager's read after the write raises its error for such views, and so does the call (review of the twelfth
+    session: read as a view taken before requires_grad_(), it was refused with that untrue reason)."""
     for i in written:
+        if autograd_root(inputs[i]) is inputs[j]._base and made_under_no_grad(inputs[j]):
+            raise RuntimeError(NO_GRAD_VIEW_READ_AFTER_WRITE)
         if autograd_root(inputs[i]) is inputs[j]._base:
             raise RefusedCall(
                 f"input {j} is a view taken before its base's requires_grad_(), and autograd reads it after "
@@ -294,11 +314,34 @@ def check_geometry_writes_beside_multi_output_views(inputs: list, pairs: tuple) 
 def check_view_of_leaf(inputs: list, written: tuple) -> None:
     """Eager's error for an in-place op autograd records (``t_()`` included) on a view of a leaf
     that requires grad: the caller's input, or a view the function took of it. Raised before the
-    graph runs, as eager raises before its op runs."""
+    graph runs, as eager raises before its op runs (also before the graph's own errors: an index out of range in
+    ``x[[7]] = v``, fuzz --semantics12 seed 15000191). A view a multi-output op made, or one made under no_grad,
+    gets eager's error for those instead (autograd checks them first); where the write went through a view of
+    the input (``x[0].add_(1)``) eager's names that view's node, this one the input's."""
     for i in written:
-        base = inputs[i]._base
-        if base is not None and base.is_leaf and base.requires_grad and inputs[i].requires_grad:
-            raise RuntimeError(VIEW_OF_LEAF + ".")
+        t = inputs[i]
+        base = t._base
+        if base is not None and base.is_leaf and base.requires_grad and t.requires_grad:
+            raise RuntimeError(_in_place_on_a_view_error(t))
+
+
+def _in_place_on_a_view_error(t: torch.Tensor) -> str:
+    """Autograd's error for an in-place op on ``t``, a view of a leaf requiring grad, under grad mode."""
+    meta = torch._C._autograd._get_creation_meta(t)
+    if meta == _MULTI_OUTPUT:
+        try:
+            node = re.sub(r"Backward\d*$", "", t.grad_fn.name())
+        except RuntimeError:   # stale: its node cannot be regenerated
+            node = "a function"
+        return (f"Output {t.output_nr} of {node} is a view and is being modified inplace. This view is the output "
+                "of a function that returns multiple views. Such functions do not allow the output views to be "
+                "modified inplace. You should replace the inplace operation by an out-of-place one.")
+    if meta == _NO_GRAD_MODE:
+        return ("A view was created in no_grad mode and is being modified inplace with grad mode enabled. Given that "
+                "this use case is ambiguous and error-prone, it is forbidden. You can clarify your code by moving both "
+                "the view and the inplace either both inside the no_grad block (if you don't want the inplace to be "
+                "tracked) or both outside (if you want the inplace to be tracked).")
+    return VIEW_OF_LEAF + "."
 
 
 _AS_STRIDED_NODES = (torch._C._functions.AsStridedBackward0, torch._C._functions.AsStridedBackward1)
