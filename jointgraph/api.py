@@ -22,6 +22,7 @@ from .capture.captured import CapturedSources, lift_captured
 from .capture.fsdp import resharding_of
 from .capture.generators import outside_generators, outside_generators_kept
 from .capture.guards import ambient_state
+from .capture.inplace import NO_LEAF_VIEWS, CallerView
 from .capture.inputs import FlatSignature, fakeify
 from .capture.leaves import slot_examples
 from .capture.subclasses import SubclassOutputs, any_subclass, flatten_call
@@ -79,7 +80,7 @@ def _serialized(fn: Callable) -> Callable:
 @_serialized
 def build_plan(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode,
                options: CompileOptions, *, with_backward: bool, names=None, non_leaf=frozenset(),
-               leaf_views=frozenset(), plain_views=frozenset(), debug: bool = False, saved_hooks=None,
+               leaf_views=NO_LEAF_VIEWS, plain_views=frozenset(), debug: bool = False, saved_hooks=None,
                resharding: Resharding = NO_RESHARDING, reals: list | None = None):
     """Trace, optimize and partition; return (Plan, JointGraph, SplitGraphs). Runs nothing real.
     ``resharding``: the inputs the caller frees between forward and backward (Note [Inputs the
@@ -255,14 +256,13 @@ def non_leaf_inputs(tensors: list) -> frozenset[int]:
                      if isinstance(t, torch.Tensor) and t.requires_grad and not t.is_leaf)
 
 
-def views_of_leaves(tensors: list) -> frozenset[int]:
-    """Graph inputs that are views of a leaf requiring grad: eager refuses an in-place op autograd records on
-    them or on views of them, and the fakes the trace runs on are no views (fuzz seed 503382). Not views a
-    multi-output op made or made under no_grad: eager's error for those is another, which the call raises
-    (``check_view_of_leaf`` in runtime/epilogue.py)."""
-    return frozenset(i for i, t in enumerate(tensors) if isinstance(t, torch.Tensor) and t._base is not None
-                     and t._base.is_leaf and t._base.requires_grad and t.requires_grad
-                     and torch._C._autograd._get_creation_meta(t) == torch._C._autograd.CreationMeta.DEFAULT)
+def views_of_leaves(tensors: list) -> dict[int, CallerView]:
+    """Graph inputs that are views of a leaf requiring grad, each with what autograd's in-place check reads off it:
+    eager refuses an in-place op autograd records on them or on views of them (a view made under no_grad or by
+    ``unbind`` / ``split`` with that view's own error), and the fakes the trace runs on are no views (fuzz seed
+    503382)."""
+    return {i: CallerView.of(t) for i, t in enumerate(tensors) if isinstance(t, torch.Tensor) and t._base is not None
+            and t._base.is_leaf and t._base.requires_grad and t.requires_grad}
 
 
 def views_of_plain_tensors(tensors: list) -> frozenset[int]:

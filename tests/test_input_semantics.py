@@ -3988,6 +3988,19 @@ def _caller_transposed_leaf():
     return torch.randn(4, 3, requires_grad=True).t()
 
 
+def _caller_no_grad_view_of_a_leaf():
+    leaf = torch.randn(4, 3, requires_grad=True)
+    with torch.no_grad():
+        return leaf[1:]
+
+
+def _caller_view_of_a_no_grad_view():
+    leaf = torch.randn(4, 3, requires_grad=True)
+    with torch.no_grad():
+        v = leaf[:3]
+    return v[1:]
+
+
 _EXPANDED_LEAF = "t1 = c.expand(2, 3, 4).detach().requires_grad_()\n    "
 
 
@@ -3997,7 +4010,12 @@ _EXPANDED_LEAF = "t1 = c.expand(2, 3, 4).detach().requires_grad_()\n    "
         "c[0.5] = 1.0", "c[0] = None", "c[0] = [1., 2., 3.]", "c[0] = torch.ones(5)", "c[...] = torch.ones(5)",
         "c[0] = 1j", "c[[0, 0]] = c.sum()", "c[1:1][[0]] = 1.0", "c[c > 0] = 1.0", "c[0] = 1.0", "c[[5]] = 1.0",
         "with torch.no_grad():\n        d = c[0:1]\n    d[0] = 1.0")],
-    *[(_caller_unbind_view_of_a_leaf, line) for line in ("c.mul_(2)", "c[[7]] = 1.0", "c.t_()", "c += 1")],
+    *[(_caller_unbind_view_of_a_leaf, line) for line in ("c.mul_(2)", "c[[7]] = 1.0", "c.t_()", "c += 1",
+                                                         "c.mul_(2)\n    c.sum().item()", "c[0].add_(1)")],
+    # review of 7803a49: later statements (.item(), tolist()) must not decide the outcome
+    *[(_caller_view_of_a_leaf, line) for line in ("c[0] = 1.0\n    c.sum().item()", "c[[0]] = 1.0\n    c.tolist()")],
+    *[(make, line) for make in (_caller_no_grad_view_of_a_leaf, _caller_view_of_a_no_grad_view)
+      for line in ("c.mul_(2)", "c.mul_(2)\n    c.sum().item()", "c[0] = 1.0", "c[0].add_(1)")],
     *[(_caller_transposed_leaf, _EXPANDED_LEAF + line) for line in (
         "t1[5] = 1.0", "t1[0, 7] = 1.0", "t1[torch.tensor(5)] = 1.0", "t1[0] = 'x'", "t1[0] = 1.0", "t1[[0]] = 1.0",
         "t1[:, [0]] = 1.0", "t1[0, [0]] = 1.0", "t1[...] = 1.0", "t1.mul_(2)", "t1.unbind(0)[0].mul_(2)",
@@ -4027,3 +4045,53 @@ def test_writes_into_views_of_leaves_raise_eagers_exception_and_message(make, li
 
     expected = outcome(f)
     assert outcome(jointgraph.aot_function(f)) == expected
+
+
+@pytest.mark.parametrize("contender", ["default", "mincut", "dynamo"])
+@pytest.mark.parametrize("write", ["t0[[0, -1]] = t1.sum()", "t0[0] = t1.sum()", "t0.mul_(t1)",
+                                   "t0.index_fill_(0, torch.tensor([1]), 0.5)"])
+def test_returned_view_written_with_grad_is_not_stale_in_the_callers_frame(contender, write):
+    """--semantics12 seed 15203166: ``t0 = a[:, :1]`` of an input, written itself with autograd recording it
+    (``t0[[0, -1]] = t1.sum()``), returned, then ``out.mul_(2)`` after the call. Autograd rebased eager's ``t0`` at
+    its write, so the in-place op after the call runs; the step made it before the epilogue's write, as a stale view
+    (no grad_fn until read), and autograd's in-place check took it for a leaf. A basic index writes a view of ``t0``
+    (``t0[0] = v``): eager's ``t0`` is then stale, and the check raises in both."""
+    program = Program.scenario(
+        f"def f(a):\n    t0 = a[:, :1]\n    t1 = t0 * torch.full((4, 1), 2.0, requires_grad=True)\n    {write}\n"
+        "    return t0",
+        "base0 = torch.randn(5, 4).requires_grad_()\nx0 = base0[1:].detach()\nx0,", mutate_outputs=True)
+    outcome = check(program, CONTENDERS[contender])
+    assert outcome.status == "pass", outcome.message
+
+
+def test_views_of_a_leaf_passed_together_keep_eagers_errors():
+    """Review of 7803a49: ``split`` views of a leaf passed together, one written, raise eager's multi-output
+    error (not the refusal of views rebuilt from one storage); a view made under no_grad beside the leaf's ``.data``,
+    which the function writes, is refused by name (eager's view keeps its version; rebuilt, it would count the
+    write)."""
+    def f(a, b):
+        a.add_(1)
+        return a * 1
+
+    def outcome(fn, *args):
+        try:
+            fn(*args)
+        except Exception as exc:   # noqa: BLE001 - the exception is what is compared
+            return type(exc), str(exc)
+        return None
+
+    leaf = torch.randn(4, 3, requires_grad=True)
+    expected = outcome(f, *leaf.split(2))
+    assert expected[1].startswith("Output 0 of Split is a view")
+    assert outcome(jointgraph.aot_function(f), *leaf.split(2)) == expected
+
+    def g(a, b):
+        b.mul_(2)
+        return a * 1
+
+    leaf = torch.randn(4, requires_grad=True)
+    with torch.no_grad():
+        x0 = leaf[:2]
+    assert g(x0, leaf.data) is not None   # eager runs it
+    with pytest.raises(jointgraph.UnsupportedError, match="a view made under no_grad, and input 1"):
+        jointgraph.aot_function(g)(x0, leaf.data)

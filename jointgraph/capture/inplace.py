@@ -57,11 +57,15 @@ frame ``as_strided`` on the functional source is applied in.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import math
+import re
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 import torch
@@ -73,6 +77,7 @@ from .context import (
     _AS_INPUTS,
     VIEW_INCOMPATIBLE,
     _dense,
+    _grad_fn,
     from_fun,
     frozen_storage_write,
     geometry,
@@ -363,6 +368,58 @@ _MULTI_OUTPUT_NODE = torch._C._autograd.CreationMeta.MULTI_OUTPUT_NODE
 MULTI_OUTPUT_VIEW_WRITTEN = ("A view of a function that returns multiple views (unbind, split, chunk) is being "
                              "modified inplace. Such functions do not allow the output views to be modified inplace. "
                              "You should replace the inplace operation by an out-of-place one.")
+
+
+_CREATION = torch._C._autograd.CreationMeta
+
+
+@dataclasses.dataclass(frozen=True)
+class CallerView:
+    """What autograd's in-place check reads off a caller's view of a leaf that requires grad: how it was made
+    (``CreationMeta``) and, if it has a node, that node's name and its output number."""
+
+    creation: Any
+    node: str | None = None
+    output_nr: int = 0
+
+    @classmethod
+    def of(cls, t: torch.Tensor) -> CallerView:
+        try:
+            node = t.grad_fn
+        except RuntimeError:   # stale, its node not regenerated: eager's write raises that error instead
+            node = None
+        return cls(torch._C._autograd._get_creation_meta(t), node.name() if node is not None else None, t.output_nr)
+
+
+NO_LEAF_VIEWS: Mapping[int, CallerView] = MappingProxyType({})   # inputs -> CallerView: none
+
+
+def in_place_on_a_view_error(view: CallerView, modified: str = "is being") -> str:
+    """Autograd's error for an in-place op, under grad mode, on a view of a leaf that requires grad (``view``),
+    or on a view made under no_grad, under inference_mode or by a multi-output op (``unbind``, ``split``), whose
+    own error comes first: eager's wording, its node named as eager names it (``Output 0 of Select``)."""
+    if view.creation == _CREATION.DEFAULT:
+        return VIEW_OF_LEAF + "."
+    name = re.sub(r"Backward\d*$", "", view.node) if view.node is not None else None
+    modes = {_CREATION.NO_GRAD_MODE: ("no_grad mode", "with grad mode enabled"),
+             _CREATION.INFERENCE_MODE: ("inference mode", "in normal mode")}
+    mode, where = modes.get(view.creation, (None, None))
+    if name is not None and mode is not None:
+        message = (f"Output {view.output_nr} of {name} is a view of a view which was created in {mode} and "
+                   f"{modified} modified inplace {where}.")
+    elif name is not None:
+        message = f"Output {view.output_nr} of {name} is a view and {modified} modified inplace."
+    else:
+        message = f"A view was created in {mode or 'no_grad mode'} and {modified} modified inplace {where or ''}."
+    if view.creation == _CREATION.MULTI_OUTPUT_NODE:
+        return message + (" This view is the output of a function that returns multiple views. Such functions do "
+                          "not allow the output views to be modified inplace. You should replace the inplace "
+                          "operation by an out-of-place one.")
+    block = "inference_mode" if view.creation == _CREATION.INFERENCE_MODE else "no_grad"
+    return message + (" Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify "
+                      f"your code by moving both the view and the inplace either both inside the {block} block (if "
+                      "you don't want the inplace to be tracked) or both outside (if you want the inplace to be "
+                      "tracked).")
 
 
 def stale_view_error(detail: str, source: str | None = None) -> UnsupportedError:
@@ -703,17 +760,29 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             return target
         if self.analyze and target is not None and (in_place or name in _VERSIONED_METADATA) \
                 and target.requires_grad and torch.is_grad_enabled() and self._of_an_input(target):
-            if self._leaf_views.get(target._base if target._base is not None else target):
-                raise RuntimeError(VIEW_OF_LEAF + ".")   # where eager raises it, not at a later op it never runs
+            root = target._base if target._base is not None else target
+            if self._leaf_views.get(root) is not None:   # where eager raises it, not at a later op it never runs
+                raise RuntimeError(self._leaf_view_error(root, target))
             self._written_with_grad.setdefault(_storage_id(target), []).append(weakref.ref(target))   # eager
             # refuses it on a view of a leaf
         if self.analyze and name == "__setitem__" and target is not None and target.requires_grad \
                 and torch.is_grad_enabled() and self._of_an_input(target):
-            # x[i] = v is an in-place op autograd records, on x or the view x[i]: eager refuses it on a view of a leaf
-            # before its index_put_'s bounds checks, which only the graph makes (fuzz --semantics12 seed 15000191:
-            # ``c[[0, 0]] = c.sum()``, ``c`` an empty view of a leaf, raised the graph's IndexError); the checks
-            # before (the value's conversion, a basic index, the value's shape) are the trace's own, as eager's
-            self._written_with_grad.setdefault(_storage_id(target), []).append(weakref.ref(target))
+            root = target._base if target._base is not None else target
+            if self._leaf_views.get(root) is not None:
+                # x[i] = v is an in-place op autograd records, on x or the view x[i]: eager refuses it on a view of
+                # a leaf after the value's conversion, the basic index and the value's shape, and before its
+                # index_put_'s bounds checks, which only the graph makes (fuzz --semantics12 seed 15000191:
+                # ``c[[0, 0]] = c.sum()``, ``c`` an empty view of a leaf, raised the graph's IndexError). The trace
+                # runs it for the checks before (the stand-in is no view: autograd may take it for a leaf)
+                try:
+                    func(*args, **kwargs)
+                except RuntimeError as exc:
+                    if not str(exc).startswith((LEAF_WRITTEN, VIEW_OF_LEAF)):
+                        raise
+                written = target   # a basic index writes the view it takes, which eager's message names
+                if len(args) > 1 and _basic_index(args[1]) and setitem_writes_a_view(target, args[1]):
+                    written = target[args[1]]
+                raise RuntimeError(self._leaf_view_error(root, written))
         if self.analyze and target is not None and (in_place or name in _DUNDER_WRITES) and torch.is_grad_enabled() \
                 and any(isinstance(t, torch.Tensor) and t.requires_grad for t in (*args, *kwargs.values())) \
                 and self._of_an_input(target):   # Note [Writes through a view of an input] in runtime/epilogue.py
@@ -778,6 +847,13 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                                             and setitem_writes_a_view(target, args[1]))
             if in_place or target is not None and (name in _DUNDER_WRITES or name in _VERSIONED_METADATA):
                 self._record_write(target, _recorded(args, kwargs))
+            if self.analyze and (in_place or name in _DUNDER_WRITES) and target._is_view() \
+                    and _recorded(args, kwargs) and not (name == "__setitem__" and len(args) > 1
+                                                         and setitem_writes_a_view(target, args[1])):
+                # autograd rebased the view's history at the version its own write left: not stale after it
+                # (--semantics12 seed 15203166: ``t0 = a[:, :1]; t0[[0, -1]] = t1.sum()``, ``t0`` returned, was
+                # made before the epilogue's write, without a grad_fn: an in-place op on it took it for a leaf)
+                self._refreshed_at[target] = self._writes.get(_storage_id(target), 0)
             if target is not None and name in _VERSIONED_METADATA and target.requires_grad \
                     and torch.is_grad_enabled() and target._is_view():
                 self._reshaped_views.setdefault(_storage_id(target), []).append(weakref.ref(target))
@@ -1250,11 +1326,23 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             self._plain_views[target] = "set"
 
     def mark_leaf_views(self, tensors: list) -> None:
-        """These inputs (or the copies they are traced on) are the caller's views of a leaf that requires
-        grad: an in-place op autograd records on them, or on a view of them, raises eager's error there
-        (fuzz seed 503382: traced on, ``t1 = a[:-1]; t1.squeeze_(); t1[:, 1:]`` failed with an IndexError)."""
-        for t in tensors:
-            self._leaf_views[t] = True
+        """These inputs (or the copies they are traced on), each with its ``CallerView``, are the caller's views
+        of a leaf that requires grad: an in-place op autograd records on them, or on a view of them, raises eager's
+        error there (fuzz seed 503382: traced on, ``t1 = a[:-1]; t1.squeeze_(); t1[:, 1:]`` failed with an
+        IndexError), for a view made under no_grad or by ``unbind`` / ``split`` that view's own error."""
+        for t, view in tensors:
+            self._leaf_views[t] = view
+
+    def _leaf_view_error(self, root: torch.Tensor, target: torch.Tensor) -> str:
+        """Eager's error for an in-place op on ``target``, the input ``root`` (a caller's view of a leaf) or a view
+        of it: a view of a view made under no_grad or by a multi-output op carries that making, named by its own
+        node (``Output 0 of Select is a view of a view which was created in no_grad mode``)."""
+        view = self._leaf_views.get(root)
+        if target is root or view.creation == _CREATION.DEFAULT:
+            return in_place_on_a_view_error(view)
+        node = _grad_fn(target)
+        return in_place_on_a_view_error(CallerView(view.creation, node.name() if node is not None else view.node,
+                                                   target.output_nr if node is not None else view.output_nr))
 
     def mark_expanded_inputs(self, tensors: list) -> None:
         """These inputs are expanded (their elements share memory; traced as they are, or on a dense copy): a

@@ -45,6 +45,7 @@ a resize up, use, and back down is no net mutation at all. An input that require
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 import torch
 import torch._C._functionalization as functionalization
@@ -71,8 +72,10 @@ from .fallbacks import MetaFallbacks
 from .generators import GeneratorArgs, rng_state_as_effects
 from .hooks_inside import HooksInside, HookTable
 from .inplace import (
+    NO_LEAF_VIEWS,
     VIEW_OF_LEAF,
     VIEW_OF_MODIFIED_BASE,
+    CallerView,
     EagerInPlaceChecks,
     ExpandedInputWritten,
     ViewOfLeafWritten,
@@ -105,7 +108,7 @@ _VIEW_ERRORS = (VIEW_OF_LEAF, "is the output of a function that returns multiple
 def collect_metadata(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_mode,
                      *, with_backward: bool, non_leaf: frozenset[int] = frozenset(),
                      as_views: frozenset[int] = frozenset(), uncloned: frozenset[int] = frozenset(),
-                     leaf_views: frozenset[int] = frozenset(),
+                     leaf_views: Mapping[int, CallerView] = NO_LEAF_VIEWS,
                      plain_views: frozenset[int] = frozenset()) -> TraceMetadata:
     """Run ``flat_fn`` once on functional fakes; record mutations, aliasing and grad-requiring outputs.
 
@@ -157,7 +160,7 @@ def collect_metadata(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...
 
 def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_mode, *, with_backward: bool,
              non_leaf: frozenset[int], as_views: frozenset[int], uncloned: frozenset[int],
-             leaf_views: frozenset[int], plain_views: frozenset[int]) -> TraceMetadata:
+             leaf_views: Mapping[int, CallerView], plain_views: frozenset[int]) -> TraceMetadata:
     # Note [Unbacked sizes]: the graph is not kept, so neither are the symbols the pass allocates.
     with translate_errors(), rng_state_as_effects(), fake_mode, fresh_symbols_ignored(fake_mode):
         with (functional := JointFunctionalMode()):
@@ -174,7 +177,7 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
                                          and has_internal_overlap(a) and i not in uncloned])
             # not on a dense copy of an expanded input, whose views are no views in eager (reshape copies: fuzz
             # seed 802164); the runtime raises eager's error for those (check_view_of_leaf)
-            checks.mark_leaf_views([call_args[i] for i in leaf_views if with_backward and not (
+            checks.mark_leaf_views([(call_args[i], leaf_views[i]) for i in leaf_views if with_backward and not (
                 i in non_leaf and i not in uncloned and has_internal_overlap(fake_args[i]))])
             checks.mark_plain_views([call_args[i] for i in plain_views if not has_internal_overlap(fake_args[i])])
             # Before the call: an input given another's storage (set_, .data =) shows that storage after

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import torch
 import torch.fx
@@ -51,7 +51,7 @@ from .context import (
 from .fallbacks import MetaFallbacks
 from .generators import GeneratorArgs, rng_state_as_effects
 from .hooks_inside import HooksInside, HookTable
-from .inplace import EagerInPlaceChecks, stale_view_error
+from .inplace import NO_LEAF_VIEWS, CallerView, EagerInPlaceChecks, stale_view_error
 from .leaves import LeafSlots, slot_examples
 from .metadata import MULTI_OUTPUT, WRITTEN_AFTER, collect_metadata, restore_storage_bytes, returned, storage_sizes
 from .scopes import module_scopes
@@ -257,7 +257,7 @@ def _backward_mutations(f_inputs: list, before: list, infos: list[InputInfo]) ->
 
 def trace_joint(flat_fn: Callable, fake_args: list, roles: tuple[Role, ...], fake_mode,
                 *, with_backward: bool, names: list[str] | None = None,
-                non_leaf: frozenset[int] = frozenset(), leaf_views: frozenset[int] = frozenset(),
+                non_leaf: frozenset[int] = frozenset(), leaf_views: Mapping[int, CallerView] = NO_LEAF_VIEWS,
                 plain_views: frozenset[int] = frozenset(), decompositions: dict | None = None,
                 reals: list | None = None) -> JointGraph:
     """Trace ``flat_fn`` (forward, and its backward when ``with_backward``) into a JointGraph.

@@ -175,6 +175,23 @@ def _refuse_views_made_leaves(group: tuple, members: list, layout, moving: set) 
                 hint="take the view after requires_grad_(), pass a .clone(), or pass on_unsupported=\"eager\"")
 
 
+def _refuse_no_grad_views_beside_other_counters(group: tuple, members: list, written: set) -> None:
+    """Refuse a call passing a view made under no_grad beside an input of its storage that the function writes and
+    that does not share its version counter (``leaf.data``): eager's write leaves the view's version as it was, so
+    reading it after raises nothing; rebuilt under no_grad from the common base (Note [Aliased inputs]), the view
+    would count that write and raise eager's error for views made under no_grad (review of 7803a49)."""
+    for i, m in zip(group, members, strict=True):
+        if not made_under_no_grad(m):
+            continue
+        for j, other in zip(group, members, strict=True):
+            if j != i and j in written and not shares_version_counter(m, other):
+                raise RefusedCall(
+                    f"input {i} is a view made under no_grad, and input {j}, which shares its storage but not its "
+                    f"version counter (a .data), is written: the inputs rebuilt from their common storage share one "
+                    "counter, so the write would move the view's version, which eager's does not",
+                    hint='pass a .clone() of one of them, or pass on_unsupported="eager"')
+
+
 def _refuse_views_moved_off_their_base(group: tuple, members: list) -> None:
     """Refuse a call passing an autograd view that no longer shares its base's storage (``t0.data = y``, Dynamo
     runs it between graphs) beside an input sharing its new storage that the function writes: the synthetic
@@ -558,6 +575,7 @@ class SyntheticBases:
             _refuse_views_made_leaves(group, members, layout, written)
             _refuse_views_moved_off_their_base(group, members)
             _refuse_views_dropping_elements(group, members, layout, written)
+            _refuse_no_grad_views_beside_other_counters(group, members, written)
             base = _base_or_why(members, tuple(i in recorded for i in group))
             if isinstance(base, str):   # a refusal, which no caller answers with synthetic bases again (an
                 # ExpandedEntry's outer call: seed 1201873); saying why (fuzz seed 18602, through Dynamo)

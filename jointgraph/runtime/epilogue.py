@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import re
 import weakref
 
 import torch
 
-from ..capture.inplace import VIEW_OF_LEAF
+from ..capture.inplace import CallerView, in_place_on_a_view_error
 from ..capture.metadata import replay_views
 from ..errors import UnsupportedError
 from ..ir.sizes import extent
@@ -243,7 +242,6 @@ def check_moved_views(inputs: list, read_after_writes: tuple, writers: tuple) ->
 
 
 _NO_GRAD_MODE = torch._C._autograd.CreationMeta.NO_GRAD_MODE
-_MULTI_OUTPUT = torch._C._autograd.CreationMeta.MULTI_OUTPUT_NODE
 # autograd's error for reading, with grad mode on, a view made under no_grad after a write into its base
 NO_GRAD_VIEW_READ_AFTER_WRITE = (
     "A view was created in no_grad mode and its base or another view of its base has been modified inplace with "
@@ -322,26 +320,8 @@ def check_view_of_leaf(inputs: list, written: tuple) -> None:
         t = inputs[i]
         base = t._base
         if base is not None and base.is_leaf and base.requires_grad and t.requires_grad:
-            raise RuntimeError(_in_place_on_a_view_error(t))
+            raise RuntimeError(in_place_on_a_view_error(CallerView.of(t)))
 
-
-def _in_place_on_a_view_error(t: torch.Tensor) -> str:
-    """Autograd's error for an in-place op on ``t``, a view of a leaf requiring grad, under grad mode."""
-    meta = torch._C._autograd._get_creation_meta(t)
-    if meta == _MULTI_OUTPUT:
-        try:
-            node = re.sub(r"Backward\d*$", "", t.grad_fn.name())
-        except RuntimeError:   # stale: its node cannot be regenerated
-            node = "a function"
-        return (f"Output {t.output_nr} of {node} is a view and is being modified inplace. This view is the output "
-                "of a function that returns multiple views. Such functions do not allow the output views to be "
-                "modified inplace. You should replace the inplace operation by an out-of-place one.")
-    if meta == _NO_GRAD_MODE:
-        return ("A view was created in no_grad mode and is being modified inplace with grad mode enabled. Given that "
-                "this use case is ambiguous and error-prone, it is forbidden. You can clarify your code by moving both "
-                "the view and the inplace either both inside the no_grad block (if you don't want the inplace to be "
-                "tracked) or both outside (if you want the inplace to be tracked).")
-    return VIEW_OF_LEAF + "."
 
 
 _AS_STRIDED_NODES = (torch._C._functions.AsStridedBackward0, torch._C._functions.AsStridedBackward1)
