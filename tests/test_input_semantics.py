@@ -4095,3 +4095,33 @@ def test_views_of_a_leaf_passed_together_keep_eagers_errors():
     assert g(x0, leaf.data) is not None   # eager runs it
     with pytest.raises(jointgraph.UnsupportedError, match="a view made under no_grad, and input 1"):
         jointgraph.aot_function(g)(x0, leaf.data)
+
+
+_READ_AFTER_A_NO_GRAD_WRITE = "def f(a):\n    with torch.no_grad():\n        a.mul_(2)\n    return a * 1"
+
+
+@pytest.mark.parametrize("contender", ["default", "mincut"])
+@pytest.mark.parametrize("body,inputs,status", [
+    (_READ_AFTER_A_NO_GRAD_WRITE,   # a view of a view made under no_grad (it has a node)
+     "leaf0 = torch.randn(4, 3, requires_grad=True)\nwith torch.no_grad():\n    v = leaf0[:3]\nx0 = v[1:]\nx0,",
+     "pass"),
+    (_READ_AFTER_A_NO_GRAD_WRITE, "leaf0 = torch.randn(4, 3, requires_grad=True)\nx0 = leaf0.unbind(0)[1]\nx0,",
+     "pass"),
+    (_READ_AFTER_A_NO_GRAD_WRITE, "b = torch.randn(4, 3, requires_grad=True).clone()\nx0 = b.unbind(0)[1]\nx0,",
+     "pass"),
+    (_READ_AFTER_A_NO_GRAD_WRITE,
+     "b = torch.randn(4, 3, requires_grad=True)\nwith torch.inference_mode():\n    x0 = b[1:]\nx0,", "pass"),
+    ("def f(c):\n    t1 = c.expand(2, 3, 4)\n    with torch.no_grad():\n        t2 = t1[0]\n    t2.mul_(2)\n"
+     "    return c * 2", "c = torch.randn(3, 4, requires_grad=True).clone()\nc,", "pass"),
+    ("def f(a, b):\n    with torch.no_grad():\n        b.mul_(2)\n    return a * 1",
+     "base0 = torch.randn(4, 3, requires_grad=True).clone()\nwith torch.inference_mode():\n    x0 = base0[:2]\n"
+     "x0, base0[1:]", "refused"),
+])
+def test_views_made_in_a_mode_or_by_unbind_refuse_a_read_after_a_write_as_eager(contender, body, inputs, status):
+    """Review of 7803a49: a view whose making autograd cannot replay (under no_grad, inference_mode, or by
+    ``unbind``; also a view of such a view), read with grad mode on after a write into its base: eager raises at
+    the call, the step raised at the backward (or ran). A view taken under no_grad inside the function of an expand
+    of an input, written with grad: eager refuses it, the step ran. An inference-mode view beside another input of
+    its storage that the function writes is refused by name (no mode of the trace makes such a view)."""
+    outcome = check(Program.scenario(body, inputs), CONTENDERS[contender])
+    assert outcome.status == status, outcome.message

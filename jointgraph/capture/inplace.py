@@ -1552,12 +1552,11 @@ def _check_in_place_on_a_leaf(func, target: torch.Tensor, rest: tuple, kwargs: d
     view of an input that requires grad in the trace: the caller's may be no leaf (Note [Eager's in-place checks])."""
     if not (torch.is_grad_enabled() and target.requires_grad):
         return
-    root = target._base if target._base is not None else target
-    if of_an_input and root.requires_grad:
-        return
     view_meta = torch._C._autograd._get_creation_meta(target) if target._is_view() else _DEFAULT_CREATION
-    if not (target.is_leaf or root.is_leaf or view_meta != _DEFAULT_CREATION):
-        return
+    if view_meta == _DEFAULT_CREATION:   # else made as eager's was, also of an input (review of 7803a49:
+        root = target._base if target._base is not None else target   # ``t1[0]`` taken under no_grad)
+        if of_an_input and root.requires_grad or not (target.is_leaf or root.is_leaf):
+            return
     func(target, *rest, **kwargs)   # raises: autograd checks before the write reaches the expand's memory
     raise AssertionError(f"autograd let {getattr(func, '__name__', func)} write a leaf or a view of one")
 

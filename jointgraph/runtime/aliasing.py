@@ -175,12 +175,20 @@ def _refuse_views_made_leaves(group: tuple, members: list, layout, moving: set) 
                 hint="take the view after requires_grad_(), pass a .clone(), or pass on_unsupported=\"eager\"")
 
 
-def _refuse_no_grad_views_beside_other_counters(group: tuple, members: list, written: set) -> None:
-    """Refuse a call passing a view made under no_grad beside an input of its storage that the function writes and
-    that does not share its version counter (``leaf.data``): eager's write leaves the view's version as it was, so
-    reading it after raises nothing; rebuilt under no_grad from the common base (Note [Aliased inputs]), the view
-    would count that write and raise eager's error for views made under no_grad (review of 7803a49)."""
+def _refuse_views_made_in_modes(group: tuple, members: list, written: set) -> None:
+    """Refuse a call passing a view made under inference_mode beside an input of its storage that the function
+    writes, or one made under no_grad beside such an input that does not share its version counter (``leaf.data``):
+    eager's write leaves that view's version as it was, so reading it after raises nothing; rebuilt under no_grad
+    from the common base (Note [Aliased inputs]), the view would count that write and raise eager's error for views
+    made under no_grad (review of 7803a49)."""
     for i, m in zip(group, members, strict=True):
+        if m._base is not None and m.requires_grad and any(j != i and j in written for j in group) \
+                and torch._C._autograd._get_creation_meta(m) == torch._C._autograd.CreationMeta.INFERENCE_MODE:
+            raise RefusedCall(   # no mode of the trace makes such a view (review of 7803a49)
+                f"input {i} is a view made under torch.inference_mode() of a tensor that requires grad, passed beside "
+                "an input of its storage that the function writes: eager refuses reading it after the write, which "
+                "the views rebuilt from their common storage cannot follow",
+                hint='pass a .clone() of it, or pass on_unsupported="eager"')
         if not made_under_no_grad(m):
             continue
         for j, other in zip(group, members, strict=True):
@@ -575,7 +583,7 @@ class SyntheticBases:
             _refuse_views_made_leaves(group, members, layout, written)
             _refuse_views_moved_off_their_base(group, members)
             _refuse_views_dropping_elements(group, members, layout, written)
-            _refuse_no_grad_views_beside_other_counters(group, members, written)
+            _refuse_views_made_in_modes(group, members, written)
             base = _base_or_why(members, tuple(i in recorded for i in group))
             if isinstance(base, str):   # a refusal, which no caller answers with synthetic bases again (an
                 # ExpandedEntry's outer call: seed 1201873); saying why (fuzz seed 18602, through Dynamo)

@@ -223,6 +223,11 @@ def check_moved_views(inputs: list, read_after_writes: tuple, writers: tuple) ->
         t = inputs[j]
         if t._base is None or not t.requires_grad:
             continue
+        view = CallerView.of(t)
+        if view.creation != _DEFAULT_CREATION and any(autograd_root(inputs[i]) is t._base for i in written):
+            # made under no_grad or inference_mode, or by unbind / split (also a view of such a view): autograd
+            # refuses to regenerate its history after the write, where eager reads it (review of 7803a49)
+            raise RuntimeError(in_place_on_a_view_error(view, "its base or another view of its base has been"))
         if t.grad_fn is None and t._base.requires_grad:
             _refuse_view_older_than_its_base_requires_grad(inputs, j, written)
             continue
@@ -242,13 +247,7 @@ def check_moved_views(inputs: list, read_after_writes: tuple, writers: tuple) ->
 
 
 _NO_GRAD_MODE = torch._C._autograd.CreationMeta.NO_GRAD_MODE
-# autograd's error for reading, with grad mode on, a view made under no_grad after a write into its base
-NO_GRAD_VIEW_READ_AFTER_WRITE = (
-    "A view was created in no_grad mode and its base or another view of its base has been modified inplace with "
-    "grad mode enabled. Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify your "
-    "code by moving both the view and the inplace either both inside the no_grad block (if you don't want the "
-    "inplace to be tracked) or both outside (if you want the inplace to be tracked).")
-
+_DEFAULT_CREATION = torch._C._autograd.CreationMeta.DEFAULT
 
 def made_under_no_grad(t: torch.Tensor) -> bool:
     """``t`` is a view the caller made under no_grad."""
@@ -262,12 +261,9 @@ def _refuse_view_older_than_its_base_requires_grad(inputs: list, j: int, written
     read, so autograd's reads after the function wrote it (or an input sharing its version counter) send their
     gradient into the base, the reads before it nowhere (fuzz seed 7203776, across a Dynamo graph break: ``a``'s
     ``requires_grad_()`` in eager, then ``t0.detach().mul_(t0); t0.sum()``): the graph, one node whose inputs
-    are linked at the call, cannot follow that. A view the caller made under no_grad has no history either:
-    eager's read after the write raises its error for such views, and so does the call (review of the twelfth
-    session: read as a view taken before requires_grad_(), it was refused with that untrue reason)."""
+    are linked at the call, cannot follow that. (A view the caller made under no_grad has no history either:
+    ``check_moved_views`` raises eager's error for reading it after the write first.)"""
     for i in written:
-        if autograd_root(inputs[i]) is inputs[j]._base and made_under_no_grad(inputs[j]):
-            raise RuntimeError(NO_GRAD_VIEW_READ_AFTER_WRITE)
         if autograd_root(inputs[i]) is inputs[j]._base:
             raise RefusedCall(
                 f"input {j} is a view taken before its base's requires_grad_(), and autograd reads it after "
