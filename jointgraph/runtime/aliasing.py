@@ -175,6 +175,9 @@ def _refuse_views_made_leaves(group: tuple, members: list, layout, moving: set) 
                 hint="take the view after requires_grad_(), pass a .clone(), or pass on_unsupported=\"eager\"")
 
 
+_AS_STRIDED_CHAIN = "a write through a view whose chain of view ops contains as_strided"   # capture/context.py
+
+
 def _refuse_views_made_in_modes(group: tuple, members: list, written: set) -> None:
     """Refuse a call passing a view made under inference_mode beside an input of its storage that the function
     writes, or one made under no_grad beside such an input that does not share its version counter (``leaf.data``):
@@ -635,6 +638,20 @@ class SyntheticBases:
         marks = [data_write_count(b) for b in bases] if through_data else None
         try:
             result = inner(bases, masked)
+        except UnsupportedError as exc:
+            plain = [i for i in members_of if made_under_no_grad(leaves[positions[i]])
+                     and not leaves[positions[i]].requires_grad]
+            if not (plain and str(exc).startswith(_AS_STRIDED_CHAIN)):
+                raise
+            # review of 7803a49: the write autograd records through a rebuilt view, beside a view made under no_grad
+            # of a tensor that does not require grad, fails in functionalization; the refusal said as_strided,
+            # which the caller did not write
+            raise RefusedCall(
+                f"input {plain[0]} is a view made under no_grad of a tensor that does not require grad, passed beside "
+                "an input of its storage that the function writes with autograd recording it: eager refuses any use "
+                "of the view after that write (its history cannot be regenerated), which the views rebuilt from "
+                "their common storage cannot follow",
+                hint='take the view outside no_grad, or pass a .clone() of it, or pass on_unsupported="eager"') from exc
         except RuntimeError as exc:
             if not metadata or type(exc) is not RuntimeError or not _raised_while_tracing(exc):
                 raise
