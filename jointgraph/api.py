@@ -504,6 +504,8 @@ def make_layout(joint, graphs: SplitGraphs, signature, out_spec, fakes: list) ->
         # made before a write to its storage: before the epilogue writes (or bumps the version of) the
         # input, or another input sharing its storage (a.copy_(a) under no_grad, a a detach of b)
         early_views=tuple(k for k, info in enumerate(outputs) if info.kind == "input_view" and info.made_before_write),
+        rebased_early_views=tuple(k for k, info in enumerate(outputs) if info.kind == "input_view"
+                                  and info.made_before_write and info.rebased),
         set_views=tuple(k for k, info in enumerate(outputs) if info.kind == "input_view" and info.made_before_set),
         early_if_aliased=tuple((k, info.input_index, info.written_after) for k, info in enumerate(outputs)
                                if info.kind == "input_view" and info.written_after),

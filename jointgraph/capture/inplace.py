@@ -582,6 +582,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self._views_made_leaves = _ByTensor()   # views of a tensor made inside, taken before its requires_grad_()
         self._views_given_data = _ByTensor()   # views of an input given other data by .data =: see _assign_data
         self._set_writes: dict[int, int] = {}   # storage set_() gave a tensor -> writes through such tensors
+        self._rebased = _ByTensor()   # views an in-place op autograd recorded ran on: rebased, with a node
         self._refreshed_at = _ByTensor()   # stale views autograd read: the writes into their storage then
         self._view_reads: dict[int, list] = {}   # input storage -> (clock made, clock read) of views autograd read
         self._eager_strides = _ByTensor()   # views whose strides eager's view op chooses otherwise than the tracer's
@@ -850,10 +851,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             if self.analyze and (in_place or name in _DUNDER_WRITES) and target._is_view() \
                     and _recorded(args, kwargs) and not (name == "__setitem__" and len(args) > 1
                                                          and setitem_writes_a_view(target, args[1])):
-                # autograd rebased the view's history at the version its own write left: not stale after it
-                # (--semantics12 seed 15203166: ``t0 = a[:, :1]; t0[[0, -1]] = t1.sum()``, ``t0`` returned, was
-                # made before the epilogue's write, without a grad_fn: an in-place op on it took it for a leaf)
-                self._refreshed_at[target] = self._writes.get(_storage_id(target), 0)
+                self._rebased[target] = True   # its own node from here on (``rebased``)
             if target is not None and name in _VERSIONED_METADATA and target.requires_grad \
                     and torch.is_grad_enabled() and target._is_view():
                 self._reshaped_views.setdefault(_storage_id(target), []).append(weakref.ref(target))
@@ -1115,6 +1113,13 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         storage, made, _ = self._made.get(t, (None, None, None))
         return made is not None and self._writes.get(storage, 0) > max(made, self._refreshed_at.get(t, made))
 
+    def rebased(self, t: torch.Tensor) -> bool:
+        """An in-place op autograd recorded ran on the view ``t`` itself (not ``t[i] = v`` with a basic index, which
+        writes a view of it): autograd gave eager's ``t`` a node of its own then, which stays, stale or not, so an
+        in-place op on it after the call does not take it for a leaf (--semantics12 seed 15203166: ``t0 =
+        a[:, :1]; t0[[0, -1]] = t1.sum()``, ``t0`` returned, then ``out.mul_(2)``)."""
+        return bool(self._rebased.get(t))
+
     def written_since_made(self, t: torch.Tensor) -> bool:
         """``t`` (a view) was made before an in-place op on its storage that bumped the version
         counter it shares: eager's view is then stale, and regenerates (or refuses) its grad_fn."""
@@ -1338,11 +1343,15 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         of it: a view of a view made under no_grad or by a multi-output op carries that making, named by its own
         node (``Output 0 of Select is a view of a view which was created in no_grad mode``)."""
         view = self._leaf_views.get(root)
-        if target is root or view.creation == _CREATION.DEFAULT:
+        if target is root:
             return in_place_on_a_view_error(view)
+        # eager's rule: the target's own making where it is not the default (an unbind inside, a view taken under
+        # no_grad inside), else the one it inherited; an inference-mode one always (review of 9718cb7)
+        own = torch._C._autograd._get_creation_meta(target) if target._is_view() else _CREATION.DEFAULT
+        creation = view.creation if view.creation == _CREATION.INFERENCE_MODE or own == _CREATION.DEFAULT else own
         node = _grad_fn(target)
-        return in_place_on_a_view_error(CallerView(view.creation, node.name() if node is not None else view.node,
-                                                   target.output_nr if node is not None else view.output_nr))
+        return in_place_on_a_view_error(CallerView(creation, node.name() if node is not None else None,
+                                                   target.output_nr))
 
     def mark_expanded_inputs(self, tensors: list) -> None:
         """These inputs are expanded (their elements share memory; traced as they are, or on a dense copy): a

@@ -230,7 +230,7 @@ def _collect(flat_fn: LeafSlots, fake_args: list, roles: tuple[Role, ...], fake_
                 # and one made under no_grad does not require grad (--semantics12 seed 10700702: t0.set_(b), then a
                 # write into b, under no_grad)
                 if info.kind == "input_view" and out._base is not None and checks.stale_view(out):
-                    info = dataclasses.replace(info, made_before_write=True)
+                    info = dataclasses.replace(info, made_before_write=True, rebased=checks.rebased(out))
                 elif info.kind == "input_view" and _moved(inputs, info.input_index):   # a view of its old storage
                     info = dataclasses.replace(info, made_before_set=True)   # (fuzz seed 904401)
                 elif info.kind == "input_view" and info.input_index < len(call_args):

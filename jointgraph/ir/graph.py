@@ -86,6 +86,7 @@ class OutputInfo:
     view_meta: tuple | None = None
     view_replay: tuple | None = None  # view ops from the input to this output (Note [Input mutations])
     made_before_write: bool = False   # an input view made before a write to the input: made before the epilogue
+    rebased: bool = False             # ... that an in-place op autograd recorded ran on: its node read after it
     # an input view made after the function's writes to the input's storage and before set_() (or
     # .data =) moved the input: made after the epilogue's writes, before it moves the input
     made_before_set: bool = False

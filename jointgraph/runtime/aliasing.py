@@ -178,12 +178,13 @@ def _refuse_views_made_leaves(group: tuple, members: list, layout, moving: set) 
 _AS_STRIDED_CHAIN = "a write through a view whose chain of view ops contains as_strided"   # capture/context.py
 
 
-def _refuse_views_made_in_modes(group: tuple, members: list, written: set) -> None:
+def _refuse_views_made_in_modes(group: tuple, members: list, written: set, layout) -> None:
     """Refuse a call passing a view made under inference_mode beside an input of its storage that the function
     writes, or one made under no_grad beside such an input that does not share its version counter (``leaf.data``):
     eager's write leaves that view's version as it was, so reading it after raises nothing; rebuilt under no_grad
     from the common base (Note [Aliased inputs]), the view would count that write and raise eager's error for views
-    made under no_grad (review of 7803a49)."""
+    made under no_grad, where autograd reads it after the write (review of 7803a49)."""
+    read_after = dict(layout.read_after_writes)
     for i, m in zip(group, members, strict=True):
         if m._base is not None and m.requires_grad and any(j != i and j in written for j in group) \
                 and torch._C._autograd._get_creation_meta(m) == torch._C._autograd.CreationMeta.INFERENCE_MODE:
@@ -192,10 +193,10 @@ def _refuse_views_made_in_modes(group: tuple, members: list, written: set) -> No
                 "an input of its storage that the function writes: eager refuses reading it after the write, which "
                 "the views rebuilt from their common storage cannot follow",
                 hint='pass a .clone() of it, or pass on_unsupported="eager"')
-        if not made_under_no_grad(m):
+        if not (made_under_no_grad(m) and m.requires_grad and torch.is_grad_enabled()):
             continue
-        for j, other in zip(group, members, strict=True):
-            if j != i and j in written and not shares_version_counter(m, other):
+        for j, other in zip(group, members, strict=True):   # only where autograd reads the view after that write
+            if j != i and j in written and j in read_after.get(i, ()) and not shares_version_counter(m, other):
                 raise RefusedCall(
                     f"input {i} is a view made under no_grad, and input {j}, which shares its storage but not its "
                     f"version counter (a .data), is written: the inputs rebuilt from their common storage share one "
@@ -283,7 +284,7 @@ def _take_recorded_writes(leaves: list, positions: tuple, groups: tuple, bases: 
                     m.copy_(base.as_strided(m.shape, m.stride(), m.storage_offset()))
 
 
-def _refresh_grad_fns(tensors: list) -> None:
+def refresh_grad_fns(tensors: list) -> None:
     """Regenerate these views' grad_fn, as eager's reads of them did after the write into their storage
     (Note [Writes through a view of an input] in runtime/epilogue.py); until then autograd's in-place check
     would take each for a leaf that requires grad (fuzz seed 1901147)."""
@@ -586,7 +587,7 @@ class SyntheticBases:
             _refuse_views_made_leaves(group, members, layout, written)
             _refuse_views_moved_off_their_base(group, members)
             _refuse_views_dropping_elements(group, members, layout, written)
-            _refuse_views_made_in_modes(group, members, written)
+            _refuse_views_made_in_modes(group, members, written, layout)
             base = _base_or_why(members, tuple(i in recorded for i in group))
             if isinstance(base, str):   # a refusal, which no caller answers with synthetic bases again (an
                 # ExpandedEntry's outer call: seed 1201873); saying why (fuzz seed 18602, through Dynamo)
@@ -680,7 +681,7 @@ class SyntheticBases:
                     stack.enter_context(torch.autograd._unsafe_preserve_version_counter(leaves[positions[i]]))
                 # a recorded t_() on a view whose base the call wrote with grad: eager's op read its regenerated
                 # grad_fn, stale until read it passes for a leaf (fuzz --semantics12 seed 7100966)
-                _refresh_grad_fns([leaves[positions[m[0]]] for m in metadata if m[-1]])
+                refresh_grad_fns([leaves[positions[m[0]]] for m in metadata if m[-1]])
                 apply_metadata_mutations([leaves[p] for p in positions], metadata)
             if expected:   # eager's recorded t_() came before the op that saved the input: its bump is expected
                 _expected_versions_holder(result).expected_versions = [
@@ -699,7 +700,7 @@ class SyntheticBases:
         for i in requires_grad_set:
             leaves[positions[i]].requires_grad_()
         if refreshed and torch.is_grad_enabled():
-            _refresh_grad_fns([leaves[p] for p in refreshed])
+            refresh_grad_fns([leaves[p] for p in refreshed])
         if not returned and not viewed:
             return result
         flat, out_spec = pytree.tree_flatten(result)

@@ -49,7 +49,7 @@ from ..capture.metadata import (
 from ..errors import UnsupportedError, user_source_line
 from ..ir.hook_ops import running_hooks
 from ..ir.sizes import extent
-from .aliasing import check_no_aliasing
+from .aliasing import check_no_aliasing, refresh_grad_fns
 from .epilogue import (
     DataWriteMark,
     apply_metadata_mutations,
@@ -117,6 +117,7 @@ class EntryLayout:
     # (input, tangents it is read for) per input an op saved as itself: runtime/aliasing.py's _watch_members
     inputs_saved_itself: tuple[tuple[int, tuple[int, ...] | None], ...] = ()
     early_views: tuple[int, ...] = ()           # input views (flat positions) made before the epilogue
+    rebased_early_views: tuple[int, ...] = ()   # ... whose node eager's own write set: read after the epilogue
     set_views: tuple[int, ...] = ()             # ... made after its writes, before it moves inputs (set_)
     # (flat position, input, other inputs written after the view was made): made before the epilogue
     # too when one of the others shares the input's storage in this call (a.copy_(a), a a detach of b)
@@ -331,6 +332,10 @@ class CompiledEntry:
             flat = self._with_raising_backward(flat, inputs)
         if shares and layout.backward_error is not None:   # the raising node returned copies
             flat = _share_counters(flat, inputs, layout.counter_shares, layout.same_objects)
+        if layout.rebased_early_views:
+            # eager's view has the node its own recorded write gave it, stale or not: read after the writes, from
+            # its base (not from the input it views, which eager leaves stale)
+            refresh_grad_fns([flat[k] for k in layout.rebased_early_views])
         return flat
 
     @staticmethod
