@@ -4138,6 +4138,9 @@ _READ_AFTER_A_NO_GRAD_WRITE = "def f(a):\n    with torch.no_grad():\n        a.m
     ("def f(a, b):\n    with torch.no_grad():\n        b.mul_(2)\n    return a * 1",
      "base0 = torch.randn(4, 3, requires_grad=True).clone()\nwith torch.inference_mode():\n    x0 = base0[:2]\n"
      "x0, base0[1:]", "refused"),
+    ("def f(a, b):\n    b.add_(1.0)\n    return b * 2",   # not read after the write: compiles (review of 3c3917c)
+     "base0 = torch.randn(4, 3, requires_grad=True).clone()\nwith torch.inference_mode():\n    x0 = base0[:2]\n"
+     "x0, base0[1:]", "pass"),
     # a view made under no_grad of a tensor that does not require grad, beside a write autograd records: refused
     # saying so (the refusal named as_strided, which the caller did not write); returned without a read, it runs
     ("def f(a, b, w):\n    b.mul_(w)\n    return a * 1", _PLAIN_NO_GRAD_VIEW + "x0, base0, w", "refused"),
@@ -4172,3 +4175,24 @@ def test_returned_view_written_with_grad_then_modified_after_the_call(contender,
                                mutate_outputs=True)
     outcome = check(program, CONTENDERS[contender])
     assert outcome.status == "pass", outcome.message
+
+
+@pytest.mark.parametrize("contender", ["default", "mincut"])
+@pytest.mark.parametrize("body,w,status", [
+    ("t0 = a[:, :1]\n    t0.t_()\n    t0.mul_(w)\n    return a", "torch.tensor([[1., 2, 3, 4]])", "refused"),
+    ("t0 = a[:, :1]\n    t0.t_()\n    t0[0].mul_(w)\n    return a", "torch.tensor([1., 2, 3, 4])", "refused"),
+    ("t0 = a[:, :2]\n    t0.t_()\n    t0[1].mul_(w)\n    return a", "torch.tensor([1., 2, 3, 4])", "refused"),
+    ("t0 = a[:, :1]\n    t0.t_()\n    a.mul_(w)\n    return a, t0", "torch.randn(4, 2)", "pass"),
+    ("t0 = a[0]\n    t0.unsqueeze_(0)\n    t0.mul_(w)\n    return a", "torch.randn(1, 2)", "pass"),
+    ("t0 = a[:, :1]\n    t0.t_()\n    with torch.no_grad():\n        t0.mul_(2)\n    return a * w", "torch.randn(4, 2)",
+     "pass"),
+])
+def test_recorded_write_through_a_view_reordered_in_place_without_grad(contender, body, w, status):
+    """Review of 7803a49 (older): ``t0 = a[:, :1]; t0.t_(); t0.mul_(w)`` on an input that does not require grad:
+    autograd differentiated the write through ``t0``'s geometry before ``t_()`` (``w.grad`` four times eager's;
+    through ``t0[1]`` the trace crashed). Refused by name, as where ``t0`` required grad at its ``t_()``; writes into
+    the base, after ``unsqueeze_()`` or not recorded by autograd compile."""
+    program = Program.scenario(f"def f(a, w):\n    {body}",
+                               f"a = torch.arange(8.).view(4, 2)\nw = {w}.requires_grad_()\na, w")
+    outcome = check(program, CONTENDERS[contender])
+    assert outcome.status == status, outcome.message

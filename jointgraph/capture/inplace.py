@@ -98,6 +98,8 @@ _METADATA_ONLY = frozenset({
 # Metadata-only in-place ops that bump the version counter eager shares among a storage's views.
 _VERSIONED_METADATA = frozenset({"t_", "transpose_", "swapdims_", "swapaxes_", "unsqueeze_", "squeeze_",
                                  "as_strided_", "resize_", "resize_as_"})
+# In-place view ops that reorder a view's dimensions or elements (Note [Writes after an in-place view op on a view]).
+_PERMUTING_METADATA = frozenset({"t_", "transpose_", "swapdims_", "swapaxes_", "as_strided_"})
 # Writes eager allows into a tensor whose elements overlap (it checks neither overlap).
 _OVERLAP_UNCHECKED = frozenset({
     "fill_", "zero_", "masked_fill_", "index_put_", "index_fill_", "put_", "masked_scatter_", "fill_diagonal_",
@@ -568,6 +570,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self.set_under_views = False           # set_() ran on a storage with views made before
         self.set_inside = False                # set_() ran on a tensor made inside the function
         self._reshaped_views: dict[int, list] = {}   # storage -> differentiable views given new metadata in place
+        self._permuted = _ByTensor()   # views given new dimension order in place without grad, and views of them
         self.views_before_requires_grad: dict[int, str] = {}   # input storage -> the requires_grad_() line
         self.copies: set = set()   # storages of inputs traced on a copy of their elements (clone_as_is)
         self.expanded_inputs: set = set()   # storages of expanded inputs (or of their dense copies)
@@ -834,7 +837,7 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                                        hint='write into a clone, or pass on_unsupported="eager"')
         if self.analyze:
             if in_place or target is not None and name in _DUNDER_WRITES:
-                self._refuse_write_under_reshaped_view(name, target)
+                self._refuse_write_under_reshaped_view(name, target, _recorded(args, kwargs))
                 self._written_itself[target] = True
                 if self._regeometried.get(target) and name not in _VERSIONED_METADATA:
                     raise _write_after_as_strided_of_a_view(name)
@@ -855,6 +858,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             if target is not None and name in _VERSIONED_METADATA and target.requires_grad \
                     and torch.is_grad_enabled() and target._is_view():
                 self._reshaped_views.setdefault(_storage_id(target), []).append(weakref.ref(target))
+            elif target is not None and name in _PERMUTING_METADATA and target._is_view():
+                self._permuted[target] = True
             if target is not None and name in _VERSIONED_METADATA and self._views.get(_storage_id(target), 0):
                 self.reshaped_under_views = True   # Note [Views made before an in-place view op]
                 self._refuse_regenerated_gradients(name, target)
@@ -982,6 +987,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
         self._expanded.track(func, target, result)
         storage = _storage_id(result)
         a_view = target is not None and result is not target and storage == _storage_id(target)
+        if a_view and self._permuted.get(target):
+            self._permuted[result] = True
         if target is not None and (_reads_data(func, name)
                                    or self._data_aliases.get(target) and a_view):
             self._data_aliases[result] = True   # x.data, or a view of it (every trace: writes into expands ask)
@@ -1044,18 +1051,24 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
                                    "the function (or, for as_strided_, on such a view): the gradient through the "
                                    "older view would come from the new geometry, not eager's", user_source_line())
 
-    def _refuse_write_under_reshaped_view(self, name: str, target: torch.Tensor) -> None:
+    def _refuse_write_under_reshaped_view(self, name: str, target: torch.Tensor, recorded: bool) -> None:
         """Note [Writes after an in-place view op on a view]: autograd records how a view was
         taken from its base when the view is made; ``t_()`` / ``unsqueeze_()`` on the view change
         its geometry but not that record. A later write into the storage is then differentiated
         through the view's old geometry (as PyTorch's own AOTAutograd does): the gradient goes to
-        the wrong elements where eager's is right. Refused."""
+        the wrong elements where eager's is right. Refused. Also where the view required no grad at
+        its ``t_()`` (or another op reordering its dimensions) and a later write autograd records goes into that
+        view, or a view taken of it after (review of 7803a49: ``t0 = a[:, :1]; t0.t_(); t0.mul_(w)`` gave ``w``
+        four times eager's gradient, ``t0[0].mul_(w)`` others; writes into the base, and after ``unsqueeze_()``,
+        are exact)."""
         views = self._reshaped_views.get(_storage_id(target))
-        if views and any(ref() is not None for ref in views):
-            raise stale_view_error(f"{name} into the storage of a view that requires grad and was given new "
-                                   "metadata in place (t_(), unsqueeze_(), transpose_(), ...) earlier in the "
-                                   "function: autograd would differentiate the write through the view's old "
-                                   "geometry, not eager's", user_source_line())
+        plain = recorded and torch.is_grad_enabled() and self._permuted.get(target)
+        if views and any(ref() is not None for ref in views) or plain:
+            raise stale_view_error(f"{name} into the storage of a view that {'requires grad and ' if views else ''}"
+                                   "was given new metadata in place (t_(), unsqueeze_(), transpose_(), ...) earlier "
+                                   f"in the function{'' if views else ', with autograd recording the write'}: "
+                                   "autograd would differentiate the write through the view's old geometry, not "
+                                   "eager's", user_source_line())
 
     def refuse_stale_views(self, exc: BaseException) -> None:
         """Note [Views made before an in-place view op]: functionalization regenerates a view by

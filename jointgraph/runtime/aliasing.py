@@ -180,17 +180,18 @@ _AS_STRIDED_CHAIN = "a write through a view whose chain of view ops contains as_
 
 def _refuse_views_made_in_modes(group: tuple, members: list, written: set, layout) -> None:
     """Refuse a call passing a view made under inference_mode beside an input of its storage that the function
-    writes, or one made under no_grad beside such an input that does not share its version counter (``leaf.data``):
-    eager's write leaves that view's version as it was, so reading it after raises nothing; rebuilt under no_grad
-    from the common base (Note [Aliased inputs]), the view would count that write and raise eager's error for views
-    made under no_grad, where autograd reads it after the write (review of 7803a49)."""
+    writes before autograd reads the view, or one made under no_grad beside such an input that does not share its
+    version counter (``leaf.data``): eager's write leaves that view's version as it was, so reading it after raises
+    nothing; rebuilt under no_grad from the common base (Note [Aliased inputs]), the view would count that write
+    and raise eager's error for views made under no_grad (review of 7803a49)."""
     read_after = dict(layout.read_after_writes)
     for i, m in zip(group, members, strict=True):
-        if m._base is not None and m.requires_grad and any(j != i and j in written for j in group) \
+        if m._base is not None and m.requires_grad and torch.is_grad_enabled() \
+                and any(j != i and j in written and j in read_after.get(i, ()) for j in group) \
                 and torch._C._autograd._get_creation_meta(m) == torch._C._autograd.CreationMeta.INFERENCE_MODE:
             raise RefusedCall(   # no mode of the trace makes such a view (review of 7803a49)
                 f"input {i} is a view made under torch.inference_mode() of a tensor that requires grad, passed beside "
-                "an input of its storage that the function writes: eager refuses reading it after the write, which "
+                "an input of its storage that the function writes before reading it: eager refuses that read, which "
                 "the views rebuilt from their common storage cannot follow",
                 hint='pass a .clone() of it, or pass on_unsupported="eager"')
         if not (made_under_no_grad(m) and m.requires_grad and torch.is_grad_enabled()):
