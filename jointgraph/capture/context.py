@@ -428,6 +428,11 @@ def inference_in_eager(t: torch.Tensor) -> bool:
 _REBUILT = "_jointgraph_rebuilt_with"
 
 
+class AsStridedChainWrite(UnsupportedError):
+    """Functionalization's refusal of a write through a view chain that holds an ``as_strided`` (a user's, or one
+    jointgraph's own rebuild of aliased inputs put there: runtime/aliasing.py tells the two apart)."""
+
+
 def rebuilt_as_the_callers(make: Callable[[], torch.Tensor], with_grad: bool, under_no_grad: bool = False) \
         -> torch.Tensor:
     """``make()``, a view jointgraph makes inside the trace as a stand-in of a caller's tensor (an expanded input
@@ -603,7 +608,7 @@ def translate_errors():
         if "as_strided() is non-compositional" in message:
             # functionalization's own ban: a write through a view chain one of whose views is as_strided (the
             # view set_() or .data = leaves between tensors sharing a storage is one; fuzz seed 3000390)
-            raise UnsupportedError(
+            raise AsStridedChainWrite(
                 "a write through a view whose chain of view ops contains as_strided (an as_strided() view, or a "
                 "tensor set_() onto another's storage) cannot be traced: functionalization cannot replay "
                 "as_strided in a view chain", source=source_from_traceback(exc),

@@ -372,7 +372,7 @@ MULTI_OUTPUT_VIEW_WRITTEN = ("A view of a function that returns multiple views (
                              "You should replace the inplace operation by an out-of-place one.")
 
 
-_CREATION = torch._C._autograd.CreationMeta
+CREATION = torch._C._autograd.CreationMeta
 
 
 @dataclasses.dataclass(frozen=True)
@@ -386,11 +386,19 @@ class CallerView:
 
     @classmethod
     def of(cls, t: torch.Tensor) -> CallerView:
+        creation = creation_of(t)
+        if creation == CREATION.DEFAULT:   # eager's message names no node: the caller's view is left unread
+            return cls(creation)            # (a read would regenerate a stale one's grad_fn)
         try:
             node = t.grad_fn
-        except RuntimeError:   # stale, its node not regenerated: eager's write raises that error instead
+        except RuntimeError:   # stale, its node not regenerated
             node = None
-        return cls(torch._C._autograd._get_creation_meta(t), node.name() if node is not None else None, t.output_nr)
+        return cls(creation, node.name() if node is not None else None, t.output_nr)
+
+
+def creation_of(t: torch.Tensor):
+    """How autograd made the view ``t`` (``CreationMeta``): DEFAULT for a tensor that is no view."""
+    return torch._C._autograd._get_creation_meta(t) if t._is_view() else CREATION.DEFAULT
 
 
 NO_LEAF_VIEWS: Mapping[int, CallerView] = MappingProxyType({})   # inputs -> CallerView: none
@@ -400,11 +408,11 @@ def in_place_on_a_view_error(view: CallerView, modified: str = "is being") -> st
     """Autograd's error for an in-place op, under grad mode, on a view of a leaf that requires grad (``view``),
     or on a view made under no_grad, under inference_mode or by a multi-output op (``unbind``, ``split``), whose
     own error comes first: eager's wording, its node named as eager names it (``Output 0 of Select``)."""
-    if view.creation == _CREATION.DEFAULT:
+    if view.creation == CREATION.DEFAULT:
         return VIEW_OF_LEAF + "."
     name = re.sub(r"Backward\d*$", "", view.node) if view.node is not None else None
-    modes = {_CREATION.NO_GRAD_MODE: ("no_grad mode", "with grad mode enabled"),
-             _CREATION.INFERENCE_MODE: ("inference mode", "in normal mode")}
+    modes = {CREATION.NO_GRAD_MODE: ("no_grad mode", "with grad mode enabled"),
+             CREATION.INFERENCE_MODE: ("inference mode", "in normal mode")}
     mode, where = modes.get(view.creation, (None, None))
     if name is not None and mode is not None:
         message = (f"Output {view.output_nr} of {name} is a view of a view which was created in {mode} and "
@@ -413,11 +421,11 @@ def in_place_on_a_view_error(view: CallerView, modified: str = "is being") -> st
         message = f"Output {view.output_nr} of {name} is a view and {modified} modified inplace."
     else:
         message = f"A view was created in {mode or 'no_grad mode'} and {modified} modified inplace {where or ''}."
-    if view.creation == _CREATION.MULTI_OUTPUT_NODE:
+    if view.creation == CREATION.MULTI_OUTPUT_NODE:
         return message + (" This view is the output of a function that returns multiple views. Such functions do "
                           "not allow the output views to be modified inplace. You should replace the inplace "
                           "operation by an out-of-place one.")
-    block = "inference_mode" if view.creation == _CREATION.INFERENCE_MODE else "no_grad"
+    block = "inference_mode" if view.creation == CREATION.INFERENCE_MODE else "no_grad"
     return message + (" Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify "
                       f"your code by moving both the view and the inplace either both inside the {block} block (if "
                       "you don't want the inplace to be tracked) or both outside (if you want the inplace to be "
@@ -1360,8 +1368,8 @@ class EagerInPlaceChecks(torch.overrides.TorchFunctionMode):
             return in_place_on_a_view_error(view)
         # eager's rule: the target's own making where it is not the default (an unbind inside, a view taken under
         # no_grad inside), else the one it inherited; an inference-mode one always (review of 9718cb7)
-        own = torch._C._autograd._get_creation_meta(target) if target._is_view() else _CREATION.DEFAULT
-        creation = view.creation if view.creation == _CREATION.INFERENCE_MODE or own == _CREATION.DEFAULT else own
+        own = creation_of(target)
+        creation = view.creation if view.creation == CREATION.INFERENCE_MODE or own == CREATION.DEFAULT else own
         node = _grad_fn(target)
         return in_place_on_a_view_error(CallerView(creation, node.name() if node is not None else None,
                                                    target.output_nr))
@@ -1560,9 +1568,6 @@ class ViewOfLeafWritten(RuntimeError):
         super().__init__(VIEW_OF_LEAF + ".")
 
 
-_DEFAULT_CREATION = torch._C._autograd.CreationMeta.DEFAULT
-
-
 def _check_in_place_on_a_leaf(func, target: torch.Tensor, rest: tuple, kwargs: dict, of_an_input: bool) -> None:
     """Eager's in-place checks for ``func(target, *rest, **kwargs)``, a write through a view of an expand that the
     trace rewrites onto a clone (where autograd never sees it): under grad mode, a target requiring grad that is a
@@ -1574,8 +1579,7 @@ def _check_in_place_on_a_leaf(func, target: torch.Tensor, rest: tuple, kwargs: d
     view of an input that requires grad in the trace: the caller's may be no leaf (Note [Eager's in-place checks])."""
     if not (torch.is_grad_enabled() and target.requires_grad):
         return
-    view_meta = torch._C._autograd._get_creation_meta(target) if target._is_view() else _DEFAULT_CREATION
-    if view_meta == _DEFAULT_CREATION:   # else made as eager's was, also of an input (review of 7803a49:
+    if creation_of(target) == CREATION.DEFAULT:   # else made as eager's was, also of an input (review of 7803a49:
         root = target._base if target._base is not None else target   # ``t1[0]`` taken under no_grad)
         if of_an_input and root.requires_grad or not (target.is_leaf or root.is_leaf):
             return

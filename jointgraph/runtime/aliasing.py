@@ -39,8 +39,8 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
-from ..capture.context import geometry, rebuilt_as_the_callers, treated_as_inputs
-from ..capture.inplace import analysis, in_place_checks, multi_output_view
+from ..capture.context import AsStridedChainWrite, geometry, rebuilt_as_the_callers, treated_as_inputs
+from ..capture.inplace import CREATION, analysis, creation_of, in_place_checks, multi_output_view
 from ..capture.inputs import unflattener
 from ..capture.leaves import shares_version_counter
 from ..capture.metadata import base_written_after
@@ -175,9 +175,6 @@ def _refuse_views_made_leaves(group: tuple, members: list, layout, moving: set) 
                 hint="take the view after requires_grad_(), pass a .clone(), or pass on_unsupported=\"eager\"")
 
 
-_AS_STRIDED_CHAIN = "a write through a view whose chain of view ops contains as_strided"   # capture/context.py
-
-
 def _refuse_views_made_in_modes(group: tuple, members: list, written: set, layout) -> None:
     """Refuse a call passing a view made under inference_mode beside an input of its storage that the function
     writes before autograd reads the view, or one made under no_grad beside such an input that does not share its
@@ -188,7 +185,7 @@ def _refuse_views_made_in_modes(group: tuple, members: list, written: set, layou
     for i, m in zip(group, members, strict=True):
         if m._base is not None and m.requires_grad and torch.is_grad_enabled() \
                 and any(j != i and j in written and j in read_after.get(i, ()) for j in group) \
-                and torch._C._autograd._get_creation_meta(m) == torch._C._autograd.CreationMeta.INFERENCE_MODE:
+                and creation_of(m) == CREATION.INFERENCE_MODE:
             raise RefusedCall(   # no mode of the trace makes such a view (review of 7803a49)
                 f"input {i} is a view made under torch.inference_mode() of a tensor that requires grad, passed beside "
                 "an input of its storage that the function writes before reading it: eager refuses that read, which "
@@ -536,7 +533,6 @@ def _view_of_caller(out: torch.Tensor, leaf: torch.Tensor, detached: bool = Fals
     return leaf.as_strided(out.shape, out.stride(), out.storage_offset())
 
 
-
 def _raised_while_tracing(exc: BaseException) -> bool:
     """The exception came from a fake kernel while the entry was traced, not from running it."""
     tb = exc.__traceback__
@@ -640,10 +636,10 @@ class SyntheticBases:
         marks = [data_write_count(b) for b in bases] if through_data else None
         try:
             result = inner(bases, masked)
-        except UnsupportedError as exc:
+        except AsStridedChainWrite as exc:
             plain = [i for i in members_of if made_under_no_grad(leaves[positions[i]])
                      and not leaves[positions[i]].requires_grad]
-            if not (plain and str(exc).startswith(_AS_STRIDED_CHAIN)):
+            if not plain:
                 raise
             # review of 7803a49: the write autograd records through a rebuilt view, beside a view made under no_grad
             # of a tensor that does not require grad, fails in functionalization; the refusal said as_strided,

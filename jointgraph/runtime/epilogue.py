@@ -9,7 +9,7 @@ import weakref
 
 import torch
 
-from ..capture.inplace import CallerView, in_place_on_a_view_error
+from ..capture.inplace import CREATION, CallerView, creation_of, in_place_on_a_view_error
 from ..capture.metadata import replay_views
 from ..errors import UnsupportedError
 from ..ir.sizes import extent
@@ -223,11 +223,11 @@ def check_moved_views(inputs: list, read_after_writes: tuple, writers: tuple) ->
         t = inputs[j]
         if t._base is None or not t.requires_grad:
             continue
-        view = CallerView.of(t)
-        if view.creation != _DEFAULT_CREATION and any(autograd_root(inputs[i]) is t._base for i in written):
+        if creation_of(t) != CREATION.DEFAULT and any(autograd_root(inputs[i]) is t._base for i in written):
             # made under no_grad or inference_mode, or by unbind / split (also a view of such a view): autograd
             # refuses to regenerate its history after the write, where eager reads it (review of 7803a49)
-            raise RuntimeError(in_place_on_a_view_error(view, "its base or another view of its base has been"))
+            raise RuntimeError(in_place_on_a_view_error(CallerView.of(t),
+                                                        "its base or another view of its base has been"))
         if t.grad_fn is None and t._base.requires_grad:
             _refuse_view_older_than_its_base_requires_grad(inputs, j, written)
             continue
@@ -246,12 +246,9 @@ def check_moved_views(inputs: list, read_after_writes: tuple, writers: tuple) ->
                     "cannot follow", hint='pass a clone of the view, or pass on_unsupported="eager"')
 
 
-_NO_GRAD_MODE = torch._C._autograd.CreationMeta.NO_GRAD_MODE
-_DEFAULT_CREATION = torch._C._autograd.CreationMeta.DEFAULT
-
 def made_under_no_grad(t: torch.Tensor) -> bool:
     """``t`` is a view the caller made under no_grad."""
-    return t._base is not None and torch._C._autograd._get_creation_meta(t) == _NO_GRAD_MODE
+    return t._base is not None and creation_of(t) == CREATION.NO_GRAD_MODE
 
 
 def _refuse_view_older_than_its_base_requires_grad(inputs: list, j: int, written: tuple) -> None:
@@ -317,7 +314,6 @@ def check_view_of_leaf(inputs: list, written: tuple) -> None:
         base = t._base
         if base is not None and base.is_leaf and base.requires_grad and t.requires_grad:
             raise RuntimeError(in_place_on_a_view_error(CallerView.of(t)))
-
 
 
 _AS_STRIDED_NODES = (torch._C._functions.AsStridedBackward0, torch._C._functions.AsStridedBackward1)
